@@ -1,0 +1,115 @@
+"""Record types shared by every reader.
+
+Readers stream a corpus as bounded batches so that a corpus larger than memory
+ingests in bounded memory. Two kinds of batch exist:
+
+* :class:`TextBatch` -- raw documents (text + label names); they still have to be
+  vectorised (Reuters-21578, JSON Lines, Parquet, the synthetic corpus).
+* :class:`NumericBatch` -- documents that already carry numeric features and a
+  0/1 label matrix (MULAN and MEKA ARFF); they go to the store as they are.
+
+Every reader also fills an :class:`IngestReport`, so that no document is ever
+dropped without being counted and reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+
+class DataFormatError(ValueError):
+    """A corpus file is malformed; the message names the file, line/record and field."""
+
+
+@dataclass
+class TextBatch:
+    """A batch of raw documents.
+
+    Attributes
+    ----------
+    ids : list of str
+        Document identifiers (unique within a corpus).
+    texts : list of str
+        Document texts; an empty string is a valid (empty) document.
+    labels : list of list of str
+        Label names of each document; an empty list is a document without labels.
+    splits : list of str or None
+        Split name of each document ("train", "test", ...), or None when the
+        corpus has no split.
+    """
+
+    ids: list[str]
+    texts: list[str]
+    labels: list[list[str]]
+    splits: list[str] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class NumericBatch:
+    """A batch of documents with numeric features already.
+
+    Attributes
+    ----------
+    ids : list of str
+    X : scipy.sparse.csr_matrix, float64, shape (n_batch, n_features)
+    Y : numpy.ndarray, uint8 0/1, shape (n_batch, n_labels)
+    splits : list of str or None
+    """
+
+    ids: list[str]
+    X: sp.csr_matrix
+    Y: np.ndarray
+    splits: list[str] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class IngestReport:
+    """Counts of everything notable that happened while reading a corpus."""
+
+    n_read: int = 0
+    n_skipped: int = 0
+    skipped_reasons: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def skip(self, reason: str, count: int = 1) -> None:
+        self.n_skipped += count
+        self.skipped_reasons[reason] = self.skipped_reasons.get(reason, 0) + count
+
+    def note(self, message: str) -> None:
+        if message not in self.notes:
+            self.notes.append(message)
+
+    def to_dict(self) -> dict:
+        return {
+            "n_read": self.n_read,
+            "n_skipped": self.n_skipped,
+            "skipped_reasons": dict(self.skipped_reasons),
+            "notes": list(self.notes),
+        }
+
+
+@dataclass
+class NumericSource:
+    """A corpus with numeric features: its header and a batch stream.
+
+    ``batches()`` may be called more than once (each call re-reads the file).
+    """
+
+    feature_names: list[str]
+    label_names: list[str]
+    batches_fn: object  # Callable[[int], Iterator[NumericBatch]]
+    source: str
+    report: IngestReport = field(default_factory=IngestReport)
+
+    def batches(self, batch_size: int) -> Iterator[NumericBatch]:
+        return self.batches_fn(batch_size)  # type: ignore[operator]
