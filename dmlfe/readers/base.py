@@ -40,12 +40,16 @@ class TextBatch:
     splits : list of str or None
         Split name of each document ("train", "test", ...), or None when the
         corpus has no split.
+    meta : dict of str to list of str
+        Further per-document string fields kept in the store (for Reuters:
+        ``lewissplit``, ``cgisplit``).
     """
 
     ids: list[str]
     texts: list[str]
     labels: list[list[str]]
     splits: list[str] | None = None
+    meta: dict[str, list[str]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -1,0 +1,92 @@
+"""Sufficient statistics of (X, Y): the only thing a fitted method needs from the data.
+
+A distributed pass (``dmlfe.stats.pass_``) produces the *raw* (uncentred) sums
+below; every centred quantity is derived here from them, never by densifying X:
+
+    Xc^T Yc = X^T Y - s_x s_y^T / n,   Xc^T Xc = X^T X - s_x s_x^T / n,   ...
+
+with s_x, s_y the column sums and Xc = H X, H = I - 11^T / n the centring matrix.
+Labels Y are stored 0/1. The +-1 coding used by MVMD is Y' = 2Y - 1, so
+Xc^T Y'c = 2 Xc^T Yc and Y'c^T Y'c = 4 Yc^T Yc (centring removes the shift).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class SufficientStats:
+    """Raw float64 sums over the n documents of a data set.
+
+    Attributes
+    ----------
+    n : int
+        Number of documents.
+    sum_x : ndarray, shape (D,)
+        Column sums of X.
+    sum_y : ndarray, shape (q,)
+        Column sums of Y (0/1 coding).
+    xty : ndarray, shape (D, q)
+        X^T Y (0/1 coding).
+    yty : ndarray, shape (q, q)
+        Y^T Y (0/1 coding).
+    xtx : ndarray of shape (D, D) or None
+        X^T X, only when a method needs it and D is small enough.
+    """
+
+    n: int
+    sum_x: np.ndarray
+    sum_y: np.ndarray
+    xty: np.ndarray
+    yty: np.ndarray
+    xtx: np.ndarray | None = None
+
+    @property
+    def n_features(self) -> int:
+        return int(self.sum_x.shape[0])
+
+    @property
+    def n_labels(self) -> int:
+        return int(self.sum_y.shape[0])
+
+    @property
+    def mean_x(self) -> np.ndarray:
+        return self.sum_x / self.n
+
+    @property
+    def mean_y(self) -> np.ndarray:
+        return self.sum_y / self.n
+
+    def centred_xty(self) -> np.ndarray:
+        """Xc^T Yc = X^T H Y (D x q), 0/1 label coding."""
+        return self.xty - np.outer(self.sum_x, self.sum_y) / self.n
+
+    def centred_yty(self) -> np.ndarray:
+        """Yc^T Yc = Y^T H Y (q x q), 0/1 label coding."""
+        return self.yty - np.outer(self.sum_y, self.sum_y) / self.n
+
+    def centred_xtx(self) -> np.ndarray:
+        """Xc^T Xc = X^T H X (D x D): the centred scatter."""
+        if self.xtx is None:
+            raise ValueError(
+                "these statistics were computed without X^T X; recompute them with "
+                "need_xtx=True (only possible when D is below the dense-scatter limit)"
+            )
+        return self.xtx - np.outer(self.sum_x, self.sum_x) / self.n
+
+    def merge(self, other: SufficientStats) -> SufficientStats:
+        """Statistics of the union of two disjoint document sets."""
+        xtx = None
+        if self.xtx is not None and other.xtx is not None:
+            xtx = self.xtx + other.xtx
+        return SufficientStats(
+            n=self.n + other.n,
+            sum_x=self.sum_x + other.sum_x,
+            sum_y=self.sum_y + other.sum_y,
+            xty=self.xty + other.xty,
+            yty=self.yty + other.yty,
+            xtx=xtx,
+        )
