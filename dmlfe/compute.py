@@ -1,0 +1,84 @@
+"""The one way dmlfe runs a dask pass: one compute, optional progress, tree reductions."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import dask
+from dask.delayed import Delayed, delayed
+
+from dmlfe.cluster import current_client
+
+
+def tree_reduce(items: Sequence[Delayed], combine: Callable[..., Any], width: int = 8) -> Delayed:
+    """Combine delayed partial results pairwise-ish in a tree of fan-in ``width``.
+
+    ``combine(*parts)`` must be associative. The reduction runs on the workers;
+    only the root result travels to the driver.
+    """
+    if not items:
+        raise ValueError("nothing to reduce: the data set has no chunks")
+    level = list(items)
+    depth = 0
+    while len(level) > 1:
+        depth += 1
+        level = [
+            delayed(combine, pure=True)(*level[i : i + width])
+            for i in range(0, len(level), width)
+        ]
+    return level[0] if depth else delayed(combine, pure=True)(level[0])
+
+
+def run(*objs: Any, desc: str = "", progress: bool = False, client: Any = None) -> tuple:
+    """Compute dask collections in ONE pass (a single scheduler call).
+
+    With a distributed client (given, or the default one of the process) the work
+    runs there and, with ``progress``, a line per ~2 s says how many tasks are done.
+    Without one, dask's local scheduler runs it.
+    """
+    client = client if client is not None else current_client()
+    t0 = time.perf_counter()
+    if client is None:
+        if progress:
+            from dask.diagnostics import ProgressBar
+
+            print(f"[dmlfe] {desc}", file=sys.stderr)
+            with ProgressBar(out=sys.stderr, dt=1.0):
+                out = dask.compute(*objs)
+        else:
+            out = dask.compute(*objs)
+    else:
+        futures = client.compute(list(objs))
+        if progress:
+            _watch(futures, desc, t0)
+        out = tuple(client.gather(futures))
+    if progress:
+        print(f"[dmlfe] {desc}: done in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    return out
+
+
+def _watch(futures: list, desc: str, t0: float) -> None:
+    from distributed import wait
+
+    client = futures[0].client
+    while True:
+        try:
+            wait(futures, timeout=5.0)
+            return
+        except TimeoutError:
+            pass
+        try:
+            done, total = client.run_on_scheduler(_task_counts)
+            extra = f" ({done}/{total} tasks finished)"
+        except Exception:  # progress is best effort: never fail the pass for it
+            extra = ""
+        print(f"[dmlfe] {desc}: {time.perf_counter() - t0:.0f} s{extra}", file=sys.stderr)
+
+
+def _task_counts(dask_scheduler=None) -> tuple[int, int]:
+    tasks = dask_scheduler.tasks
+    done = sum(1 for ts in tasks.values() if ts.state in ("memory", "released", "forgotten"))
+    return done, len(tasks)

@@ -1,0 +1,340 @@
+"""``dmlfe.ingest``: any supported corpus -> a chunked sparse store.
+
+Text corpora take three passes, each one dask compute:
+
+1. *staging* (driver, streaming): the reader's documents are cut into Parquet parts
+   of ``chunk_rows`` documents (skipped for the synthetic corpus, whose parts are
+   generated on the workers directly);
+2. *document frequencies* (workers): each part is tokenised and counted, the
+   counts merge in a tree; the driver prunes the vocabulary and computes idf;
+3. *vectorise + write* (workers): each part becomes a tf-idf CSR piece of the
+   store; the store writer assembles the pieces and renames the store into place.
+
+Numeric corpora (ARFF) carry features already: their batches are written as
+pieces directly. Memory on the driver is bounded by one part plus the vocabulary.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from dask.delayed import delayed
+
+from dmlfe._version import __version__
+from dmlfe.compute import run, tree_reduce
+from dmlfe.readers.base import IngestReport, TextBatch
+from dmlfe.staging import read_part, stage
+from dmlfe.vectorize.counts import count_terms, dense_df, merge_counts, tfidf_block
+from dmlfe.vectorize.params import VectorizerParams
+from dmlfe.vectorize.vocabulary import build_vocabulary, smooth_idf
+
+TEXT_FORMATS = ("reuters21578", "jsonl", "parquet", "synthetic")
+NUMERIC_FORMATS = ("mulan", "meka")
+FORMATS = TEXT_FORMATS + NUMERIC_FORMATS
+
+_READER_OPTIONS: dict[str, tuple[str, ...]] = {
+    "reuters21578": ("modapte", "top_n"),
+    "jsonl": ("text_field", "labels_field", "id_field", "split_field"),
+    "parquet": ("text_field", "labels_field", "id_field", "split_field"),
+    "synthetic": (
+        "n_docs", "vocab_size", "n_labels", "mean_doc_length", "mean_labels_per_doc",
+        "test_fraction", "zipf_exponent", "seed",
+    ),
+    "mulan": ("labels",),
+    "meka": (),
+}
+_VECTORIZER_OPTIONS = (
+    "vectorizer", "ngram_range", "min_df", "max_df", "max_features", "sublinear_tf", "norm",
+    "lowercase", "n_features", "fit_split",
+)
+
+DEFAULT_CHUNK_ROWS = 10_000
+
+
+def ingest(
+    source: str | os.PathLike | Sequence[str | os.PathLike] | None,
+    format: str,
+    out: str | os.PathLike,
+    *,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    client: Any = None,
+    overwrite: bool = False,
+    progress: bool = False,
+    **options: Any,
+) -> Path:
+    """Read a corpus and write a dmlfe store.
+
+    Parameters
+    ----------
+    source : path, list of paths, or None
+        The corpus file(s): the Reuters-21578 .tar.gz or folder of reut2-*.sgm; one or
+        more ARFF files (MULAN: train and test files become the "train"/"test" splits);
+        a JSON Lines file or a Parquet file/folder. None for ``format="synthetic"``.
+    format : {"reuters21578", "mulan", "meka", "jsonl", "parquet", "synthetic"}
+    out : path
+        The store to write (a directory). It appears only once complete.
+    chunk_rows : int
+        Documents per chunk (the store's row chunking and the unit of parallel work).
+    client : distributed.Client, optional
+        Where to run; default: the process's default client, else dask's local scheduler.
+    overwrite : bool
+        Replace an existing store at ``out``.
+    progress : bool
+        Print stage progress to stderr.
+    **options
+        Reader options -- reuters21578: ``modapte``, ``top_n``; mulan: ``labels`` (the
+        .xml); jsonl/parquet: ``text_field``, ``labels_field``, ``id_field``,
+        ``split_field``; synthetic: the :class:`~dmlfe.readers.synthetic.SyntheticCorpus`
+        parameters (``n_docs``, ``vocab_size``, ``n_labels``, ``seed``, ...).
+        Vectoriser options (text formats): ``vectorizer`` ("tfidf" or "hashing"),
+        ``ngram_range``, ``min_df``, ``max_df``, ``max_features``, ``sublinear_tf``,
+        ``norm``, ``lowercase``, ``n_features`` (hashing), ``fit_split`` (learn the
+        vocabulary and idf on the documents of this split only; default all).
+
+    Returns
+    -------
+    pathlib.Path
+        The store path; open it with :func:`dmlfe.open_store`.
+    """
+    if format not in FORMATS:
+        raise ValueError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
+    if not isinstance(chunk_rows, int) or chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be a positive int, got {chunk_rows!r}")
+    allowed = set(_READER_OPTIONS[format])
+    if format in TEXT_FORMATS:
+        allowed |= set(_VECTORIZER_OPTIONS)
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise TypeError(
+            f"option(s) {', '.join(unknown)} do not apply to format {format!r}; "
+            f"valid options: {', '.join(sorted(allowed)) or 'none'}"
+        )
+    reader_opts = {k: v for k, v in options.items() if k in _READER_OPTIONS[format]}
+    vec_opts = {k: v for k, v in options.items() if k in _VECTORIZER_OPTIONS}
+    if format != "synthetic":
+        if source is None:
+            raise ValueError(f"format {format!r} needs a source path")
+        for p in _as_paths(source):
+            if not p.exists():
+                raise FileNotFoundError(f"source {p} does not exist")
+
+    from dmlfe.store import StoreWriter
+
+    out = Path(out)
+    report = IngestReport()
+    provenance = {
+        "source": None if source is None else [str(p) for p in _as_paths(source)],
+        "format": format,
+        "reader_options": _jsonable(reader_opts),
+        "chunk_rows": chunk_rows,
+        "dmlfe_version": __version__,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
+    with StoreWriter(out, chunk_rows=chunk_rows, overwrite=overwrite) as writer:
+        if format in NUMERIC_FORMATS:
+            return _ingest_numeric(source, format, reader_opts, writer, report, provenance,
+                                   chunk_rows, client, progress)
+        return _ingest_text(source, format, reader_opts, vec_opts, writer, report, provenance,
+                            chunk_rows, client, progress)
+
+
+def _as_paths(source: Any) -> list[Path]:
+    if source is None:
+        return []
+    if isinstance(source, (str, os.PathLike)):
+        return [Path(source)]
+    return [Path(s) for s in source]
+
+
+def _jsonable(d: dict) -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, os.PathLike):
+            v = str(v)
+        elif isinstance(v, tuple):
+            v = list(v)
+        out[k] = v
+    return out
+
+
+def _say(progress: bool, msg: str) -> None:
+    if progress:
+        print(f"[dmlfe] {msg}", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------- numeric
+
+
+def _ingest_numeric(source, format, opts, writer, report, provenance, chunk_rows, client,
+                    progress) -> Path:
+    from dmlfe.readers.arff import read_meka, read_mulan
+    from dmlfe.store import write_piece
+
+    paths = _as_paths(source)
+    if format == "mulan":
+        if not opts.get("labels"):
+            raise ValueError("format 'mulan' needs labels= (the .xml file naming the labels)")
+        src = read_mulan(paths, opts["labels"], report=report)
+    else:
+        src = read_meka(paths, report=report)
+    pieces = []
+    n = 0
+    for i, b in enumerate(src.batches(chunk_rows)):
+        pieces.append(write_piece(writer.tmp_path, i, b.X, b.Y, b.ids, b.splits))
+        n += len(b)
+        if progress and (i + 1) % 10 == 0:
+            _say(progress, f"read {n} documents")
+    provenance["report"] = report.to_dict()
+    _say(progress, f"assembling the store from {len(pieces)} pieces ({n} documents)")
+    return writer.finalize(
+        pieces,
+        n_features=len(src.feature_names),
+        label_names=list(src.label_names),
+        feature_names=list(src.feature_names),
+        attrs={"provenance": provenance},
+        client=client,
+    )
+
+
+# ----------------------------------------------------------------------------- text
+
+
+def _text_stream(source, format, opts, report, chunk_rows):
+    if format == "reuters21578":
+        from dmlfe.readers.reuters import read_reuters21578
+
+        return read_reuters21578(Path(source), batch_size=chunk_rows, report=report, **opts)
+    from dmlfe.readers.tabular import read_jsonl, read_parquet
+
+    reader = read_jsonl if format == "jsonl" else read_parquet
+    paths = _as_paths(source)
+    if len(paths) != 1:
+        raise ValueError(f"format {format!r} takes one source path, got {len(paths)}")
+    return reader(paths[0], batch_size=chunk_rows, report=report, **opts)
+
+
+def load_part(spec: tuple) -> TextBatch:
+    """Documents of one part: a staged Parquet file, or a synthetic part generated here."""
+    if spec[0] == "parquet":
+        return read_part(spec[1])
+    if spec[0] == "synthetic":
+        corpus, index, size = spec[1:]
+        return corpus.part(index, size)
+    raise ValueError(f"unknown part kind {spec[0]!r}")
+
+
+def _count_task(spec: tuple, params: VectorizerParams, fit_split: str | None):
+    b = load_part(spec)
+    texts = b.texts
+    if fit_split is not None:
+        texts = [t for t, s in zip(b.texts, b.splits, strict=True) if s == fit_split]
+    return count_terms(texts, params)
+
+
+def _vectorize_task(spec, index, tmp_path, vocab, idf, label_names, params) -> dict:
+    from dmlfe.store import write_piece
+
+    b = load_part(spec)
+    if params.kind == "hashing":
+        counts = params.hashing_vectorizer().transform(b.texts)
+    else:
+        counts = params.count_vectorizer(vocabulary=vocab).transform(b.texts)
+    X = tfidf_block(counts, idf, params)
+    col = {name: j for j, name in enumerate(label_names)}
+    Y = np.zeros((len(b), len(label_names)), dtype=np.uint8)
+    for r, labs in enumerate(b.labels):
+        for lab in labs:
+            Y[r, col[lab]] = 1
+    piece = write_piece(tmp_path, index, X, Y, list(b.ids), b.splits, b.meta or None)
+    return {
+        "piece": piece,
+        "n_docs": len(b),
+        "n_empty": int(np.count_nonzero(np.diff(X.indptr) == 0)),
+        "n_unlabelled": int(np.count_nonzero(Y.sum(axis=1) == 0)),
+    }
+
+
+def _ingest_text(source, format, opts, vec_opts, writer, report, provenance, chunk_rows, client,
+                 progress) -> Path:
+    fit_split = vec_opts.pop("fit_split", None)
+    kind = vec_opts.pop("vectorizer", "tfidf")
+    if "ngram_range" in vec_opts:
+        vec_opts["ngram_range"] = tuple(vec_opts["ngram_range"])
+    params = VectorizerParams(kind=kind, **vec_opts)
+
+    if format == "synthetic":
+        from dmlfe.readers.synthetic import SyntheticCorpus
+
+        corpus = SyntheticCorpus(**opts)
+        n_parts = corpus.n_parts(chunk_rows)
+        specs = [("synthetic", corpus, i, chunk_rows) for i in range(n_parts)]
+        label_names = list(corpus.label_names)
+        has_split = True
+        provenance["reader_options"] = _jsonable(corpus.params())
+    else:
+        _say(progress, f"staging {format} corpus from {source}")
+        staged = stage(_text_stream(source, format, opts, report, chunk_rows),
+                       writer.tmp_path / "staging", chunk_rows, progress)
+        if staged.n_docs == 0:
+            raise ValueError(f"the corpus {source} holds no documents (see the reader's report: "
+                             f"{report.to_dict()})")
+        specs = [("parquet", str(p)) for p in staged.parts]
+        label_names = sorted(staged.label_counts)
+        has_split = staged.has_split
+        _say(progress, f"staged {staged.n_docs} documents in {len(specs)} parts, "
+                       f"{len(label_names)} labels")
+    if fit_split is not None and not has_split:
+        raise ValueError(f"fit_split={fit_split!r} given but the corpus has no split field")
+
+    # pass 2: document frequencies, merged in a tree on the workers
+    counts = tree_reduce([delayed(_count_task, pure=True)(s, params, fit_split) for s in specs],
+                         merge_counts)
+    (total,) = run(counts, desc="document-frequency pass", progress=progress, client=client)
+    if fit_split is not None and total.n_docs == 0:
+        raise ValueError(f"fit_split={fit_split!r}: no document has that split")
+    if params.kind == "hashing":
+        vocab = None
+        idf = smooth_idf(dense_df(total, params.n_features), total.n_docs)
+        n_features = params.n_features
+        feature_names = None
+        hashing = {**params.to_dict(), "n_features": n_features}
+    else:
+        feature_names, df = build_vocabulary(total, params)
+        vocab = {t: j for j, t in enumerate(feature_names)}
+        idf = smooth_idf(df, total.n_docs)
+        n_features = len(feature_names)
+        hashing = None
+    _say(progress, f"{n_features} features from {total.n_docs} documents")
+
+    # pass 3: vectorise and write the pieces; big shared inputs enter the graph once
+    vocab_d = delayed(vocab, name=f"dmlfe-vocabulary-{id(vocab)}")
+    idf_d = delayed(idf, name=f"dmlfe-idf-{id(idf)}")
+    tasks = [
+        delayed(_vectorize_task, pure=True)(s, i, str(writer.tmp_path), vocab_d, idf_d,
+                                            label_names, params)
+        for i, s in enumerate(specs)
+    ]
+    (results,) = run(tasks, desc="vectorise + write pass", progress=progress, client=client)
+    report.n_read = sum(r["n_docs"] for r in results)
+    provenance["vectorizer"] = params.to_dict()
+    provenance["fit_split"] = fit_split
+    provenance["idf_documents"] = total.n_docs
+    provenance["report"] = report.to_dict()
+    provenance["n_empty_documents"] = sum(r["n_empty"] for r in results)
+    provenance["n_unlabelled_documents"] = sum(r["n_unlabelled"] for r in results)
+    _say(progress, f"assembling the store from {len(results)} pieces")
+    return writer.finalize(
+        [r["piece"] for r in results],
+        n_features=n_features,
+        label_names=label_names,
+        feature_names=feature_names,
+        hashing=hashing,
+        attrs={"provenance": provenance},
+        client=client,
+    )

@@ -1,0 +1,159 @@
+"""Multi-label LDA (MLDA, label-correlation weighted) and direct MLDA (DMLDA).
+
+mvmd eq. 41-47. Neither centres X or Y (mvmd eq. 4 excludes LDA-type methods).
+Both need, besides X^T Y, a *row-weighted* scatter that no other method uses:
+
+    W = X^T diag(w) X,   w_i = sum_k Ylab_ik   (the row sums of the label matrix),
+
+because S_w(Y) = diag(sum_k y(k)) - Y diag(n(1)) Y^T (mvmd eq. 42) puts w on the
+diagonal. The statistics pass must accumulate W next to the usual sums:
+
+* MLDA: on the weighted labels Ylab = Y' of mvmd eq. 44 (needs C, eq. 43, first:
+  C comes from the 0/1 Y^T Y, so compute it from the labels before the X pass);
+  ``stats`` are the sufficient statistics of (X, Y').
+* DMLDA: on the plain 0/1 labels (eq. 46 is written with S_w(Y)); ``stats`` are
+  those of (X, Y) and must include X^T X (the q I term of eq. 46).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from dmlfe.methods.template import TraceTemplate, check_nonneg, raw_xtx, symmetrize
+from dmlfe.stats.sufficient import SufficientStats
+
+
+def label_correlation(yty: np.ndarray) -> np.ndarray:
+    """C of mvmd eq. 43: cosine similarity of the 0/1 label columns, from raw Y^T Y.
+
+    A label that no document carries has a zero row and column.
+    """
+    yty = np.asarray(yty, dtype=np.float64)
+    norms = np.sqrt(np.clip(np.diag(yty), 0.0, None))
+    denom = np.outer(norms, norms)
+    C = np.zeros_like(yty)
+    np.divide(yty, denom, out=C, where=denom > 0)
+    return C
+
+
+def mlda_weighted_labels(Y: np.ndarray | sp.spmatrix, C: np.ndarray) -> np.ndarray:
+    """Y' of mvmd eq. 44, row by row: y'_i = C y_i / ||y_i||_1.
+
+    Works on any block of rows (it needs only C), so a chunked pass can apply it.
+    A document without labels keeps an all-zero row (weight 0 in both scatters).
+    """
+    Yd = Y.toarray() if sp.issparse(Y) else np.asarray(Y)
+    Yd = Yd.astype(np.float64, copy=False)
+    l1 = np.abs(Yd).sum(axis=1)
+    out = Yd @ C  # C is symmetric: (C y_i)^T = y_i^T C
+    np.divide(out, l1[:, None], out=out, where=l1[:, None] > 0)
+    out[l1 == 0] = 0.0
+    return out
+
+
+def weighted_scatter(X: np.ndarray | sp.spmatrix, w: np.ndarray) -> np.ndarray:
+    """X^T diag(w) X (D x D, float64) for one block of rows; sum it over blocks."""
+    w = np.asarray(w, dtype=np.float64).ravel()
+    if sp.issparse(X):
+        Xw = sp.diags(w) @ X
+        return np.asarray((X.T @ Xw).toarray(), dtype=np.float64)
+    Xd = np.asarray(X, dtype=np.float64)
+    return Xd.T @ (Xd * w[:, None])
+
+
+def _inv_counts(counts: np.ndarray) -> np.ndarray:
+    """n(1) = [1/n_1, ..., 1/n_q]; an empty label gets 0 (its column of Y is zero)."""
+    out = np.zeros_like(counts, dtype=np.float64)
+    np.divide(1.0, counts, out=out, where=counts > 0)
+    return out
+
+
+def _within(stats: SufficientStats, xtwx: np.ndarray, n1: np.ndarray) -> np.ndarray:
+    """S_w = X^T S_w(Y) X = W - X^T Y diag(n(1)) Y^T X (mvmd eq. 41-42)."""
+    xty = stats.xty
+    D = stats.n_features
+    if xtwx.shape != (D, D):
+        raise ValueError(
+            f"the row-weighted scatter X^T diag(w) X has shape {xtwx.shape}, expected ({D}, {D})"
+        )
+    return symmetrize(xtwx - (xty * n1) @ xty.T)
+
+
+def mlda(stats: SufficientStats, xtwx: np.ndarray, gamma_xy: float = 0.1) -> TraceTemplate:
+    """MLDA with label-correlation weights (mvmd eq. 41-44, 47).
+
+    S_b P = (S_w + gamma_xy I) P Lambda with, for the weighted labels Y',
+    S_w = X^T diag(w) X - X^T Y' diag(n(1)) Y'^T X and
+    S_b = X^T Y' diag(n(1)) Y'^T X - (1/n) X^T w w^T X, w = Y' 1, n_k = 1^T y'(k),
+    n = sum_k n_k. X is not centred.
+
+    Parameters
+    ----------
+    stats : SufficientStats
+        Statistics of (X, Y') with Y' from :func:`mlda_weighted_labels`.
+    xtwx : ndarray (D, D)
+        X^T diag(Y' 1) X.
+    gamma_xy : float
+        Ridge on S_w; 0.1 in the MVMD paper's comparison.
+    """
+    g = check_nonneg("gamma_xy", gamma_xy, "mlda")
+    n_k = np.asarray(stats.sum_y, dtype=np.float64)
+    n1 = _inv_counts(n_k)
+    xty = stats.xty
+    Sw = _within(stats, xtwx, n1)
+    xw = xty.sum(axis=1)  # X^T w, w = Y' 1
+    total = float(n_k.sum())
+    Sb = (xty * n1) @ xty.T
+    if total > 0:
+        Sb -= np.outer(xw, xw) / total
+    B = Sw
+    B[np.diag_indices_from(B)] += g
+    return TraceTemplate(
+        method="mlda",
+        params={"gamma_xy": g},
+        centred=False,
+        n_features=stats.n_features,
+        A=symmetrize(Sb),
+        B=B,
+    )
+
+
+def dmlda(stats: SufficientStats, xtwx: np.ndarray, gamma_xy: float = 0.1) -> TraceTemplate:
+    """Direct MLDA (mvmd eq. 45-47).
+
+    S_b = X^T (q I - (u n(1)^T Y^T + Y n(1) u^T) + l Y diag(n(1) o n(1)) Y^T - S_w(Y)) X,
+    S_b P = (S_w + gamma_xy I) P Lambda, 0/1 labels, X not centred. The cross
+    term -2 u n(1)^T Y^T of eq. 46 is not symmetric as printed; its symmetric
+    part is used (the quadratic form p^T S_b p is the same either way). In terms
+    of the statistics, with s = X^T u and v = X^T Y n(1):
+
+        S_b = q X^T X - (s v^T + v s^T) + l X^T Y diag(n(1)^2) Y^T X - S_w.
+
+    Parameters
+    ----------
+    stats : SufficientStats
+        Statistics of (X, Y), 0/1 labels, with X^T X.
+    xtwx : ndarray (D, D)
+        X^T diag(Y 1) X (w_i = number of labels of document i).
+    """
+    g = check_nonneg("gamma_xy", gamma_xy, "dmlda")
+    n1 = _inv_counts(np.asarray(stats.sum_y, dtype=np.float64))
+    xty = stats.xty
+    q = stats.n_labels
+    Sw = _within(stats, xtwx, n1)
+    v = xty @ n1
+    s = stats.sum_x
+    Sb = q * raw_xtx(stats) - (np.outer(s, v) + np.outer(v, s))
+    Sb += stats.n * (xty * (n1 * n1)) @ xty.T
+    Sb -= Sw
+    B = Sw.copy()
+    B[np.diag_indices_from(B)] += g
+    return TraceTemplate(
+        method="dmlda",
+        params={"gamma_xy": g},
+        centred=False,
+        n_features=stats.n_features,
+        A=symmetrize(Sb),
+        B=B,
+    )

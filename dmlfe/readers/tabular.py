@@ -1,0 +1,404 @@
+"""Readers for generic labelled text corpora in JSON Lines and Parquet.
+
+Each record is one document with a text field, a labels field (a list of label
+strings) and optionally an id field and a split field; the field names are
+configurable. Both readers stream: JSON Lines line by line (plain or gzip),
+Parquet record batch by record batch with pyarrow, so memory stays bounded by the
+batch size (plus one set of document ids, kept to reject duplicates).
+
+Checks are strict where a value cannot be read as meant (a missing field, labels
+that are not a list, an invalid JSON line, a repeated id: :class:`DataFormatError`
+naming file, line or record, field and value) and lenient where the meaning is
+clear (null text -> empty document, null labels -> no labels, blank lines); each
+lenient case is counted in the :class:`IngestReport`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import json
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from dmlfe.readers.base import DataFormatError, IngestReport, TextBatch
+
+__all__ = ["read_jsonl", "read_parquet"]
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_MAX_SHOWN = 80
+
+_NOTE_NULL_TEXT = "documents with null text (read as empty documents)"
+_NOTE_NULL_LABELS = "documents with null labels (read as documents without labels)"
+_NOTE_DUP_LABEL = "documents listing a label twice (duplicate dropped)"
+_NOTE_BLANK = "blank lines skipped (not documents)"
+
+
+def _show(value: Any) -> str:
+    """A short printable form of a value for an error message."""
+    text = repr(value)
+    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
+
+
+class _Converter:
+    """Turns records (field -> value mappings) into documents, checking every field.
+
+    One converter reads one corpus (possibly several files): it numbers the
+    documents, rejects repeated ids and counts the lenient cases.
+    """
+
+    def __init__(
+        self,
+        text_field: str,
+        labels_field: str,
+        id_field: str | None,
+        split_field: str | None,
+        describe: Callable[[int], str],
+    ) -> None:
+        self.describe = describe
+        self.text_field = text_field
+        self.labels_field = labels_field
+        self.id_field = id_field
+        self.split_field = split_field
+        self.n_docs = 0
+        # id -> position of its record (an int, to keep the memory per id small)
+        self.seen: dict[str, int] = {}
+        self.counts: Counter = Counter()
+
+    def fields(self) -> list[str]:
+        return [
+            f
+            for f in (self.text_field, self.labels_field, self.id_field, self.split_field)
+            if f is not None
+        ]
+
+    def convert(self, rec: Mapping[str, Any], pos: int) -> tuple[str, str, list[str], str | None]:
+        """One document (id, text, labels, split) from ``rec``; ``describe(pos)`` names it."""
+        where = lambda: self.describe(pos)  # noqa: E731 - built lazily, for errors only
+        text = self._text(rec, where)
+        labels = self._labels(rec, where)
+        doc_id = self._id(rec, where, pos)
+        split = self._split(rec, where)
+        self.n_docs += 1
+        return doc_id, text, labels, split
+
+    def _get(self, rec: Mapping[str, Any], name: str, where: Callable[[], str], what: str) -> Any:
+        if name not in rec:
+            present = ", ".join(repr(k) for k in list(rec)[:20])
+            raise DataFormatError(
+                f"{where()}: field {name!r} ({what}) is missing; the record has fields "
+                f"{present or '(none)'}. Add the field to every record or pass the right "
+                f"field name to the reader."
+            )
+        return rec[name]
+
+    def _text(self, rec: Mapping[str, Any], where: Callable[[], str]) -> str:
+        value = self._get(rec, self.text_field, where, "document text")
+        if value is None:
+            self.counts[_NOTE_NULL_TEXT] += 1
+            return ""
+        if not isinstance(value, str):
+            raise DataFormatError(
+                f"{where()}: field {self.text_field!r} must be a string (the document text), "
+                f"got {type(value).__name__} {_show(value)}"
+            )
+        return value
+
+    def _labels(self, rec: Mapping[str, Any], where: Callable[[], str]) -> list[str]:
+        value = self._get(rec, self.labels_field, where, "list of label strings")
+        if value is None:
+            self.counts[_NOTE_NULL_LABELS] += 1
+            return []
+        if not isinstance(value, list | tuple):
+            raise DataFormatError(
+                f"{where()}: field {self.labels_field!r} must be a list of label strings, "
+                f"got {type(value).__name__} {_show(value)}; write a single label as "
+                f'["label"] and no label as []'
+            )
+        labels: list[str] = []
+        for item in value:
+            if not isinstance(item, str):
+                raise DataFormatError(
+                    f"{where()}: field {self.labels_field!r} must hold only strings, got "
+                    f"{type(item).__name__} {_show(item)} in {_show(value)}"
+                )
+            if item in labels:
+                self.counts[_NOTE_DUP_LABEL] += 1
+            else:
+                labels.append(item)
+        return labels
+
+    def _id(self, rec: Mapping[str, Any], where: Callable[[], str], pos: int) -> str:
+        if self.id_field is None:
+            return str(self.n_docs)
+        value = self._get(rec, self.id_field, where, "document id")
+        # bool is an int subclass but never a meaningful id.
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            raise DataFormatError(
+                f"{where()}: field {self.id_field!r} (document id) must be a string or an "
+                f"integer, got {type(value).__name__} {_show(value)}"
+            )
+        doc_id = str(value)
+        first = self.seen.get(doc_id)
+        if first is not None:
+            raise DataFormatError(
+                f"{where()}: document id {doc_id!r} (field {self.id_field!r}) was already "
+                f"used by {self.describe(first)}; ids must be unique"
+            )
+        self.seen[doc_id] = pos
+        return doc_id
+
+    def _split(self, rec: Mapping[str, Any], where: Callable[[], str]) -> str | None:
+        if self.split_field is None:
+            return None
+        value = self._get(rec, self.split_field, where, "split name")
+        if not isinstance(value, str):
+            raise DataFormatError(
+                f"{where()}: field {self.split_field!r} (split name) must be a string such "
+                f"as 'train' or 'test', got {type(value).__name__} {_show(value)}"
+            )
+        return value
+
+    def finish(self, report: IngestReport, kind: str) -> None:
+        for message, n in self.counts.items():
+            if n:
+                report.note(f"{kind}: {n} {message}")
+
+
+class _Batcher:
+    """Collects documents and hands out full batches of ``batch_size``."""
+
+    def __init__(self, batch_size: int, with_splits: bool) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
+        self.batch_size = batch_size
+        self.with_splits = with_splits
+        self._reset()
+
+    def _reset(self) -> None:
+        self.ids: list[str] = []
+        self.texts: list[str] = []
+        self.labels: list[list[str]] = []
+        self.splits: list[str] = []
+
+    def add(self, doc: tuple[str, str, list[str], str | None]) -> TextBatch | None:
+        doc_id, text, labels, split = doc
+        self.ids.append(doc_id)
+        self.texts.append(text)
+        self.labels.append(labels)
+        if self.with_splits:
+            self.splits.append(split)  # type: ignore[arg-type]
+        return self.flush() if len(self.ids) >= self.batch_size else None
+
+    def flush(self) -> TextBatch | None:
+        if not self.ids:
+            return None
+        batch = TextBatch(
+            ids=self.ids,
+            texts=self.texts,
+            labels=self.labels,
+            splits=self.splits if self.with_splits else None,
+        )
+        self._reset()
+        return batch
+
+
+def _open_maybe_gzip(path: Path) -> IO[bytes]:
+    with open(path, "rb") as probe:
+        magic = probe.read(2)
+    return gzip.open(path, "rb") if magic == _GZIP_MAGIC else open(path, "rb")
+
+
+def read_jsonl(
+    path: str | Path,
+    *,
+    text_field: str = "text",
+    labels_field: str = "labels",
+    id_field: str | None = None,
+    split_field: str | None = None,
+    batch_size: int = 1000,
+    report: IngestReport | None = None,
+) -> Iterator[TextBatch]:
+    """Stream a JSON Lines corpus (plain or gzip, detected from the content).
+
+    Each non-blank line is one JSON object, one document.
+
+    Parameters
+    ----------
+    path : str or Path
+        The ``.jsonl`` file, plain or gzip-compressed.
+    text_field : str
+        Field holding the document text (a string; null reads as an empty document).
+    labels_field : str
+        Field holding the labels: a list of strings (null reads as no labels; a label
+        repeated within a document is kept once). A string or number is an error.
+    id_field : str, optional
+        Field holding the document id (string or integer, converted to str, unique).
+        Without it, ids are the 0-based document numbers ("0", "1", ...), blank lines
+        not counted.
+    split_field : str, optional
+        Field holding the split name (a string). Without it, ``splits`` is None.
+    batch_size : int
+        Documents per batch (the last batch may be smaller).
+    report : IngestReport, optional
+        ``n_read`` counts documents read; notes give the number of blank lines, null
+        texts, null label lists and repeated labels (written when the stream ends or
+        is closed).
+
+    Yields
+    ------
+    TextBatch
+
+    Raises
+    ------
+    DataFormatError
+        Invalid JSON or UTF-8, a line that is not an object, a missing field, a value
+        of the wrong type, or a repeated id; the message names file, line, field and
+        value.
+    """
+    p = Path(path)
+    report = report if report is not None else IngestReport()
+    conv = _Converter(
+        text_field, labels_field, id_field, split_field, lambda lineno: f"{p}, line {lineno}"
+    )
+    batcher = _Batcher(batch_size, split_field is not None)
+    n_blank = 0
+    try:
+        with _open_maybe_gzip(p) as fobj:
+            for lineno, raw in enumerate(fobj, start=1):
+                if not raw.strip():
+                    n_blank += 1
+                    continue
+                rec = _parse_line(raw, p, lineno)
+                doc = conv.convert(rec, lineno)
+                report.n_read += 1
+                if (batch := batcher.add(doc)) is not None:
+                    yield batch
+        if (batch := batcher.flush()) is not None:
+            yield batch
+    finally:
+        if n_blank:
+            report.note(f"jsonl: {n_blank} {_NOTE_BLANK}")
+        conv.finish(report, "jsonl")
+
+
+def _parse_line(raw: bytes, path: Path, lineno: int) -> dict[str, Any]:
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(
+            f"{path}, line {lineno}: not valid UTF-8 ({exc}); JSON Lines files must be "
+            "UTF-8 encoded"
+        ) from None
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataFormatError(
+            f"{path}, line {lineno}: invalid JSON ({exc.msg} at column {exc.colno}): "
+            f"{_show(line.strip())}"
+        ) from None
+    if not isinstance(rec, dict):
+        raise DataFormatError(
+            f"{path}, line {lineno}: expected a JSON object (one document per line), "
+            f"got {type(rec).__name__} {_show(rec)}"
+        )
+    return rec
+
+
+def _parquet_files(p: Path) -> list[Path]:
+    if p.is_dir():
+        files = sorted(f for f in p.rglob("*.parquet") if f.is_file())
+        if not files:
+            raise DataFormatError(f"folder {p} holds no *.parquet file")
+        return files
+    if not p.exists():
+        raise FileNotFoundError(f"Parquet input {p} does not exist")
+    return [p]
+
+
+def read_parquet(
+    path: str | Path,
+    *,
+    text_field: str = "text",
+    labels_field: str = "labels",
+    id_field: str | None = None,
+    split_field: str | None = None,
+    batch_size: int = 1000,
+    report: IngestReport | None = None,
+) -> Iterator[TextBatch]:
+    """Stream a Parquet corpus: one file, or a folder of ``*.parquet`` files.
+
+    Files of a folder (searched recursively) are read in path order; only the needed
+    columns are read, ``batch_size`` rows at a time.
+
+    Parameters
+    ----------
+    path : str or Path
+        A Parquet file or a folder of them.
+    text_field, labels_field, id_field, split_field : str
+        Column names, with the same meaning and checks as in :func:`read_jsonl`
+        (labels: a list-of-strings column). Without ``id_field`` the ids are the
+        0-based row numbers over all files together.
+    batch_size : int
+        Documents per batch (the last batch may be smaller; batches span files).
+    report : IngestReport, optional
+        As in :func:`read_jsonl`.
+
+    Yields
+    ------
+    TextBatch
+
+    Raises
+    ------
+    DataFormatError
+        A missing column (the message lists the columns present), a value of the
+        wrong type or a repeated id (file and 0-based row within the file named), or
+        a file that is not Parquet.
+    """
+    import pyarrow.parquet as pq
+
+    p = Path(path)
+    report = report if report is not None else IngestReport()
+    files = _parquet_files(p)
+    # Global row number of each file's first row, to name a record from its position.
+    starts: list[int] = []
+
+    def describe(pos: int) -> str:
+        k = bisect.bisect_right(starts, pos) - 1
+        return f"{files[k]}, row {pos - starts[k]}"
+
+    conv = _Converter(text_field, labels_field, id_field, split_field, describe)
+    batcher = _Batcher(batch_size, split_field is not None)
+    columns = conv.fields()
+    total = 0
+    try:
+        for f in files:
+            try:
+                pf = pq.ParquetFile(f)
+            except Exception as exc:  # pyarrow raises several types for a bad file
+                raise DataFormatError(f"{f} is not a readable Parquet file: {exc}") from exc
+            with pf:
+                present = pf.schema_arrow.names
+                for col in columns:
+                    if col not in present:
+                        raise DataFormatError(
+                            f"{f}: column {col!r} is missing; the file has columns "
+                            f"{', '.join(map(repr, present))}. Pass the right column name "
+                            f"to the reader."
+                        )
+                starts.append(total)
+                for rb in pf.iter_batches(batch_size=batch_size, columns=columns):
+                    data = {name: rb.column(name).to_pylist() for name in columns}
+                    for i in range(rb.num_rows):
+                        rec = {name: data[name][i] for name in columns}
+                        doc = conv.convert(rec, total + i)
+                        report.n_read += 1
+                        if (batch := batcher.add(doc)) is not None:
+                            yield batch
+                    total += rb.num_rows
+        if (batch := batcher.flush()) is not None:
+            yield batch
+    finally:
+        conv.finish(report, "parquet")

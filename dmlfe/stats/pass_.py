@@ -1,0 +1,403 @@
+"""One distributed pass over (X, Y) computing the raw sufficient statistics.
+
+Each row block of X (a scipy.sparse CSR matrix, or a dense ndarray) and the
+matching rows of Y yield a small partial result (n, column sums, X^T Y, Y^T Y
+and, on request, X^T X); partials are summed by a tree of ``split_every``-wide
+combine tasks on the workers, so only the final sums reach the driver and the
+whole pass is exactly one dask compute.
+
+``X.T @ X`` on a dask array of sparse chunks is deliberately avoided: dask
+would concatenate every block into a single task. The per-block products here
+stay sparse while they are sparse enough and are only densified (float64) when
+a dense accumulator is smaller.
+
+In-memory inputs (scipy.sparse matrices, numpy arrays) are reduced on the
+driver in row slices, without dask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+import scipy.sparse as sp
+from dask import delayed
+
+from dmlfe.stats.sufficient import SufficientStats
+
+BlockFn = Callable[[Any], Any]
+
+#: Rows per slice when an in-memory X is reduced on the driver.
+IN_MEMORY_ROWS = 65_536
+
+#: A sparse partial is densified once its CSR storage (~12 bytes per stored
+#: value) would exceed this fraction of the dense float64 array.
+_DENSIFY_FRACTION = 0.5
+
+_PART_KEYS = ("sum_x", "sum_y", "xty", "yty", "xtx")
+
+
+# --------------------------------------------------------------------------- #
+# Input normalisation
+# --------------------------------------------------------------------------- #
+def is_dask(a: Any) -> bool:
+    """True for a dask array."""
+    return isinstance(a, da.Array)
+
+
+def as_row_blocks(a: Any, row_chunks: Sequence[int]) -> da.Array:
+    """Wrap an in-memory 2-D matrix (scipy.sparse or ndarray) as a dask array of row blocks.
+
+    The blocks keep the input's kind (CSR stays CSR), so every function that
+    accepts a store's X accepts the result.
+    """
+    row_chunks = tuple(int(c) for c in row_chunks)
+    if sum(row_chunks) != a.shape[0]:
+        raise ValueError(
+            f"row chunks {row_chunks[:5]}... sum to {sum(row_chunks)} but the matrix has "
+            f"{a.shape[0]} rows"
+        )
+    if sp.issparse(a):
+        a = sp.csr_matrix(a)
+        meta: Any = sp.csr_matrix((0, a.shape[1]), dtype=a.dtype)
+    else:
+        a = np.asarray(a)
+        meta = np.empty((0,) * a.ndim, dtype=a.dtype)
+    blocks = []
+    start = 0
+    for c in row_chunks:
+        piece = a[start : start + c]
+        shape = (c,) + tuple(a.shape[1:])
+        blocks.append(da.from_delayed(delayed(piece), shape=shape, dtype=a.dtype, meta=meta))
+        start += c
+    return da.concatenate(blocks, axis=0)
+
+
+def _check_x_dask(X: da.Array) -> da.Array:
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (documents x features); got shape {X.shape}")
+    if any(np.isnan(c) for c in X.chunks[0]):
+        raise ValueError(
+            "X has unknown row-chunk sizes; call X.compute_chunk_sizes() or open the store "
+            "again so that the row blocks have known lengths"
+        )
+    if len(X.chunks[1]) > 1:
+        # One column chunk per row block: the per-block reductions need whole rows.
+        X = X.rechunk({1: -1})
+    return X
+
+
+def _as_2d_labels(Y: Any) -> Any:
+    if Y.ndim == 1:
+        return Y.reshape(-1, 1)
+    if Y.ndim != 2:
+        raise ValueError(f"Y must be 2-D (documents x labels); got shape {Y.shape}")
+    return Y
+
+
+def _align(X: Any, Y: Any) -> tuple[Any, Any]:
+    """Return (X, Y) as both in-memory or both dask arrays with identical row chunks."""
+    Y = _as_2d_labels(Y)
+    if X.shape[0] != Y.shape[0]:
+        raise ValueError(
+            f"X has {X.shape[0]} rows (documents) but Y has {Y.shape[0]}; they must describe "
+            "the same documents in the same order"
+        )
+    if not is_dask(X) and not is_dask(Y):
+        return X, Y
+    if not is_dask(X):
+        X = as_row_blocks(X, Y.chunks[0])
+    X = _check_x_dask(X)
+    if not is_dask(Y):
+        Y = da.from_array(np.asarray(Y), chunks=(X.chunks[0], -1))
+    elif Y.chunks[0] != X.chunks[0] or len(Y.chunks[1]) > 1:
+        Y = Y.rechunk((X.chunks[0], -1))
+    return X, Y
+
+
+# --------------------------------------------------------------------------- #
+# Dense-size guard
+# --------------------------------------------------------------------------- #
+def dense_xtx_error(n_features: int, max_dense_features: int) -> ValueError:
+    """The error raised when X^T X would be too large to hold densely."""
+    nbytes = n_features * n_features * 8
+    return ValueError(
+        f"X^T X for D = {n_features:,} features needs a dense D x D float64 matrix of "
+        f"{nbytes / 2**30:.2f} GiB (D*D*8 = {nbytes:,} bytes) on the driver and on the "
+        "workers, above the limit "
+        f"max_dense_features = {max_dense_features:,}. Raise max_dense_features if that much "
+        "memory is available, or use a method/route that does not need X^T X (the matrix-free "
+        "solver dmlfe.solvers.matrix_free for PCA/MVMD, the thin SVD route for MDDMp with a "
+        "linear label kernel)"
+    )
+
+
+def _probe_n_features(block_fn: BlockFn | None, n_features: int, dtype: Any) -> int | None:
+    """Output width of ``block_fn``, found on an empty block; None when it cannot be probed."""
+    if block_fn is None:
+        return n_features
+    try:
+        out = block_fn(sp.csr_matrix((0, n_features), dtype=dtype))
+        return int(out.shape[1])
+    except Exception:  # the hook need not accept empty blocks: checked per block then
+        return None
+
+
+# --------------------------------------------------------------------------- #
+# Per-block partials and their combination (run on the workers)
+# --------------------------------------------------------------------------- #
+def _to_float_block(xb: Any) -> Any:
+    if sp.issparse(xb):
+        return sp.csr_matrix(xb, dtype=np.float64)
+    return np.asarray(xb, dtype=np.float64)
+
+
+def _maybe_dense(m: Any) -> Any:
+    """Densify a sparse partial once a dense float64 array is the smaller form."""
+    if sp.issparse(m):
+        rows, cols = m.shape
+        if m.nnz * 12 > _DENSIFY_FRACTION * rows * cols * 8:
+            return m.toarray()
+        return m
+    return np.asarray(m)
+
+
+def _block_partial(
+    xb: Any,
+    yb: Any,
+    mask: Any,
+    need_xtx: bool,
+    block_fn: BlockFn | None,
+    max_dense_features: int,
+) -> dict[str, Any]:
+    """Raw sums of one row block; sparse products stay sparse while that is smaller."""
+    if mask is not None:
+        keep = np.asarray(mask, dtype=bool).ravel()
+        xb = xb[keep]
+        yb = yb[keep]
+    if block_fn is not None:
+        xb = block_fn(xb)
+    xb = _to_float_block(xb)
+    y = yb.toarray() if sp.issparse(yb) else np.asarray(yb)
+    y = y.astype(np.float64, copy=False)
+    n_b, d = xb.shape
+    part: dict[str, Any] = {
+        "n": int(n_b),
+        "sum_x": np.asarray(xb.sum(axis=0), dtype=np.float64).ravel(),
+        "sum_y": y.sum(axis=0),
+        "yty": y.T @ y,
+    }
+    if sp.issparse(xb):
+        # A sparse Y keeps X^T Y sparse for huge D (the product of one block is
+        # usually far from dense); small D gets the dense product directly.
+        if d * y.shape[1] > 2**20:
+            part["xty"] = _maybe_dense(sp.csr_matrix(xb.T @ sp.csr_matrix(y)))
+        else:
+            part["xty"] = np.asarray(xb.T @ y)
+    else:
+        part["xty"] = xb.T @ y
+    if need_xtx:
+        if d > max_dense_features:
+            raise dense_xtx_error(d, max_dense_features)
+        if sp.issparse(xb):
+            part["xtx"] = _maybe_dense(sp.csr_matrix(xb.T @ xb))
+        else:
+            part["xtx"] = xb.T @ xb
+    return part
+
+
+def add_partials(a: Any, b: Any) -> Any:
+    """Sum of two partial matrices (dense or sparse) into a new object; inputs untouched."""
+    a_sp, b_sp = sp.issparse(a), sp.issparse(b)
+    if a_sp and b_sp:
+        return _maybe_dense(sp.csr_matrix(a + b))
+    if a_sp:
+        a, b = b, a
+    out = np.array(a, dtype=np.float64, copy=True)
+    if sp.issparse(b):
+        coo = sp.coo_matrix(b)
+        coo.sum_duplicates()  # unique coordinates make the fancy-index += exact
+        out[coo.row, coo.col] += coo.data
+    else:
+        out += b
+    return out
+
+
+def _combine(*parts: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"n": sum(p["n"] for p in parts)}
+    for key in _PART_KEYS:
+        if key not in parts[0]:
+            continue
+        acc = parts[0][key]
+        for p in parts[1:]:
+            acc = add_partials(acc, p[key])
+        out[key] = acc
+    return out
+
+
+def _finalise(part: dict[str, Any]) -> SufficientStats:
+    def dense(m: Any) -> np.ndarray:
+        m = m.toarray() if sp.issparse(m) else m
+        return np.ascontiguousarray(m, dtype=np.float64)
+
+    return SufficientStats(
+        n=int(part["n"]),
+        sum_x=dense(part["sum_x"]).ravel(),
+        sum_y=dense(part["sum_y"]).ravel(),
+        xty=dense(part["xty"]),
+        yty=dense(part["yty"]),
+        xtx=dense(part["xtx"]) if "xtx" in part else None,
+    )
+
+
+def tree_reduce(parts: list[Any], combine: Callable[..., Any], split_every: int) -> Any:
+    """Sum delayed partials with a tree of ``split_every``-wide combine tasks."""
+    if split_every < 2:
+        raise ValueError(f"split_every must be at least 2; got {split_every}")
+    if not parts:
+        raise ValueError("cannot reduce an empty list of blocks")
+    level = list(parts)
+    while len(level) > 1:
+        level = [
+            delayed(combine)(*level[i : i + split_every]) for i in range(0, len(level), split_every)
+        ]
+    return level[0]
+
+
+def compute_one(obj: Any, client: Any = None, progress: bool = False) -> Any:
+    """Compute one dask collection with exactly one compute (optionally with a progress bar)."""
+    if client is None:
+        if progress:
+            from dask.diagnostics import ProgressBar
+
+            with ProgressBar():
+                return dask.compute(obj)[0]
+        return dask.compute(obj)[0]
+    future = client.compute(obj)
+    if progress:
+        from distributed import progress as dist_progress
+
+        dist_progress(future)
+    return future.result()
+
+
+def _default_split_every(n_features: int, need_xtx: bool) -> int:
+    # Dense D x D partials are large: a narrower tree keeps fewer of them in a
+    # combine task's memory at once.
+    if need_xtx and n_features * n_features * 8 > 2**28:
+        return 2
+    return 8
+
+
+# --------------------------------------------------------------------------- #
+# Public entry point
+# --------------------------------------------------------------------------- #
+def compute_stats(
+    X: Any,
+    Y: Any,
+    *,
+    need_xtx: bool = False,
+    max_dense_features: int = 20_000,
+    client: Any = None,
+    block_fn: BlockFn | None = None,
+    row_mask: Any = None,
+    split_every: int | None = None,
+    progress: bool = False,
+) -> SufficientStats:
+    """Raw sufficient statistics of (X, Y) in one pass.
+
+    Parameters
+    ----------
+    X : dask array of scipy.sparse CSR row blocks, scipy.sparse matrix or ndarray
+        Documents x features. A dask array is reduced on the cluster (exactly one
+        compute); in-memory inputs are reduced on the driver in row slices.
+    Y : dask array or array-like, shape (n, q)
+        0/1 label indicator matrix, same rows as X (rechunked to X's row chunks).
+    need_xtx : bool
+        Also compute X^T X (dense D x D float64).
+    max_dense_features : int
+        Largest D for which X^T X may be formed; above it a ValueError gives the
+        memory figure.
+    client : distributed.Client, optional
+        Compute on this client; otherwise dask's current scheduler (a default
+        distributed client when one exists).
+    block_fn : callable, optional
+        Applied to each X row block before the reduction (e.g. a feature map);
+        may return a sparse or dense block of any width. D then means its width.
+    row_mask : bool array-like or dask array, shape (n,), optional
+        Keep only the rows where it is True (e.g. a split), applied per block.
+    split_every : int, optional
+        Width of the combine tree (default 8; 2 when dense X^T X partials are big).
+    progress : bool
+        Show a progress bar (``distributed.progress`` with a client).
+
+    Returns
+    -------
+    SufficientStats
+        Raw (uncentred) float64 sums; centred forms are derived from them.
+    """
+    X, Y = _align(X, Y)
+    n_in_features = int(X.shape[1])
+    n_out = _probe_n_features(block_fn, n_in_features, getattr(X, "dtype", np.float64))
+    if need_xtx and n_out is not None and n_out > max_dense_features:
+        raise dense_xtx_error(n_out, max_dense_features)
+
+    if row_mask is not None:
+        if row_mask.shape[0] != X.shape[0]:
+            raise ValueError(
+                f"row_mask has {row_mask.shape[0]} entries but X has {X.shape[0]} rows"
+            )
+
+    if not is_dask(X):
+        return _compute_in_memory(X, Y, need_xtx, block_fn, row_mask, max_dense_features)
+
+    x_blocks = X.to_delayed().ravel()
+    y_blocks = Y.to_delayed().ravel()
+    if row_mask is None:
+        m_blocks: list[Any] = [None] * len(x_blocks)
+    else:
+        if is_dask(row_mask):
+            mask = row_mask.rechunk((X.chunks[0],))
+        else:
+            mask = da.from_array(np.asarray(row_mask, dtype=bool), chunks=(X.chunks[0],))
+        m_blocks = list(mask.to_delayed().ravel())
+    parts = [
+        delayed(_block_partial)(xb, yb, mb, need_xtx, block_fn, max_dense_features)
+        for xb, yb, mb in zip(x_blocks, y_blocks, m_blocks, strict=True)
+    ]
+    if split_every is None:
+        split_every = _default_split_every(n_out or n_in_features, need_xtx)
+    total = tree_reduce(parts, _combine, split_every)
+    final = delayed(_finalise)(total)
+    return compute_one(final, client=client, progress=progress)
+
+
+def _compute_in_memory(
+    X: Any,
+    Y: Any,
+    need_xtx: bool,
+    block_fn: BlockFn | None,
+    row_mask: Any,
+    max_dense_features: int,
+) -> SufficientStats:
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+    else:
+        X = np.asarray(X)
+    Y = Y.tocsr() if sp.issparse(Y) else np.asarray(Y)
+    mask = None if row_mask is None else np.asarray(row_mask, dtype=bool).ravel()
+    acc: dict[str, Any] | None = None
+    n = X.shape[0]
+    # Row slices bound the memory of block_fn's output and of dense Y blocks.
+    for start in range(0, max(n, 1), IN_MEMORY_ROWS):
+        stop = min(start + IN_MEMORY_ROWS, n)
+        mb = None if mask is None else mask[start:stop]
+        part = _block_partial(
+            X[start:stop], Y[start:stop], mb, need_xtx, block_fn, max_dense_features
+        )
+        acc = part if acc is None else _combine(acc, part)
+    assert acc is not None
+    return _finalise(acc)

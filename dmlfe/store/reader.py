@@ -1,0 +1,376 @@
+"""Opening a store as dask arrays of row blocks.
+
+Every block of ``X``, ``Y``, ``ids`` and ``split`` is a task that reads only its own
+slices from zarr when it runs (the graph holds the store path and row range, never
+data), so the arrays work on a distributed cluster of processes that see the store's
+path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from functools import cached_property, lru_cache
+from pathlib import Path
+
+import dask
+import dask.array as da
+import numpy as np
+import scipy.sparse as sp
+import zarr
+from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph
+
+from dmlfe.store import _format as F
+
+
+class IncompleteStoreError(ValueError):
+    """The path holds no complete dmlfe store (e.g. an interrupted ingest)."""
+
+
+# --------------------------------------------------------------------------- block readers
+@lru_cache(maxsize=64)
+def _group(root: str, store_uuid: str) -> zarr.Group:
+    # keyed by the store's uuid so that a store replaced at the same path is reopened
+    return zarr.open_group(root, mode="r")
+
+
+def _read_x(root: str, uid: str, r0: int, r1: int, n_features: int,
+            rows: np.ndarray | None) -> sp.csr_matrix:
+    g = _group(root, uid)
+    indptr = g["X/indptr"][r0:r1 + 1]
+    p0, p1 = int(indptr[0]), int(indptr[-1])
+    block = sp.csr_matrix((g["X/data"][p0:p1], g["X/indices"][p0:p1], indptr - p0),
+                          shape=(r1 - r0, n_features))
+    return block if rows is None else block[rows]
+
+
+def _read_row_nnz(root: str, uid: str, r0: int, r1: int, rows: np.ndarray | None) -> np.ndarray:
+    counts = np.diff(_group(root, uid)["X/indptr"][r0:r1 + 1])
+    return counts if rows is None else counts[rows]
+
+
+def _read_rows(root: str, uid: str, name: str, r0: int, r1: int,
+               rows: np.ndarray | None) -> np.ndarray:
+    values = _group(root, uid)[name][r0:r1]
+    if values.dtype.kind in "TUSO":
+        values = F.to_object_strings(values)
+    return values if rows is None else values[rows]
+
+
+def _read_split(root: str, uid: str, r0: int, r1: int, categories: tuple[str, ...],
+                rows: np.ndarray | None) -> np.ndarray:
+    codes = _read_rows(root, uid, "obs/split/codes", r0, r1, rows)
+    lookup = np.array(list(categories) + [None], dtype=object)
+    return lookup[np.where(codes < 0, len(categories), codes)]
+
+
+# --------------------------------------------------------------------------- open
+def _read_root_meta(path: Path) -> dict:
+    if not path.exists():
+        raise FileNotFoundError(f"no store at {path}: the path does not exist")
+    hint = ("; re-run the ingest (pass overwrite=True / --overwrite to replace it) or delete "
+            "this directory")
+    try:
+        root = json.loads((path / "zarr.json").read_text())
+        meta = root["attributes"]["dmlfe"]
+    except (OSError, ValueError, KeyError, TypeError):
+        meta = None
+    if not isinstance(meta, dict) or meta.get("complete") is not True:
+        raise IncompleteStoreError(
+            f"{path} is not a complete dmlfe store (an interrupted ingest?): its root "
+            f"zarr.json lacks the 'complete' marker of dmlfe's metadata{hint}")
+    if meta.get("format_version", 0) > F.FORMAT_VERSION:
+        raise ValueError(f"{path} has store format version {meta['format_version']}, newer "
+                         f"than this dmlfe reads ({F.FORMAT_VERSION}); upgrade dmlfe")
+    return meta
+
+
+def open_store(path, *, chunk_rows: int | None = None) -> Store:
+    """Open a complete dmlfe store.
+
+    Parameters
+    ----------
+    path : path-like
+        The store directory.
+    chunk_rows : int, optional
+        Documents per dask block (default: the stored chunk size). Any positive value
+        works; blocks are then other row ranges of the same arrays.
+
+    Raises
+    ------
+    FileNotFoundError
+        If nothing is at ``path``.
+    IncompleteStoreError
+        If ``path`` is not a complete store (an interrupted or running ingest).
+    """
+    path = Path(path).absolute()
+    meta = _read_root_meta(path)
+    cr = int(meta["chunk_rows"]) if chunk_rows is None else chunk_rows
+    if isinstance(cr, bool) or not isinstance(cr, (int, np.integer)) or cr < 1:
+        raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
+    n = int(meta["n_docs"])
+    blocks = [(r0, min(r0 + int(cr), n), None) for r0 in range(0, n, int(cr))] or [(0, 0, None)]
+    return Store(path, meta, int(cr), blocks)
+
+
+class Store:
+    """A dmlfe store (or a row subset of one) as dask arrays chunked by row blocks.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+    X : dask.array.Array
+        float64, shape (n_docs, n_features); each block a ``scipy.sparse.csr_matrix``.
+    Y : dask.array.Array
+        uint8 0/1, shape (n_docs, n_labels), chunked like X.
+    ids : dask.array.Array
+        Document ids (object array of str), chunked like X.
+    split : dask.array.Array or None
+        Split of each document (str, or None where missing); None without a split.
+    label_names : list of str
+    feature_names : list of str or None
+        None for hashing stores (and numeric stores ingested without names).
+    hashing : dict or None
+        Hashing parameters of a hashing store.
+    attrs : dict
+        Provenance (source, parameters, dmlfe version, ...), with the reader report
+        under ``"report"``.
+    """
+
+    def __init__(self, path: Path, meta: dict, chunk_rows: int,
+                 blocks: list[tuple[int, int, np.ndarray | None]]):
+        self.path = path
+        self._meta = meta
+        self._chunk_rows = chunk_rows
+        self._blocks = blocks
+        self._root = str(path)
+        self._uid = str(meta["uuid"])
+        self._sizes = tuple(r1 - r0 if rows is None else len(rows) for r0, r1, rows in blocks)
+        self._token = tokenize(self._root, self._uid,
+                               [(r0, r1, None if rows is None else rows) for r0, r1, rows in blocks])
+        self.label_names: list[str] = list(meta["label_names"])
+        self.hashing: dict | None = meta.get("hashing")
+        self.attrs: dict = dict(meta.get("provenance") or {})
+        if meta.get("report") is not None:
+            self.attrs["report"] = meta["report"]
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def n_docs(self) -> int:
+        return int(sum(self._sizes))
+
+    @property
+    def n_features(self) -> int:
+        return int(self._meta["n_features"])
+
+    @property
+    def n_labels(self) -> int:
+        return len(self.label_names)
+
+    @property
+    def chunk_rows(self) -> int:
+        """Rows per block this store was opened with (blocks of a subset are smaller)."""
+        return self._chunk_rows
+
+    @property
+    def stored_chunk_rows(self) -> int:
+        """Rows per zarr chunk on disk."""
+        return int(self._meta["chunk_rows"])
+
+    @property
+    def is_subset(self) -> bool:
+        return any(rows is not None for _, _, rows in self._blocks)
+
+    @property
+    def obs_columns(self) -> list[str]:
+        """Names of the extra per-document string columns."""
+        return list(self._meta.get("obs_columns") or [])
+
+    @cached_property
+    def nnz(self) -> int:
+        if not self.is_subset:
+            return int(self._meta["nnz"])
+        return int(sum(int(_read_row_nnz(self._root, self._uid, r0, r1, rows).sum())
+                       for r0, r1, rows in self._blocks))
+
+    @cached_property
+    def feature_names(self) -> list[str] | None:
+        if not self._meta.get("has_feature_names"):
+            return None
+        return _group(self._root, self._uid)["var/_index"][:].tolist()
+
+    @property
+    def _categories(self) -> tuple[str, ...] | None:
+        cats = self._meta.get("split_categories")
+        return None if cats is None else tuple(cats)
+
+    # ------------------------------------------------------------------ dask arrays
+    @cached_property
+    def X(self) -> da.Array:
+        name = f"dmlfe-X-{self._token}"
+        dsk = {(name, i, 0): (_read_x, self._root, self._uid, r0, r1, self.n_features, rows)
+               for i, (r0, r1, rows) in enumerate(self._blocks)}
+        graph = HighLevelGraph.from_collections(name, dsk, dependencies=())
+        return da.Array(graph, name, (self._sizes, (self.n_features,)), dtype=np.float64,
+                        meta=sp.csr_matrix((0, 0), dtype=np.float64))
+
+    def _column(self, kind: str, array_name: str, tail: tuple[int, ...], dtype, meta):
+        name = f"dmlfe-{kind}-{self._token}"
+        dsk = {}
+        for i, (r0, r1, rows) in enumerate(self._blocks):
+            key = (name, i) + (0,) * len(tail)
+            dsk[key] = (_read_rows, self._root, self._uid, array_name, r0, r1, rows)
+        graph = HighLevelGraph.from_collections(name, dsk, dependencies=())
+        return da.Array(graph, name, (self._sizes,) + tuple((d,) for d in tail), dtype=dtype,
+                        meta=meta)
+
+    @cached_property
+    def Y(self) -> da.Array:
+        return self._column("Y", "obsm/Y", (self.n_labels,), np.uint8,
+                            np.empty((0, 0), dtype=np.uint8))
+
+    @cached_property
+    def ids(self) -> da.Array:
+        return self._column("ids", "obs/_index", (), object, np.empty(0, dtype=object))
+
+    @cached_property
+    def split(self) -> da.Array | None:
+        cats = self._categories
+        if cats is None:
+            return None
+        name = f"dmlfe-split-{self._token}"
+        dsk = {(name, i): (_read_split, self._root, self._uid, r0, r1, cats, rows)
+               for i, (r0, r1, rows) in enumerate(self._blocks)}
+        graph = HighLevelGraph.from_collections(name, dsk, dependencies=())
+        return da.Array(graph, name, (self._sizes,), dtype=object,
+                        meta=np.empty(0, dtype=object))
+
+    @cached_property
+    def row_nnz(self) -> da.Array:
+        """Stored entries per document (int64), chunked like X."""
+        name = f"dmlfe-rownnz-{self._token}"
+        dsk = {(name, i): (_read_row_nnz, self._root, self._uid, r0, r1, rows)
+               for i, (r0, r1, rows) in enumerate(self._blocks)}
+        graph = HighLevelGraph.from_collections(name, dsk, dependencies=())
+        return da.Array(graph, name, (self._sizes,), dtype=np.int64,
+                        meta=np.empty(0, dtype=np.int64))
+
+    # ------------------------------------------------------------------ eager access
+    def obs_column(self, name: str) -> np.ndarray:
+        """An extra per-document column (object array of str) of the documents in view.
+
+        ``"split"`` and ``"id"`` are accepted too.
+        """
+        if name == "split":
+            if self.split is None:
+                raise KeyError(f"store {self.path} has no split column")
+            return self.split.compute(scheduler="sync")
+        if name == "id":
+            return self.ids.compute(scheduler="sync")
+        if name not in self.obs_columns:
+            raise KeyError(f"store {self.path} has no column {name!r}; its columns are "
+                           f"{self.obs_columns} (plus 'id' and 'split')")
+        return self._column(f"obs-{name}", f"obs/{name}", (), object,
+                            np.empty(0, dtype=object)).compute(scheduler="sync")
+
+    def _split_codes(self) -> np.ndarray:
+        """Split codes of the documents in view (-1 = missing), read eagerly."""
+        parts = [_read_rows(self._root, self._uid, "obs/split/codes", r0, r1, rows)
+                 for r0, r1, rows in self._blocks]
+        return np.concatenate(parts).astype(np.int64)
+
+    def subset(self, split: str | list[str]) -> Store:
+        """The documents whose split is one of ``split``, with the same block structure.
+
+        Each block keeps its rows in the given splits (empty blocks are dropped); the
+        result has the same attributes as a store.
+        """
+        wanted = [split] if isinstance(split, str) else list(split)
+        cats = self._categories
+        if cats is None:
+            raise ValueError(f"store {self.path} has no split column; subset() needs one")
+        unknown = [s for s in wanted if s not in cats]
+        if unknown:
+            raise ValueError(f"split value(s) {unknown} not in store {self.path}; its splits "
+                             f"are {list(cats)}")
+        wanted_codes = np.array([cats.index(s) for s in wanted], dtype=np.int64)
+        blocks = []
+        for r0, r1, rows in self._blocks:
+            codes = _read_rows(self._root, self._uid, "obs/split/codes", r0, r1, rows)
+            keep = np.isin(codes, wanted_codes)
+            local = np.arange(r1 - r0, dtype=np.int64) if rows is None else rows
+            if keep.any():
+                blocks.append((r0, r1, local[keep]))
+        if not blocks:
+            blocks = [(0, 0, np.zeros(0, dtype=np.int64))]
+        return Store(self.path, self._meta, self._chunk_rows, blocks)
+
+    def iter_blocks(self) -> Iterator[dict]:
+        """Read the blocks one by one in this process (no dask): dicts with X, Y, ids,
+        split (or None) and the extra columns under ``"obs"``."""
+        cats = self._categories
+        for r0, r1, rows in self._blocks:
+            yield {
+                "X": _read_x(self._root, self._uid, r0, r1, self.n_features, rows),
+                "Y": _read_rows(self._root, self._uid, "obsm/Y", r0, r1, rows),
+                "ids": _read_rows(self._root, self._uid, "obs/_index", r0, r1, rows),
+                "split": None if cats is None
+                else _read_split(self._root, self._uid, r0, r1, cats, rows),
+                "obs": {k: _read_rows(self._root, self._uid, f"obs/{k}", r0, r1, rows)
+                        for k in self.obs_columns},
+            }
+
+    def info(self) -> dict:
+        """Summary for ``dmlfe info``: shape, nnz, labels, splits, chunking, size, provenance.
+
+        Runs one dask pass over Y and indptr (on the current scheduler).
+        """
+        n, D = self.n_docs, self.n_features
+        label_counts, label_card, row_nnz_zero, nnz = dask.compute(
+            self.Y.sum(axis=0, dtype=np.int64),
+            (self.Y.sum(axis=1, dtype=np.int64) == 0).sum(),
+            (self.row_nnz == 0).sum(),
+            self.row_nnz.sum(),
+        )
+        splits = None
+        without_split = None
+        if self._categories is not None:
+            codes = self._split_codes()
+            counts = np.bincount(codes[codes >= 0], minlength=len(self._categories))
+            splits = {c: int(k) for c, k in zip(self._categories, counts, strict=True)}
+            without_split = int((codes < 0).sum())
+        g = _group(self._root, self._uid)
+        zarr_chunks = {name: list(g[name].chunks)
+                       for name in ("X/data", "X/indices", "X/indptr", "obsm/Y", "obs/_index")}
+        return {
+            "path": str(self.path),
+            "shape": [n, D],
+            "nnz": int(nnz),
+            "density": float(nnz) / (n * D) if n * D else 0.0,
+            "n_labels": self.n_labels,
+            "labels": {name: int(c) for name, c in
+                       zip(self.label_names, label_counts, strict=True)},
+            "docs_without_labels": int(label_card),
+            "empty_docs": int(row_nnz_zero),
+            "splits": splits,
+            "docs_without_split": without_split,
+            "obs_columns": self.obs_columns,
+            "features": "names" if self._meta.get("has_feature_names")
+            else ("hashing" if self.hashing is not None else "numbered"),
+            "hashing": self.hashing,
+            "chunking": {
+                "chunk_rows": self.chunk_rows,
+                "stored_chunk_rows": self.stored_chunk_rows,
+                "n_chunks": len(self._blocks),
+                "zarr_chunks": zarr_chunks,
+            },
+            "subset": self.is_subset,
+            "size_on_disk_bytes": F.dir_size(self.path),
+            "provenance": self.attrs,
+        }
+
+    def __repr__(self) -> str:
+        kind = "subset of store" if self.is_subset else "store"
+        return (f"<dmlfe {kind} {self.path}: {self.n_docs} docs x {self.n_features} features, "
+                f"{self.n_labels} labels, {len(self._blocks)} blocks>")

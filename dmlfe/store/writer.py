@@ -1,0 +1,563 @@
+"""Writing a store: pieces written in parallel, then assembled chunk by chunk, then renamed.
+
+Workers write *pieces* (consecutive blocks of documents, any size) with
+:func:`write_piece` under ``<tmp>/pieces``; :meth:`StoreWriter.finalize` then creates the
+final zarr arrays and fills them with tasks that each write whole zarr chunks only (so
+no two tasks ever touch the same chunk), writes the metadata with the ``complete``
+marker last, and renames the temporary directory to its final name. Nothing at the
+final path is ever a half-written store.
+
+Workers must see the temporary directory at the same path as the driver (a local
+cluster, or a shared file system).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+import zarr
+
+from dmlfe._version import __version__
+from dmlfe.store import _format as F
+
+_PIECE_KEYS = ("index", "rows", "nnz", "path", "n_cols", "n_labels", "splits", "meta_keys")
+
+
+# --------------------------------------------------------------------------- pieces
+def write_piece(tmp_path, index: int, X: sp.csr_matrix, Y: np.ndarray, ids: list[str],
+                splits: list[str] | None, meta: dict[str, list[str]] | None = None) -> dict:
+    """Write one piece (a block of consecutive documents) of a store being built.
+
+    A plain module-level function, meant to run on a dask worker.
+
+    Parameters
+    ----------
+    tmp_path : path-like
+        ``StoreWriter.tmp_path`` of the store being built.
+    index : int
+        Number of the piece; names its folder (pieces are assembled in the order of the
+        list given to :meth:`StoreWriter.finalize`, not by this number).
+    X : scipy.sparse matrix, shape (n, D)
+        Features; stored as float64 CSR with sorted, summed-up column indices.
+    Y : array-like, shape (n, q)
+        0/1 label matrix.
+    ids : list of str
+        Document ids.
+    splits : list of (str or None) or None
+        Split of each document (None for a missing value), or None when there is none.
+    meta : dict of str to list of str, optional
+        Further per-document string columns.
+
+    Returns
+    -------
+    dict
+        Small description of the piece for :meth:`StoreWriter.finalize`.
+
+    Raises
+    ------
+    ValueError, TypeError
+        On inconsistent lengths, labels other than 0/1, non-finite or out-of-range
+        features, or non-string ids/columns; the message names the piece and document.
+    """
+    where = f"piece {index}"
+    if not sp.issparse(X):
+        raise TypeError(f"{where}: X must be a scipy.sparse matrix, got {type(X).__name__}")
+    X = sp.csr_matrix(X, dtype=np.float64, copy=True)
+    n = X.shape[0]
+    ids = list(ids)
+    if len(ids) != n:
+        raise ValueError(f"{where}: {len(ids)} ids for {n} rows of X")
+    for i, v in enumerate(ids):
+        if not isinstance(v, str):
+            raise TypeError(f"{where}: document id at row {i} is {v!r} "
+                            f"({type(v).__name__}), expected str")
+    Y = np.asarray(Y)
+    if Y.ndim != 2 or Y.shape[0] != n:
+        raise ValueError(f"{where}: Y has shape {Y.shape}, expected ({n}, n_labels)")
+    bad = ~((Y == 0) | (Y == 1))
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise ValueError(f"{where}: label matrix Y must be 0/1 but holds {Y[r, c]!r} "
+                         f"at document {ids[r]!r}, label column {c}")
+    Y = Y.astype(np.uint8)
+    if not np.isfinite(X.data).all():
+        r = int(np.searchsorted(X.indptr, np.flatnonzero(~np.isfinite(X.data))[0], "right")) - 1
+        raise ValueError(f"{where}: X holds a non-finite value in document {ids[r]!r}; "
+                         "replace missing or infinite feature values before ingesting")
+    if X.nnz and (X.indices.min() < 0 or X.indices.max() >= X.shape[1]):
+        raise ValueError(f"{where}: X has column indices outside [0, {X.shape[1]})")
+    X.sum_duplicates()  # canonical CSR: sorted indices, no duplicate entries
+
+    split_values = None
+    missing = None
+    if splits is not None:
+        splits = list(splits)
+        if len(splits) != n:
+            raise ValueError(f"{where}: {len(splits)} split values for {n} documents")
+        missing = np.array([s is None for s in splits], dtype=bool)
+        for i, s in enumerate(splits):
+            if s is not None and not isinstance(s, str):
+                raise TypeError(f"{where}: split of document {ids[i]!r} is {s!r}, "
+                                "expected a str or None")
+        splits = ["" if s is None else s for s in splits]
+        split_values = sorted({s for s, m in zip(splits, missing, strict=True) if not m})
+    meta = dict(meta or {})
+    for key, col in meta.items():
+        _check_meta_column(where, key, col, n, ids)
+
+    pdir = Path(tmp_path) / "pieces" / f"{index:08d}"
+    pdir.mkdir(parents=True, exist_ok=True)
+    np.save(pdir / "data.npy", X.data)
+    np.save(pdir / "indices.npy", X.indices.astype(F.index_dtype(X.shape[1]), copy=False))
+    np.save(pdir / "indptr.npy", X.indptr.astype(np.int64))
+    np.save(pdir / "Y.npy", Y)
+    _save_strings(pdir, "ids", ids)
+    # 64-bit hashes let finalize check id uniqueness without loading every id string
+    np.save(pdir / "id_hash.npy", pd.util.hash_array(np.asarray(ids, dtype=object)))
+    if splits is not None:
+        _save_strings(pdir, "split", splits)
+        np.save(pdir / "split_missing.npy", missing)
+    for j, (key, col) in enumerate(meta.items()):
+        _save_strings(pdir, f"meta{j}", col)
+    return {
+        "index": int(index), "rows": int(n), "nnz": int(X.nnz), "path": str(pdir),
+        "n_cols": int(X.shape[1]), "n_labels": int(Y.shape[1]),
+        "splits": split_values, "meta_keys": list(meta),
+    }
+
+
+def _check_meta_column(where: str, key, col, n: int, ids: list[str]) -> None:
+    if not isinstance(key, str) or not key or "/" in key or key.startswith((".", "__")):
+        raise ValueError(f"{where}: extra column name {key!r} is not usable as a zarr name "
+                         "(non-empty, no '/', not starting with '.' or '__')")
+    if key in F.RESERVED_OBS:
+        raise ValueError(f"{where}: extra column name {key!r} is reserved by the store layout")
+    if len(col) != n:
+        raise ValueError(f"{where}: extra column {key!r} has {len(col)} values for {n} documents")
+    for i, v in enumerate(col):
+        if not isinstance(v, str):
+            raise TypeError(f"{where}: extra column {key!r} of document {ids[i]!r} is {v!r}, "
+                            "expected str")
+
+
+def _save_strings(pdir: Path, name: str, values: Sequence[str]) -> None:
+    buf, off = F.encode_strings(values)
+    np.save(pdir / f"{name}_buf.npy", buf)
+    np.save(pdir / f"{name}_off.npy", off)
+
+
+def _load(pdir: str, name: str) -> np.ndarray:
+    return np.load(Path(pdir) / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+
+
+def _load_strings(pdir: str, name: str, start: int, stop: int) -> list[str]:
+    return F.decode_strings(_load(pdir, f"{name}_buf"), _load(pdir, f"{name}_off"), start, stop)
+
+
+# --------------------------------------------------------------------------- assembly tasks
+def _fill_elem_chunk(root: str, c0: int, c1: int, spans: list[tuple[str, int, int]],
+                     idx_dtype: str) -> None:
+    """Write ``X/data[c0:c1]`` and ``X/indices[c0:c1]`` (one zarr chunk of each)."""
+    data = np.concatenate([_load(p, "data")[lo:hi] for p, lo, hi in spans])
+    indices = np.concatenate([_load(p, "indices")[lo:hi] for p, lo, hi in spans])
+    group = zarr.open_group(root, mode="r+")
+    group["X/data"][c0:c1] = data
+    group["X/indices"][c0:c1] = indices.astype(idx_dtype, copy=False)
+
+
+def _fill_row_chunk(root: str, p0: int, p1: int, n: int, nnz: int,
+                    spans: list[tuple[str, int, int, int]], categories: list[str] | None,
+                    code_dtype: str, meta_keys: list[str]) -> None:
+    """Write indptr positions ``p0:p1`` and rows ``p0:min(p1, n)`` of every per-row array.
+
+    ``spans`` lists ``(piece_path, lo, hi, nnz_offset)`` for the piece rows covering
+    the rows of this chunk, in order.
+    """
+    group = zarr.open_group(root, mode="r+")
+    starts = [_load(p, "indptr")[lo:hi] + off for p, lo, hi, off in spans]
+    if p1 > n:  # the chunk holding indptr[n] = nnz
+        starts.append(np.array([nnz], dtype=np.int64))
+    group["X/indptr"][p0:p1] = np.concatenate(starts).astype(np.int64)
+    r1 = min(p1, n)
+    if r1 <= p0:
+        return
+    q = group["obsm/Y"].shape[1]
+    group["obsm/Y"][p0:r1] = np.concatenate(
+        [_load(p, "Y")[lo:hi] for p, lo, hi, _ in spans]).reshape(r1 - p0, q)
+    group["obs/_index"][p0:r1] = np.array(
+        [s for p, lo, hi, _ in spans for s in _load_strings(p, "ids", lo, hi)], dtype=object)
+    if categories is not None:
+        lookup = {c: k for k, c in enumerate(categories)}
+        parts = []
+        for p, lo, hi, _ in spans:
+            if not (Path(p) / "split_missing.npy").exists():  # piece without splits
+                parts.append(np.full(hi - lo, -1, dtype=code_dtype))
+                continue
+            codes = np.array([lookup.get(s, -1) for s in _load_strings(p, "split", lo, hi)],
+                             dtype=code_dtype)
+            codes[np.asarray(_load(p, "split_missing")[lo:hi])] = -1
+            parts.append(codes)
+        group["obs/split/codes"][p0:r1] = np.concatenate(parts)
+    for j, key in enumerate(meta_keys):
+        group[f"obs/{key}"][p0:r1] = np.array(
+            [s for p, lo, hi, _ in spans for s in _load_strings(p, f"meta{j}", lo, hi)],
+            dtype=object)
+
+
+def _spans(bounds: np.ndarray, c0: int, c1: int) -> list[tuple[int, int, int]]:
+    """``(piece, lo, hi)`` local ranges of the pieces covering global range ``[c0, c1)``.
+
+    ``bounds`` are the cumulative piece sizes (length n_pieces + 1).
+    """
+    out = []
+    k = int(np.searchsorted(bounds, c0, side="right")) - 1
+    while k < len(bounds) - 1 and bounds[k] < c1:
+        lo, hi = max(c0, bounds[k]) - bounds[k], min(c1, bounds[k + 1]) - bounds[k]
+        if hi > lo:
+            out.append((k, int(lo), int(hi)))
+        k += 1
+    return out
+
+
+def _run_tasks(tasks: list[tuple], client) -> None:
+    """Run ``(func, *args)`` tasks on the client, or on local threads without one."""
+    if not tasks:
+        return
+    if client is not None:
+        futures = [client.submit(t[0], *t[1:], pure=False) for t in tasks]
+        client.gather(futures)  # raises the first task error here
+        return
+    import dask
+
+    dask.compute(*[dask.delayed(t[0], pure=False)(*t[1:]) for t in tasks], scheduler="threads")
+
+
+# --------------------------------------------------------------------------- writer
+class StoreWriter:
+    """Builds a store under a temporary sibling directory and renames it when complete.
+
+    Parameters
+    ----------
+    out : path-like
+        Final path of the store.
+    chunk_rows : int
+        Documents per zarr chunk of the per-document arrays (and default dask block).
+    overwrite : bool
+        Replace an existing store at ``out`` (only at the final rename).
+
+    Attributes
+    ----------
+    tmp_path : pathlib.Path
+        The temporary directory, ``out.parent / f".{out.name}.tmp-{uuid}"``; pieces go to
+        ``tmp_path / "pieces"``.
+
+    Use it as a context manager: an exception inside the ``with`` block removes the
+    temporary directory, and nothing appears at ``out``.
+    """
+
+    def __init__(self, out: str | os.PathLike, *, chunk_rows: int, overwrite: bool = False):
+        self.out = Path(out).absolute()
+        if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)) \
+                or chunk_rows < 1:
+            raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
+        self.chunk_rows = int(chunk_rows)
+        self.overwrite = bool(overwrite)
+        _check_target(self.out, self.overwrite)
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp_path = self.out.parent / f".{self.out.name}.tmp-{uuid.uuid4().hex}"
+        self.tmp_path.mkdir()
+        (self.tmp_path / "pieces").mkdir()
+        self._state = "open"
+
+    # context manager -------------------------------------------------------------
+    def __enter__(self) -> StoreWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if self._state == "open":
+            self.abort()
+        return False
+
+    def abort(self) -> None:
+        """Remove the temporary directory (pieces and any partial store)."""
+        shutil.rmtree(self.tmp_path, ignore_errors=True)
+        if self._state == "open":
+            self._state = "aborted"
+
+    # finalize --------------------------------------------------------------------
+    def finalize(self, pieces: list[dict], *, n_features: int, label_names: list[str],
+                 feature_names: list[str] | None = None, hashing: dict | None = None,
+                 attrs: dict | None = None, client=None) -> Path:
+        """Assemble the pieces (list order = document order) into the store at ``out``.
+
+        Parameters
+        ----------
+        pieces : list of dict
+            Return values of :func:`write_piece`.
+        n_features : int
+            Number of columns of X; every piece must have it.
+        label_names : list of str
+            Unique names of the label columns of Y.
+        feature_names : list of str, optional
+            Unique names of the features (the vocabulary).
+        hashing : dict, optional
+            Hashing parameters, for stores without feature names.
+        attrs : dict, optional
+            Provenance (source, parameters, ...); a ``"report"`` entry (an
+            ``IngestReport.to_dict()``) is kept apart. Must be JSON serialisable.
+        client : distributed.Client, optional
+            Fill the arrays with tasks on this cluster; local threads otherwise.
+
+        Returns
+        -------
+        pathlib.Path
+            ``out``.
+
+        Raises
+        ------
+        ValueError, TypeError
+            On inconsistent pieces, duplicate ids or label/feature names; the temporary
+            directory is removed and nothing is written at ``out``.
+        """
+        if self._state != "open":
+            raise RuntimeError(f"this StoreWriter is {self._state}; create a new one")
+        try:
+            self._assemble(pieces, n_features, label_names, feature_names, hashing, attrs,
+                           client)
+            shutil.rmtree(self.tmp_path / "pieces")
+            self._rename()
+        except BaseException:
+            self.abort()
+            raise
+        self._state = "finalized"
+        return self.out
+
+    def _assemble(self, pieces, n_features, label_names, feature_names, hashing, attrs,
+                  client) -> None:
+        plan = _Plan(pieces, n_features, label_names, feature_names, hashing)
+        attrs = F.jsonable(dict(attrs or {}), "attrs")
+        report = attrs.pop("report", None)
+        attrs.setdefault("dmlfe_version", __version__)
+        attrs.setdefault("created", datetime.now(UTC).isoformat(timespec="seconds"))
+        hashing = F.jsonable(hashing, "hashing") if hashing is not None else None
+        _check_unique_ids(plan)
+
+        root = str(self.tmp_path)
+        cr = self.chunk_rows
+        group = zarr.create_group(store=root, zarr_format=3,
+                                  attributes={"encoding-type": "anndata",
+                                              "encoding-version": "0.1.0"})
+        n, nnz, q = plan.n, plan.nnz, len(plan.label_names)
+        idx_dtype = F.index_dtype(plan.n_features)
+        elem_chunk = F.ELEM_CHUNK
+        comp = F.compressor()
+
+        def arr(g, name, shape, chunks, dtype, attributes=None):
+            return g.create_array(name, shape=shape, chunks=chunks, dtype=dtype,
+                                  compressors=comp, shards=None, attributes=attributes or {})
+
+        gx = group.create_group("X", attributes={
+            "encoding-type": "csr_matrix", "encoding-version": "0.1.0",
+            "shape": [n, plan.n_features]})
+        arr(gx, "data", (nnz,), (elem_chunk,), np.float64)
+        arr(gx, "indices", (nnz,), (elem_chunk,), idx_dtype)
+        arr(gx, "indptr", (n + 1,), (cr,), np.int64)
+
+        columns = (["split"] if plan.categories is not None else []) + plan.meta_keys
+        gobs = group.create_group("obs", attributes={
+            "_index": "_index", "column-order": columns, "encoding-type": "dataframe",
+            "encoding-version": "0.2.0"})
+        arr(gobs, "_index", (n,), (cr,), str, F.STRING_ENC)
+        code_dtype = F.codes_dtype(len(plan.categories or []))
+        if plan.categories is not None:
+            gsplit = gobs.create_group("split", attributes={
+                "encoding-type": "categorical", "encoding-version": "0.2.0", "ordered": False})
+            cats = arr(gsplit, "categories", (len(plan.categories),),
+                       (max(1, len(plan.categories)),), str, F.STRING_ENC)
+            if plan.categories:
+                cats[:] = np.array(plan.categories, dtype=object)
+            arr(gsplit, "codes", (n,), (cr,), code_dtype, F.ARRAY_ENC)
+        for key in plan.meta_keys:
+            arr(gobs, key, (n,), (cr,), str, F.STRING_ENC)
+
+        gobsm = group.create_group("obsm", attributes=F.DICT_ENC)
+        arr(gobsm, "Y", (n, q), (cr, max(q, 1)), np.uint8, F.ARRAY_ENC)
+
+        tasks: list[tuple] = []
+        for c0 in range(0, nnz, elem_chunk):
+            c1 = min(c0 + elem_chunk, nnz)
+            spans = [(plan.paths[k], lo, hi) for k, lo, hi in _spans(plan.nnz_bounds, c0, c1)]
+            tasks.append((_fill_elem_chunk, root, c0, c1, spans, idx_dtype.str))
+        for p0 in range(0, n + 1, cr):
+            p1 = min(p0 + cr, n + 1)
+            spans = [(plan.paths[k], lo, hi, int(plan.nnz_bounds[k]))
+                     for k, lo, hi in _spans(plan.row_bounds, p0, min(p1, n))]
+            tasks.append((_fill_row_chunk, root, p0, p1, n, nnz, spans, plan.categories,
+                          code_dtype.str, plan.meta_keys))
+        _run_tasks(tasks, client)
+
+        _write_var(group, plan, arr)
+        guns = group.create_group("uns", attributes=F.DICT_ENC)
+        names = arr(guns, "label_names", (q,), (max(q, 1),), str, F.STRING_ENC)
+        if q:
+            names[:] = np.array(plan.label_names, dtype=object)
+        for empty in ("layers", "obsp", "varm", "varp"):
+            group.create_group(empty, attributes=F.DICT_ENC)
+
+        # written last: a store without this marker is refused by open_store
+        group.attrs["dmlfe"] = {
+            "format": F.FORMAT_NAME, "format_version": F.FORMAT_VERSION,
+            "uuid": uuid.uuid4().hex, "n_docs": n, "n_features": plan.n_features,
+            "nnz": nnz, "chunk_rows": cr, "label_names": plan.label_names,
+            "has_feature_names": plan.feature_names is not None, "hashing": hashing,
+            "split_categories": plan.categories, "obs_columns": plan.meta_keys,
+            "provenance": attrs, "report": report, "complete": True,
+        }
+
+    def _rename(self) -> None:
+        out = self.out
+        if not os.path.lexists(out):
+            os.rename(self.tmp_path, out)
+            return
+        _check_target(out, self.overwrite)
+        old = out.parent / f".{out.name}.old-{uuid.uuid4().hex}"
+        os.rename(out, old)
+        try:
+            os.rename(self.tmp_path, out)
+        except BaseException:
+            os.rename(old, out)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _check_target(out: Path, overwrite: bool) -> None:
+    """Refuse an existing ``out`` unless overwriting a store (or an empty directory)."""
+    if not os.path.lexists(out):
+        return
+    if not overwrite:
+        raise FileExistsError(f"{out} already exists; pass overwrite=True (CLI: --overwrite) "
+                              "to replace it, or choose another output path")
+    if not out.is_dir() or out.is_symlink():
+        raise FileExistsError(f"{out} exists and is not a directory; refusing to replace it "
+                              "with a store even with overwrite=True; remove it yourself")
+    if not (out / "zarr.json").exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} is a non-empty directory that is not a zarr store; "
+                              "refusing to replace it even with overwrite=True; remove it "
+                              "yourself or choose another output path")
+
+
+def _write_var(group, plan: _Plan, arr) -> None:
+    """``var``: feature names, or the feature numbers for stores without names."""
+    gvar = group.create_group("var", attributes={
+        "_index": "_index", "column-order": [], "encoding-type": "dataframe",
+        "encoding-version": "0.2.0"})
+    D = plan.n_features
+    chunk = max(1, min(F.VAR_CHUNK, D))
+    if plan.feature_names is not None:
+        index = arr(gvar, "_index", (D,), (chunk,), str, F.STRING_ENC)
+    else:
+        index = arr(gvar, "_index", (D,), (chunk,), np.int64, F.ARRAY_ENC)
+    for s0 in range(0, D, chunk):
+        s1 = min(s0 + chunk, D)
+        if plan.feature_names is not None:
+            index[s0:s1] = np.array(plan.feature_names[s0:s1], dtype=object)
+        else:
+            index[s0:s1] = np.arange(s0, s1, dtype=np.int64)
+
+
+class _Plan:
+    """Validated pieces and the offsets of each piece in the final arrays."""
+
+    def __init__(self, pieces, n_features, label_names, feature_names, hashing):
+        if isinstance(n_features, bool) or not isinstance(n_features, (int, np.integer)) \
+                or n_features < 0:
+            raise ValueError(f"n_features must be a non-negative integer, got {n_features!r}")
+        self.n_features = int(n_features)
+        self.label_names = _unique_names(label_names, "label name")
+        self.feature_names = None
+        if feature_names is not None:
+            if hashing is not None:
+                raise ValueError("give either feature_names or hashing parameters, not both")
+            self.feature_names = _unique_names(feature_names, "feature name")
+            if len(self.feature_names) != self.n_features:
+                raise ValueError(f"{len(self.feature_names)} feature names for "
+                                 f"n_features = {self.n_features}")
+        if hashing is not None and not isinstance(hashing, dict):
+            raise TypeError(f"hashing must be a dict of parameters, got {type(hashing).__name__}")
+        pieces = list(pieces)
+        q = len(self.label_names)
+        self.meta_keys = list(pieces[0]["meta_keys"]) if pieces else []
+        cats: set[str] = set()
+        has_split = False
+        for pos, p in enumerate(pieces):
+            missing = [k for k in _PIECE_KEYS if k not in p]
+            if missing:
+                raise ValueError(f"pieces[{pos}] lacks {missing}; pass the dicts that "
+                                 "write_piece returned")
+            where = f"pieces[{pos}] (piece {p['index']}, {p['path']})"
+            if p["n_cols"] != self.n_features:
+                raise ValueError(f"{where}: X has {p['n_cols']} columns but n_features = "
+                                 f"{self.n_features}")
+            if p["n_labels"] != q:
+                raise ValueError(f"{where}: Y has {p['n_labels']} label columns but "
+                                 f"{q} label names were given")
+            if list(p["meta_keys"]) != self.meta_keys:
+                raise ValueError(f"{where}: extra columns {p['meta_keys']} differ from "
+                                 f"{self.meta_keys} of the first piece; every piece needs "
+                                 "the same columns")
+            if p["splits"] is not None:
+                has_split = True
+                cats.update(p["splits"])
+        self.categories = sorted(cats) if has_split else None
+        self.paths = [str(p["path"]) for p in pieces]
+        self.row_bounds = np.zeros(len(pieces) + 1, dtype=np.int64)
+        self.nnz_bounds = np.zeros(len(pieces) + 1, dtype=np.int64)
+        np.cumsum([p["rows"] for p in pieces], out=self.row_bounds[1:])
+        np.cumsum([p["nnz"] for p in pieces], out=self.nnz_bounds[1:])
+        self.n = int(self.row_bounds[-1])
+        self.nnz = int(self.nnz_bounds[-1])
+
+
+def _unique_names(names, what: str) -> list[str]:
+    names = list(names)
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if not isinstance(name, str):
+            raise TypeError(f"{what} at position {i} is {name!r}, expected str")
+        if name in seen:
+            raise ValueError(f"duplicate {what} {name!r} at positions {seen[name]} and {i}; "
+                             f"{what}s must be unique")
+        seen[name] = i
+    return names
+
+
+def _check_unique_ids(plan: _Plan) -> None:
+    """Raise on a duplicate document id (8 bytes of driver memory per document)."""
+    if plan.n == 0:
+        return
+    hashes = np.concatenate([np.asarray(_load(p, "id_hash")) for p in plan.paths])
+    order = np.argsort(hashes, kind="stable")
+    sorted_h = hashes[order]
+    dup = np.flatnonzero(sorted_h[1:] == sorted_h[:-1])
+    if dup.size == 0:
+        return
+    # equal hashes: compare the actual strings (a 64-bit collision is not a duplicate)
+    for h in np.unique(sorted_h[dup]):
+        rows = np.sort(order[sorted_h == h])
+        seen: dict[str, int] = {}
+        for r in rows:
+            k = int(np.searchsorted(plan.row_bounds, r, side="right")) - 1
+            local = int(r - plan.row_bounds[k])
+            doc_id = _load_strings(plan.paths[k], "ids", local, local + 1)[0]
+            if doc_id in seen:
+                raise ValueError(f"duplicate document id {doc_id!r} (documents {seen[doc_id]} "
+                                 f"and {int(r)} in corpus order); document ids must be unique")
+            seen[doc_id] = int(r)
