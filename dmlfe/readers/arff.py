@@ -854,8 +854,8 @@ def read_mulan(
     NumericSource
         ``feature_names``: the non-label attributes in file order; ``label_names``:
         the XML order. Each document's id is ``"{file stem}:{row}"`` (0-based row in
-        its file) and its split is inferred from the file name (``x-train.arff`` ->
-        "train", ``x-test.arff`` -> "test", otherwise the stem). ``batches(n)``
+        its file) and its split is inferred from the file name (``x-train.arff`` or
+        ``x_train.arff`` -> "train", ``x-test.arff`` -> "test", otherwise the stem). ``batches(n)``
         re-reads the files on every call.
 
     Raises

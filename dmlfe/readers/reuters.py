@@ -102,9 +102,9 @@ def _clean(raw: str, odd: Counter) -> str:
 
 def _parse_attrs(s: str | None) -> dict[str, str]:
     out: dict[str, str] = {}
-    for m in _ATTR_RE.finditer(s or ""):
-        value = next(v for v in m.groups()[1:] if v is not None)
-        out[m.group(1).upper()] = value
+    for name, dq, sq, bare in _ATTR_RE.findall(s or ""):
+        # findall gives "" for the alternatives that did not match.
+        out[name.upper()] = dq or sq or bare
     return out
 
 
@@ -130,12 +130,15 @@ def _iter_file_stories(fobj: IO[bytes], source: str, odd: Counter) -> Iterator[_
         odd[_ODD_NON_ASCII] += len(_NON_ASCII_RE.findall(chunk))
         # latin-1 maps each byte to one character, so chunk boundaries are safe.
         buf += chunk.decode("latin-1")
-        while (end := buf.find(_CLOSE)) >= 0:
-            piece, buf = buf[:end], buf[end + len(_CLOSE) :]
+        pos = 0
+        # Scan by position and cut the buffer once per chunk, not once per story.
+        while (end := buf.find(_CLOSE, pos)) >= 0:
+            piece, pos = buf[pos:end], end + len(_CLOSE)
             first = _OPEN_RE.search(piece)
             head = piece if first is None else piece[: first.start()]
             outside |= bool(_DOCTYPE_RE.sub("", head).strip())
             yield from _stories_in_text(piece, source, odd)
+        buf = buf[pos:]
     first = _OPEN_RE.search(buf)
     head = buf if first is None else buf[: first.start()]
     outside |= bool(_DOCTYPE_RE.sub("", head).strip())

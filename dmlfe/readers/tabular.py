@@ -67,12 +67,19 @@ class _Converter:
         self.seen: dict[str, int] = {}
         self.counts: Counter = Counter()
 
-    def fields(self) -> list[str]:
-        return [
-            f
-            for f in (self.text_field, self.labels_field, self.id_field, self.split_field)
-            if f is not None
-        ]
+    def fields(self) -> dict[str, str]:
+        """Field name -> the reader parameter that names it."""
+        named = {
+            "text_field": self.text_field,
+            "labels_field": self.labels_field,
+            "id_field": self.id_field,
+            "split_field": self.split_field,
+        }
+        out: dict[str, str] = {}
+        for param, name in named.items():
+            if name is not None:
+                out.setdefault(name, param)
+        return out
 
     def convert(self, rec: Mapping[str, Any], pos: int) -> tuple[str, str, list[str], str | None]:
         """One document (id, text, labels, split) from ``rec``; ``describe(pos)`` names it."""
@@ -84,18 +91,20 @@ class _Converter:
         self.n_docs += 1
         return doc_id, text, labels, split
 
-    def _get(self, rec: Mapping[str, Any], name: str, where: Callable[[], str], what: str) -> Any:
+    def _get(
+        self, rec: Mapping[str, Any], name: str, where: Callable[[], str], what: str, param: str
+    ) -> Any:
         if name not in rec:
             present = ", ".join(repr(k) for k in list(rec)[:20])
             raise DataFormatError(
                 f"{where()}: field {name!r} ({what}) is missing; the record has fields "
-                f"{present or '(none)'}. Add the field to every record or pass the right "
-                f"field name to the reader."
+                f"{present or '(none)'}. Add the field to every record, or name the right "
+                f"field with {param}=..."
             )
         return rec[name]
 
     def _text(self, rec: Mapping[str, Any], where: Callable[[], str]) -> str:
-        value = self._get(rec, self.text_field, where, "document text")
+        value = self._get(rec, self.text_field, where, "document text", "text_field")
         if value is None:
             self.counts[_NOTE_NULL_TEXT] += 1
             return ""
@@ -107,7 +116,7 @@ class _Converter:
         return value
 
     def _labels(self, rec: Mapping[str, Any], where: Callable[[], str]) -> list[str]:
-        value = self._get(rec, self.labels_field, where, "list of label strings")
+        value = self._get(rec, self.labels_field, where, "list of label strings", "labels_field")
         if value is None:
             self.counts[_NOTE_NULL_LABELS] += 1
             return []
@@ -133,7 +142,7 @@ class _Converter:
     def _id(self, rec: Mapping[str, Any], where: Callable[[], str], pos: int) -> str:
         if self.id_field is None:
             return str(self.n_docs)
-        value = self._get(rec, self.id_field, where, "document id")
+        value = self._get(rec, self.id_field, where, "document id", "id_field")
         # bool is an int subclass but never a meaningful id.
         if isinstance(value, bool) or not isinstance(value, str | int):
             raise DataFormatError(
@@ -153,7 +162,7 @@ class _Converter:
     def _split(self, rec: Mapping[str, Any], where: Callable[[], str]) -> str | None:
         if self.split_field is None:
             return None
-        value = self._get(rec, self.split_field, where, "split name")
+        value = self._get(rec, self.split_field, where, "split name", "split_field")
         if not isinstance(value, str):
             raise DataFormatError(
                 f"{where()}: field {self.split_field!r} (split name) must be a string such "
@@ -381,15 +390,15 @@ def read_parquet(
                 raise DataFormatError(f"{f} is not a readable Parquet file: {exc}") from exc
             with pf:
                 present = pf.schema_arrow.names
-                for col in columns:
+                for col, param in columns.items():
                     if col not in present:
                         raise DataFormatError(
                             f"{f}: column {col!r} is missing; the file has columns "
-                            f"{', '.join(map(repr, present))}. Pass the right column name "
-                            f"to the reader."
+                            f"{', '.join(map(repr, present))}. Name the right column with "
+                            f"{param}=..."
                         )
                 starts.append(total)
-                for rb in pf.iter_batches(batch_size=batch_size, columns=columns):
+                for rb in pf.iter_batches(batch_size=batch_size, columns=list(columns)):
                     data = {name: rb.column(name).to_pylist() for name in columns}
                     for i in range(rb.num_rows):
                         rec = {name: data[name][i] for name in columns}
