@@ -161,7 +161,6 @@ def inv_sqrt_pd(M: np.ndarray, what: str, hint: str, rtol: float = 1e-12) -> np.
     w, V = np.linalg.eigh(symmetrize(np.asarray(M, dtype=np.float64)))
     if w.size and w.min() <= rtol * max(float(w.max()), 0.0):
         raise ValueError(
-            f"{what} is singular (smallest eigenvalue {w.min():.3e}, largest {w.max():.3e}); "
-            f"{hint}"
+            f"{what} is singular (smallest eigenvalue {w.min():.3e}, largest {w.max():.3e}); {hint}"
         )
     return (V / np.sqrt(w)) @ V.T

@@ -1,0 +1,199 @@
+"""Driver-side dense eigensolvers for the trace template (D small enough for D x D).
+
+* ``eigh``: A P = P Lambda (B = I), scipy.linalg.eigh.
+* ``eigh_generalized``: A P = B P Lambda, B symmetric positive definite, with a
+  near-singular B regularised (and a warning saying by how much).
+* ``thin_svd``: A = F F^T with B = I (MDDMp / PLS): the left singular vectors of
+  the D x r matrix F, eigenvalues s^2; no D x D matrix is formed.
+
+All paths return eigenvalues in descending order and components with a
+deterministic sign: the entry of largest magnitude of each component is positive
+(as scikit-learn's ``svd_flip`` does), so refits give identical models.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as sla
+
+from dmlfe.methods.template import TraceTemplate, symmetrize
+from dmlfe.solvers.dimension import (
+    DEFAULT_THRESHOLD,
+    ROUNDOFF_RTOL,
+    choose_dimension,
+    n_genuine,
+)
+
+#: B is "near-singular" when its smallest/largest eigenvalue ratio is below this.
+COND_RTOL = 1e-10
+#: Ridge added to a near-singular B, as a fraction of its mean eigenvalue trace(B)/D.
+REG_EPS = 1e-8
+
+
+@dataclass
+class EigenResult:
+    """Solution of a trace template.
+
+    Attributes
+    ----------
+    components : ndarray (D, d)
+        Projection P (columns p_i; B-orthonormal for generalised problems).
+    eigenvalues : ndarray
+        All computed eigenvalues, descending (D of them, or r on the thin-SVD path).
+    n_components : int
+        d.
+    n_genuine : int
+        How many eigenvalues are above round-off.
+    solver : str
+        "eigh", "eigh_generalized" or "thin_svd".
+    regularization : float
+        Multiple of I added to B (0.0 when none was needed).
+    """
+
+    components: np.ndarray
+    eigenvalues: np.ndarray
+    n_components: int
+    n_genuine: int
+    solver: str
+    regularization: float = 0.0
+
+
+def flip_signs(V: np.ndarray) -> np.ndarray:
+    """Make the largest-|.| entry of every column positive (first one on ties)."""
+    if V.size == 0:
+        return V
+    idx = np.argmax(np.abs(V), axis=0)
+    signs = np.sign(V[idx, np.arange(V.shape[1])])
+    signs[signs == 0] = 1.0
+    return V * signs
+
+
+def _descending(w: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(w, kind="stable")[::-1]
+    return w[order], V[:, order]
+
+
+def eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All eigenpairs of a symmetric A, eigenvalues descending, signs fixed."""
+    A = symmetrize(np.asarray(A, dtype=np.float64))
+    w, V = sla.eigh(A, check_finite=True)
+    w, V = _descending(w, V)
+    return w, flip_signs(V)
+
+
+def regularize_constraint(
+    B: np.ndarray, what: str = "B", cond_rtol: float = COND_RTOL, eps: float = REG_EPS
+) -> tuple[np.ndarray, float]:
+    """Return (B + r I, r): r = 0 when B is well conditioned.
+
+    B is near-singular when its smallest eigenvalue is below ``cond_rtol`` times
+    its largest; then r = eps * trace(B) / D (plus -lambda_min if that is
+    negative from round-off) is added and a warning says so. A B with a clearly
+    negative eigenvalue is not a valid constraint and raises.
+    """
+    B = symmetrize(np.asarray(B, dtype=np.float64))
+    D = B.shape[0]
+    ev = sla.eigvalsh(B)
+    lo, hi = float(ev[0]), float(ev[-1])
+    if hi <= 0:
+        raise ValueError(
+            f"the constraint matrix {what} is not positive semi-definite (largest eigenvalue "
+            f"{hi:.3e}); check the method's statistics and parameters"
+        )
+    if lo < -1e-8 * hi:
+        raise ValueError(
+            f"the constraint matrix {what} is indefinite (eigenvalues from {lo:.3e} to "
+            f"{hi:.3e}); it must be positive semi-definite"
+        )
+    if lo >= cond_rtol * hi:
+        return B, 0.0
+    r = eps * float(np.trace(B)) / D + max(0.0, -lo)
+    warnings.warn(
+        f"the constraint matrix {what} is near-singular (smallest/largest eigenvalue = "
+        f"{lo / hi:.3e} < {cond_rtol:g}); added {r:.3e} * I to it ({eps:g} * trace/D"
+        f"{' + |smallest eigenvalue|' if lo < 0 else ''}) so that the generalised "
+        "eigenproblem is well posed. Raise the method's regularisation parameter "
+        "(e.g. gamma_x) to control this yourself.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    B = B.copy()
+    B[np.diag_indices_from(B)] += r
+    return B, r
+
+
+def eigh_generalized(
+    A: np.ndarray, B: np.ndarray, what: str = "B"
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """All eigenpairs of A p = lambda B p (the generalised eigenvalues themselves).
+
+    Returns eigenvalues descending, B-orthonormal eigenvectors with fixed signs,
+    and the ridge added to B (see :func:`regularize_constraint`).
+    """
+    A = symmetrize(np.asarray(A, dtype=np.float64))
+    Breg, r = regularize_constraint(B, what)
+    w, V = sla.eigh(A, Breg, check_finite=True)
+    w, V = _descending(w, V)
+    return w, flip_signs(V), r
+
+
+def thin_svd(F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenpairs of F F^T from the thin SVD of F (D x r): U, s^2. Never forms D x D."""
+    F = np.asarray(F, dtype=np.float64)
+    U, s, _ = sla.svd(F, full_matrices=False, check_finite=True)
+    w, U = _descending(s * s, U)
+    return w, flip_signs(U)
+
+
+def solve_dense(
+    template: TraceTemplate, n_components: int | float = DEFAULT_THRESHOLD
+) -> EigenResult:
+    """Solve a trace template on the driver and choose d.
+
+    The thin-SVD path is taken whenever A = F F^T and B = I (no D x D is
+    formed even when the template also carries a dense A); otherwise the dense
+    A (and B) must be present.
+
+    Raises
+    ------
+    ValueError
+        If the template carries only an operator form that needs the data
+        (xx_coef != 0 and no dense A): use the matrix-free solver.
+    """
+    reg = 0.0
+    if template.is_pure_lowrank:
+        w, V = thin_svd(template.lowrank)
+        solver = "thin_svd"
+    elif template.A is None:
+        raise ValueError(
+            f"the {template.method} template has no dense A (it was built with dense=False) "
+            "and A involves the data scatter; solve it with the matrix-free solver or build "
+            "it with dense=True from statistics that include X^T X"
+        )
+    elif template.B is None:
+        w, V = eigh(template.A)
+        solver = "eigh"
+    else:
+        w, V, reg = eigh_generalized(template.A, template.B, what=f"B of {template.method}")
+        solver = "eigh_generalized"
+    k = n_genuine(w, ROUNDOFF_RTOL)
+    d = choose_dimension(w, n_components)
+    if d > k:
+        warnings.warn(
+            f"{template.method}: n_components={d} but only {k} eigenvalues are above round-off "
+            f"({ROUNDOFF_RTOL:g} x the largest); components {k + 1}..{d} span an arbitrary "
+            "part of the null space and carry no information",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return EigenResult(
+        components=np.ascontiguousarray(V[:, :d]),
+        eigenvalues=w,
+        n_components=d,
+        n_genuine=k,
+        solver=solver,
+        regularization=reg,
+    )

@@ -1,0 +1,432 @@
+"""Leading eigenpairs of a scatter-type matrix without forming it (PCA, MVMD at large D).
+
+The matrix is
+
+    A = xx_coef * Xc^T Xc + L L^T,        Xc = H X (or X itself when uncentred),
+
+with ``L`` (D x r, optional) a low-rank term already on the driver (for MVMD,
+L = sqrt(beta) Xc^T Yc'). A product A V with a block of vectors V (D x k) is one
+distributed pass over X: every row block contributes X_b^T (X_b V), the
+partials are summed by a tree reduction on the workers, and centring is applied
+afterwards from the column sums of the same pass,
+
+    Xc^T Xc V = X^T X V - s_x (s_x^T V) / n,
+
+so X is never densified or centred and the driver holds O(D k) numbers.
+
+Two solvers, both seeded and both returning components with the dense solver's
+sign convention (the largest-magnitude entry of each component is positive):
+
+* :func:`randomized_eigsh` -- randomized block subspace iteration with a
+  Rayleigh-Ritz step after every product (Halko, Martinsson & Tropp 2011,
+  Alg. 4.4 with the Rayleigh-Ritz extraction of Alg. 5.3). Each iteration is
+  exactly ONE pass (A times a D x (k + oversampling) block); iterations stop
+  when every wanted Ritz pair has relative residual ||A u - theta u|| <= tol *
+  theta_1 (the residual is free: A U comes from the same pass) or after
+  ``max_passes`` passes. Typical counts: 3-10 passes for a decaying spectrum.
+* :func:`lanczos_eigsh` -- implicitly restarted Lanczos (ARPACK via
+  ``scipy.sparse.linalg.eigsh``) on a LinearOperator whose matvec is a pass.
+  ARPACK asks for one vector at a time, so it makes one pass per matvec: at
+  least ncv (default 2k + 1) and usually several times that. It is for
+  checking or when passes are cheap (in-memory X).
+
+Every pass is counted and recorded on the result (``n_passes``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator, eigsh
+
+from dmlfe.stats.pass_ import (
+    BlockFn,
+    _check_x_dask,
+    _probe_n_features,
+    _to_float_block,
+    compute_one,
+    is_dask,
+    tree_reduce,
+)
+from dmlfe.stats.sufficient import SufficientStats
+
+
+def fix_signs(components: np.ndarray) -> np.ndarray:
+    """Flip each column so that its largest-magnitude entry (first one on ties) is positive."""
+    components = np.array(components, dtype=np.float64, copy=True)
+    if components.size == 0:
+        return components
+    idx = np.argmax(np.abs(components), axis=0)
+    signs = np.sign(components[idx, np.arange(components.shape[1])])
+    signs[signs == 0] = 1.0
+    components *= signs
+    return components
+
+
+@dataclass
+class MatrixFreeResult:
+    """Leading eigenpairs found without forming the D x D matrix.
+
+    Attributes
+    ----------
+    components : ndarray, shape (D, k)
+        Orthonormal eigenvectors, sign-fixed (largest-|.| entry positive).
+    eigenvalues : ndarray, shape (k,)
+        Eigenvalues, descending.
+    n_passes : int
+        Distributed passes over X made by the solver.
+    solver : str
+        "randomized-subspace" or "lanczos-arpack".
+    converged : bool
+        Whether the convergence criterion was met.
+    residuals : ndarray of shape (k,) or None
+        ||A u_i - lambda_i u_i|| of each pair (None when not measured).
+    trace : float or None
+        tr(A), i.e. the sum of all eigenvalues, for choosing d by an energy
+        threshold without the full spectrum.
+    """
+
+    components: np.ndarray
+    eigenvalues: np.ndarray
+    n_passes: int
+    solver: str
+    converged: bool
+    residuals: np.ndarray | None = None
+    trace: float | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- #
+# Per-block products (run on the workers)
+# --------------------------------------------------------------------------- #
+def _xtxv_block(xb: Any, V: np.ndarray, block_fn: BlockFn | None) -> dict[str, Any]:
+    if block_fn is not None:
+        xb = block_fn(xb)
+    xb = _to_float_block(xb)
+    u = np.asarray(xb @ V)
+    if sp.issparse(xb):
+        sumsq = float(xb.multiply(xb).sum())
+    else:
+        sumsq = float(np.einsum("ij,ij->", xb, xb))
+    return {
+        "n": int(xb.shape[0]),
+        "sum_x": np.asarray(xb.sum(axis=0), dtype=np.float64).ravel(),
+        "sumsq": sumsq,
+        "xtxv": np.asarray(xb.T @ u, dtype=np.float64),
+    }
+
+
+def _combine_xtxv(*parts: dict[str, Any]) -> dict[str, Any]:
+    out = {
+        "n": sum(p["n"] for p in parts),
+        "sumsq": sum(p["sumsq"] for p in parts),
+        "sum_x": parts[0]["sum_x"].copy(),
+        "xtxv": parts[0]["xtxv"].copy(),
+    }
+    for p in parts[1:]:
+        out["sum_x"] += p["sum_x"]
+        out["xtxv"] += p["xtxv"]
+    return out
+
+
+# --------------------------------------------------------------------------- #
+# The operator
+# --------------------------------------------------------------------------- #
+class ScatterOperator:
+    """A = xx_coef * Xc^T Xc + lowrank lowrank^T, applied by passes over X.
+
+    Parameters
+    ----------
+    X : dask array of CSR row blocks, scipy.sparse matrix or ndarray
+        Documents x features.
+    xx_coef : float
+        Non-negative weight of the scatter term.
+    lowrank : ndarray of shape (D, r), optional
+        Low-rank term L (A gains L L^T).
+    centre : bool
+        Use the centred scatter Xc^T Xc (PCA, MVMD) or X^T X (LSI).
+    stats : SufficientStats, optional
+        Not needed: n and the column sums come with every pass. When given,
+        they are cross-checked against the first pass.
+    client : distributed.Client, optional
+        Compute on this client (V is scattered to the workers once per pass).
+    block_fn : callable, optional
+        Applied to each X row block first (as in ``compute_stats``).
+    n_features : int, optional
+        Width of block_fn's output when it cannot be probed on an empty block.
+    split_every : int, optional
+        Width of the combine tree (default: 8, fewer for big D x k partials).
+    """
+
+    def __init__(
+        self,
+        X: Any,
+        *,
+        xx_coef: float = 1.0,
+        lowrank: np.ndarray | None = None,
+        centre: bool = True,
+        stats: SufficientStats | None = None,
+        client: Any = None,
+        block_fn: BlockFn | None = None,
+        n_features: int | None = None,
+        split_every: int | None = None,
+    ) -> None:
+        if xx_coef < 0:
+            raise ValueError(
+                f"xx_coef = {xx_coef} is negative: A would not be positive semi-definite and "
+                "subspace iteration would find the largest-magnitude, not the largest, "
+                "eigenvalues; use the dense solver for indefinite problems"
+            )
+        if is_dask(X):
+            X = _check_x_dask(X)
+        elif sp.issparse(X):
+            X = sp.csr_matrix(X)
+        else:
+            X = np.asarray(X)
+        self.X = X
+        d = n_features or _probe_n_features(block_fn, int(X.shape[1]), X.dtype)
+        if d is None:
+            raise ValueError(
+                "the width of block_fn's output could not be probed on an empty block; pass "
+                "n_features="
+            )
+        self.n_features = int(d)
+        if lowrank is not None:
+            lowrank = np.asarray(lowrank, dtype=np.float64)
+            if lowrank.ndim == 1:
+                lowrank = lowrank.reshape(-1, 1)
+            if lowrank.shape[0] != self.n_features:
+                raise ValueError(
+                    f"lowrank has {lowrank.shape[0]} rows but X has {self.n_features} features"
+                )
+        self.lowrank = lowrank
+        self.xx_coef = float(xx_coef)
+        self.centre = bool(centre)
+        self.stats = stats
+        self.client = client
+        self.block_fn = block_fn
+        self.split_every = split_every
+        self.n_passes = 0
+        self.n: int | None = None
+        self.sum_x: np.ndarray | None = None
+        self.sumsq: float | None = None
+        self._x_blocks = X.to_delayed().ravel() if is_dask(X) else None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n_features, self.n_features)
+
+    def _pass(self, V: np.ndarray) -> np.ndarray:
+        """X^T (X V) in one pass (also recording n, column sums, sum of squares)."""
+        self.n_passes += 1
+        if self._x_blocks is None:
+            res = _xtxv_block(self.X, V, self.block_fn)
+        else:
+            from dask import delayed
+
+            if self.client is not None:
+                v_ref: Any = self.client.scatter(V, broadcast=True, hash=False)
+            else:
+                v_ref = delayed(V)
+            parts = [delayed(_xtxv_block)(xb, v_ref, self.block_fn) for xb in self._x_blocks]
+            split_every = self.split_every
+            if split_every is None:
+                nbytes = V.shape[0] * V.shape[1] * 8
+                split_every = 8 if nbytes <= 2**26 else (4 if nbytes <= 2**28 else 2)
+            res = compute_one(tree_reduce(parts, _combine_xtxv, split_every), self.client)
+        if self.n is None:
+            self.n, self.sum_x, self.sumsq = int(res["n"]), res["sum_x"], float(res["sumsq"])
+            if self.stats is not None and (
+                self.stats.n != self.n
+                or not np.allclose(self.stats.sum_x, self.sum_x, rtol=1e-10, atol=0)
+            ):
+                raise ValueError(
+                    f"the statistics given (n = {self.stats.n}) do not describe this X "
+                    f"(n = {self.n}): pass the statistics of the same documents and features"
+                )
+        return res["xtxv"]
+
+    def matmat(self, V: np.ndarray) -> np.ndarray:
+        """A V for a D x k block V: one pass over X."""
+        V = np.asarray(V, dtype=np.float64)
+        if V.ndim == 1:
+            V = V.reshape(-1, 1)
+        if V.shape[0] != self.n_features:
+            raise ValueError(f"V has {V.shape[0]} rows; A is {self.n_features} x {self.n_features}")
+        out = self._pass(V)
+        if self.centre and self.n:
+            assert self.sum_x is not None
+            out -= np.outer(self.sum_x, self.sum_x @ V) / self.n
+        out *= self.xx_coef
+        if self.lowrank is not None:
+            out += self.lowrank @ (self.lowrank.T @ V)
+        return out
+
+    def trace(self) -> float | None:
+        """tr(A), known once a pass has been made (None before)."""
+        if self.sumsq is None or self.n is None or self.sum_x is None:
+            return None
+        scatter = self.sumsq
+        if self.centre and self.n:
+            scatter -= float(self.sum_x @ self.sum_x) / self.n
+        tr = self.xx_coef * scatter
+        if self.lowrank is not None:
+            tr += float(np.sum(self.lowrank * self.lowrank))
+        return tr
+
+
+# --------------------------------------------------------------------------- #
+# Solvers
+# --------------------------------------------------------------------------- #
+def _orthonormal_basis(M: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Orthonormal basis of span(M), topping up rank-deficient directions with random ones."""
+    Q, R = np.linalg.qr(M)
+    diag = np.abs(np.diag(R))
+    bad = diag <= 1e-12 * max(float(diag.max(initial=0.0)), np.finfo(float).tiny)
+    if not bad.any():
+        return Q
+    good = Q[:, ~bad]
+    extra = rng.standard_normal((M.shape[0], int(bad.sum())))
+    for _ in range(2):  # twice is enough for orthogonality to round-off
+        extra -= good @ (good.T @ extra)
+    Qe, _ = np.linalg.qr(extra)
+    return np.hstack([good, Qe])
+
+
+def randomized_eigsh(
+    op: ScatterOperator,
+    k: int,
+    *,
+    n_oversamples: int = 10,
+    max_passes: int = 30,
+    tol: float = 1e-6,
+    random_state: int = 0,
+) -> MatrixFreeResult:
+    """Top-k eigenpairs of ``op`` by randomized block subspace iteration (one pass per step).
+
+    Parameters
+    ----------
+    op : ScatterOperator
+    k : int
+        Number of eigenpairs.
+    n_oversamples : int
+        Extra block columns; the convergence rate of pair i is about
+        (lambda_{k+p+1} / lambda_i) per pass.
+    max_passes : int
+        Most passes over X.
+    tol : float
+        Stop when ||A u_i - theta_i u_i|| <= tol * theta_1 for every i < k; the
+        eigenvalue error is then about (tol * theta_1)^2 / gap.
+    random_state : int
+        Seed of the starting block.
+    """
+    D = op.n_features
+    if not 1 <= k <= D:
+        raise ValueError(f"k = {k} must be between 1 and D = {D}")
+    if max_passes < 1:
+        raise ValueError(f"max_passes must be at least 1; got {max_passes}")
+    width = min(D, k + max(int(n_oversamples), 0))
+    rng = np.random.default_rng(random_state)
+    Q = _orthonormal_basis(rng.standard_normal((D, width)), rng)
+    start = op.n_passes
+    converged = False
+    for _ in range(max_passes):
+        AQ = op.matmat(Q)
+        B = Q.T @ AQ
+        theta, W = np.linalg.eigh((B + B.T) / 2.0)
+        order = np.argsort(theta)[::-1]
+        theta, W = theta[order], W[:, order]
+        U = Q @ W
+        AU = AQ @ W
+        residuals = np.linalg.norm(AU - U * theta, axis=0)
+        scale = max(abs(float(theta[0])), np.finfo(float).tiny)
+        if np.all(residuals[:k] <= tol * scale) or width == D:
+            converged = True
+            break
+        Q = _orthonormal_basis(AU, rng)
+    return MatrixFreeResult(
+        components=fix_signs(U[:, :k]),
+        eigenvalues=theta[:k].copy(),
+        n_passes=op.n_passes - start,
+        solver="randomized-subspace",
+        converged=converged,
+        residuals=residuals[:k].copy(),
+        trace=op.trace(),
+        info={"block_width": width, "tol": tol, "random_state": random_state},
+    )
+
+
+def lanczos_eigsh(
+    op: ScatterOperator,
+    k: int,
+    *,
+    tol: float = 0.0,
+    maxiter: int | None = None,
+    ncv: int | None = None,
+    random_state: int = 0,
+) -> MatrixFreeResult:
+    """Top-k eigenpairs of ``op`` by ARPACK Lanczos; one pass per matrix-vector product.
+
+    ``tol = 0`` asks ARPACK for machine precision. The pass count (usually a few
+    times ncv = 2k + 1) is recorded on the result.
+    """
+    D = op.n_features
+    if not 1 <= k < D:
+        raise ValueError(f"Lanczos needs 1 <= k < D; got k = {k}, D = {D}")
+    rng = np.random.default_rng(random_state)
+    v0 = rng.standard_normal(D)
+    lin = LinearOperator(
+        (D, D), matvec=lambda v: op.matmat(np.reshape(v, (-1, 1))).ravel(), dtype=np.float64
+    )
+    start = op.n_passes
+    vals, vecs = eigsh(lin, k=k, which="LA", v0=v0, tol=tol, maxiter=maxiter, ncv=ncv)
+    order = np.argsort(vals)[::-1]
+    return MatrixFreeResult(
+        components=fix_signs(vecs[:, order]),
+        eigenvalues=vals[order].copy(),
+        n_passes=op.n_passes - start,
+        solver="lanczos-arpack",
+        converged=True,  # eigsh raises ArpackNoConvergence otherwise
+        residuals=None,
+        trace=op.trace(),
+        info={"tol": tol, "ncv": ncv, "random_state": random_state},
+    )
+
+
+def matrix_free_eigh(
+    X: Any,
+    k: int,
+    *,
+    solver: str = "randomized",
+    xx_coef: float = 1.0,
+    lowrank: np.ndarray | None = None,
+    centre: bool = True,
+    stats: SufficientStats | None = None,
+    client: Any = None,
+    block_fn: BlockFn | None = None,
+    random_state: int = 0,
+    **solver_options: Any,
+) -> MatrixFreeResult:
+    """Top-k eigenpairs of xx_coef * Xc^T Xc + lowrank lowrank^T by passes over X.
+
+    ``solver`` is "randomized" (default; one pass per iteration, see
+    :func:`randomized_eigsh`) or "lanczos" (one pass per matvec, see
+    :func:`lanczos_eigsh`); ``solver_options`` go to that function.
+    """
+    op = ScatterOperator(
+        X,
+        xx_coef=xx_coef,
+        lowrank=lowrank,
+        centre=centre,
+        stats=stats,
+        client=client,
+        block_fn=block_fn,
+    )
+    if solver == "randomized":
+        return randomized_eigsh(op, k, random_state=random_state, **solver_options)
+    if solver == "lanczos":
+        return lanczos_eigsh(op, k, random_state=random_state, **solver_options)
+    raise ValueError(f"solver = {solver!r} is not one of 'randomized', 'lanczos'")
