@@ -36,7 +36,7 @@ def cluster_client():
         threads_per_worker=1,
         processes=True,
         memory_limit="3GiB",
-        dashboard_address=None,
+        dashboard_address=":0",
     )
     client = Client(cluster)
     try:
