@@ -1,5 +1,16 @@
-"""dmlfe: distributed multi-label feature extraction on dask."""
+"""dmlfe: distributed multi-label feature extraction on dask.
+
+Main entry points: :func:`ingest` (corpus -> store), :func:`open_store`, and the
+scikit-learn estimators :class:`PCA`, :class:`LSI`, :class:`MDDM`, :class:`MVMD`,
+:class:`CCA`, :class:`PLS`, :class:`OPLS`, :class:`MLSI`, :class:`MLDA`, :class:`DMLDA`.
+"""
 
 from dmlfe._version import __version__
+from dmlfe.estimators import CCA, DMLDA, LSI, MDDM, MLDA, MLSI, MVMD, OPLS, PCA, PLS
+from dmlfe.ingestion import ingest
+from dmlfe.store import open_store
 
-__all__ = ["__version__"]
+__all__ = [
+    "CCA", "DMLDA", "LSI", "MDDM", "MLDA", "MLSI", "MVMD", "OPLS", "PCA", "PLS",
+    "__version__", "ingest", "open_store",
+]

@@ -50,8 +50,15 @@ def _assert_store_equals(store, X, Y, ids):
 def test_synthetic_store_equals_sklearn_on_cluster(tmp_path, cluster_client, chunk_rows):
     vec = {"ngram_range": (1, 2), "min_df": 2, "max_features": 4_000, "sublinear_tf": True}
     X, Y, ids, names, labels = _synthetic_reference(**vec)
-    out = dmlfe.ingest(None, format="synthetic", out=tmp_path / "s.zarr", chunk_rows=chunk_rows,
-                       client=cluster_client, **SYN, **vec)
+    out = dmlfe.ingest(
+        None,
+        format="synthetic",
+        out=tmp_path / "s.zarr",
+        chunk_rows=chunk_rows,
+        client=cluster_client,
+        **SYN,
+        **vec,
+    )
     store = open_store(out)
     assert store.feature_names == names
     assert store.label_names == list(labels)
@@ -71,9 +78,17 @@ def test_hashing_store_equals_sklearn(tmp_path, cluster_client):
 
     corpus = SyntheticCorpus(**SYN)
     texts = [t for b in corpus.batches(1000) for t in b.texts]
-    out = dmlfe.ingest(None, format="synthetic", out=tmp_path / "h.zarr", chunk_rows=600,
-                       client=cluster_client, vectorizer="hashing", n_features=2**18,
-                       ngram_range=(1, 3), **SYN)
+    out = dmlfe.ingest(
+        None,
+        format="synthetic",
+        out=tmp_path / "h.zarr",
+        chunk_rows=600,
+        client=cluster_client,
+        vectorizer="hashing",
+        n_features=2**18,
+        ngram_range=(1, 3),
+        **SYN,
+    )
     hv = HashingVectorizer(n_features=2**18, ngram_range=(1, 3), alternate_sign=False, norm=None)
     R = TfidfTransformer().fit_transform(hv.transform(texts))
     store = open_store(out)
@@ -92,21 +107,31 @@ def _write_jsonl(path, records, compress=False):
 def test_jsonl_with_fit_split_and_cli_info(tmp_path, capsys):
     records = [
         {"doc": f"d{i}", "body": txt, "tags": tags, "part": "train" if i % 4 else "test"}
-        for i, (txt, tags) in enumerate([
-            ("the cat sat on the mat", ["pets"]),
-            ("dogs chase cats", ["pets", "action"]),
-            ("", ["empty"]),
-            ("stocks fell sharply today", []),
-            ("the market rallied", ["finance"]),
-            ("cats and dogs and markets", ["pets", "finance"]),
-            ("nothing to see", []),
-        ])
+        for i, (txt, tags) in enumerate(
+            [
+                ("the cat sat on the mat", ["pets"]),
+                ("dogs chase cats", ["pets", "action"]),
+                ("", ["empty"]),
+                ("stocks fell sharply today", []),
+                ("the market rallied", ["finance"]),
+                ("cats and dogs and markets", ["pets", "finance"]),
+                ("nothing to see", []),
+            ]
+        )
     ]
     src = tmp_path / "c.jsonl.gz"
     _write_jsonl(src, records, compress=True)
-    out = dmlfe.ingest(src, format="jsonl", out=tmp_path / "j.zarr", chunk_rows=3,
-                       text_field="body", labels_field="tags", id_field="doc",
-                       split_field="part", fit_split="train")
+    out = dmlfe.ingest(
+        src,
+        format="jsonl",
+        out=tmp_path / "j.zarr",
+        chunk_rows=3,
+        text_field="body",
+        labels_field="tags",
+        id_field="doc",
+        split_field="part",
+        fit_split="train",
+    )
     store = open_store(out)
     train_texts = [r["body"] for r in records if r["part"] == "train"]
     tv = TfidfVectorizer().fit(train_texts)
@@ -144,27 +169,45 @@ def test_unknown_option_is_named(tmp_path):
 
 @pytest.mark.parametrize(
     "name,shape,q",
-    [("scene", (1211, 294), 6), ("yeast", (1500, 103), 14), ("enron", (1123, 1001), 53),
-     ("medical", (333, 1449), 45), ("emotions", (391, 72), 6)],
+    [
+        ("scene", (1211, 294), 6),
+        ("yeast", (1500, 103), 14),
+        ("enron", (1123, 1001), 53),
+        ("medical", (333, 1449), 45),
+        ("emotions", (391, 72), 6),
+    ],
 )
 def test_mulan_train_sets(tmp_path, name, shape, q):
     arff = data_path("mulan", f"{name}-train.arff")
     xml = data_path("mulan", f"{name}.xml")
-    store = open_store(dmlfe.ingest(arff, format="mulan", labels=xml, out=tmp_path / "m.zarr",
-                                    chunk_rows=500))
+    store = open_store(
+        dmlfe.ingest(arff, format="mulan", labels=xml, out=tmp_path / "m.zarr", chunk_rows=500)
+    )
     assert store.X.shape == shape
     assert store.Y.shape == (shape[0], q)
     assert len(store.label_names) == q
 
 
 def test_meka_enron_equals_mulan_train_plus_test(tmp_path, cluster_client):
-    mulan = open_store(dmlfe.ingest(
-        [data_path("mulan", "enron-train.arff"), data_path("mulan", "enron-test.arff")],
-        format="mulan", labels=data_path("mulan", "enron.xml"), out=tmp_path / "a.zarr",
-        chunk_rows=400, client=cluster_client))
-    meka = open_store(dmlfe.ingest(data_path("meka", "Enron.arff.bz2"), format="meka",
-                                   out=tmp_path / "b.zarr", chunk_rows=300,
-                                   client=cluster_client))
+    mulan = open_store(
+        dmlfe.ingest(
+            [data_path("mulan", "enron-train.arff"), data_path("mulan", "enron-test.arff")],
+            format="mulan",
+            labels=data_path("mulan", "enron.xml"),
+            out=tmp_path / "a.zarr",
+            chunk_rows=400,
+            client=cluster_client,
+        )
+    )
+    meka = open_store(
+        dmlfe.ingest(
+            data_path("meka", "Enron.arff.bz2"),
+            format="meka",
+            out=tmp_path / "b.zarr",
+            chunk_rows=300,
+            client=cluster_client,
+        )
+    )
     assert sorted(mulan.label_names) == sorted(meka.label_names)
     assert sorted(mulan.feature_names) == sorted(meka.feature_names)
     # align columns by name, then compare rows as multisets
@@ -180,18 +223,32 @@ def test_meka_enron_equals_mulan_train_plus_test(tmp_path, cluster_client):
 
 
 def test_imdb(tmp_path, cluster_client):
-    store = open_store(dmlfe.ingest(data_path("meka", "IMDB.arff.bz2"), format="meka",
-                                    out=tmp_path / "imdb.zarr", chunk_rows=20_000,
-                                    client=cluster_client))
+    store = open_store(
+        dmlfe.ingest(
+            data_path("meka", "IMDB.arff.bz2"),
+            format="meka",
+            out=tmp_path / "imdb.zarr",
+            chunk_rows=20_000,
+            client=cluster_client,
+        )
+    )
     assert store.X.shape == (120_919, 1_001)
     assert store.Y.shape == (120_919, 28)
 
 
 def test_reuters_modapte_r10(tmp_path, cluster_client):
     tar = data_path("reuters21578", "reuters21578.tar.gz")
-    store = open_store(dmlfe.ingest(tar, format="reuters21578", modapte=True, top_n=10,
-                                    out=tmp_path / "r10.zarr", chunk_rows=2_000,
-                                    client=cluster_client))
+    store = open_store(
+        dmlfe.ingest(
+            tar,
+            format="reuters21578",
+            modapte=True,
+            top_n=10,
+            out=tmp_path / "r10.zarr",
+            chunk_rows=2_000,
+            client=cluster_client,
+        )
+    )
     split = store.split.compute()
     assert (split == "train").sum() == 6_490
     assert (split == "test").sum() == 2_545
@@ -202,8 +259,22 @@ def test_reuters_modapte_r10(tmp_path, cluster_client):
 def test_cli_parquet_round_trip(tmp_path):
     out = dmlfe.ingest(None, format="synthetic", out=tmp_path / "s.zarr", chunk_rows=400, **SYN)
     assert cli_main(["export", str(out), "--out", str(tmp_path / "s.parquet")]) == 0
-    assert cli_main(["import", str(tmp_path / "s.parquet"), "--out", str(tmp_path / "t.zarr"),
-                     "--chunk-rows", "700", "--workers", "2", "--quiet"]) == 0
+    assert (
+        cli_main(
+            [
+                "import",
+                str(tmp_path / "s.parquet"),
+                "--out",
+                str(tmp_path / "t.zarr"),
+                "--chunk-rows",
+                "700",
+                "--workers",
+                "2",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     a, b = open_store(out), open_store(tmp_path / "t.zarr")
     assert (a.X.compute() != b.X.compute()).nnz == 0
     np.testing.assert_array_equal(a.Y.compute(), b.Y.compute())

@@ -44,8 +44,8 @@ def write(path: Path, text: str) -> Path:
 def xml_labels(path: Path, names: list[str]) -> Path:
     body = "".join(f'<label name="{n}"></label>\n' for n in names)
     return write(
-        path, MULAN_XML_HEAD + f'<labels xmlns="http://mulan.sourceforge.net/labels">\n{body}'
-        "</labels>\n"
+        path,
+        MULAN_XML_HEAD + f'<labels xmlns="http://mulan.sourceforge.net/labels">\n{body}</labels>\n',
     )
 
 
@@ -126,9 +126,7 @@ def test_mulan_sparse_rows_match_hand_parse(name):
     src = read_mulan(arff_path, data_path("mulan", f"{name}.xml"))
     X, Y, _, _, _ = collect(src, batch_size=100)
     header = arff_path.read_text().splitlines()
-    attr_names = [
-        l.split()[1] for l in header if l.lower().startswith("@attribute")
-    ]
+    attr_names = [l.split()[1] for l in header if l.lower().startswith("@attribute")]
     lines = data_lines(arff_path)
     assert len(lines) == X.shape[0]
     for r in [0, 1, 57, len(lines) - 1]:

@@ -11,8 +11,28 @@ from dmlfe.vectorize.counts import count_terms, dense_df, merge_counts, tfidf_bl
 from dmlfe.vectorize.params import VectorizerParams
 from dmlfe.vectorize.vocabulary import build_vocabulary, smooth_idf
 
-WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa",
-         "lam", "mu", "nu", "xi", "omicron", "pi", "rho", "sigma", "tau", "ups"]
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "eps",
+    "zeta",
+    "eta",
+    "theta",
+    "iota",
+    "kappa",
+    "lam",
+    "mu",
+    "nu",
+    "xi",
+    "omicron",
+    "pi",
+    "rho",
+    "sigma",
+    "tau",
+    "ups",
+]
 
 
 def _docs(n: int, seed: int) -> list[str]:
@@ -22,8 +42,11 @@ def _docs(n: int, seed: int) -> list[str]:
     docs = []
     for _ in range(n):
         k = rng.integers(0, 15)
-        docs.append(" ".join(rng.choice(WORDS, size=k, p=p)).upper() if k % 7 == 3
-                    else " ".join(rng.choice(WORDS, size=k, p=p)))
+        docs.append(
+            " ".join(rng.choice(WORDS, size=k, p=p)).upper()
+            if k % 7 == 3
+            else " ".join(rng.choice(WORDS, size=k, p=p))
+        )
     docs[5] = ""  # an empty document
     return docs
 
@@ -33,14 +56,12 @@ def _ours(docs, params, part_size):
     total = merge_counts(*[count_terms(p, params) for p in parts])
     if params.kind == "hashing":
         idf = smooth_idf(dense_df(total, params.n_features), total.n_docs)
-        blocks = [tfidf_block(params.hashing_vectorizer().transform(p), idf, params)
-                  for p in parts]
+        blocks = [tfidf_block(params.hashing_vectorizer().transform(p), idf, params) for p in parts]
         return None, sp.vstack(blocks).tocsr()
     names, df = build_vocabulary(total, params)
     idf = smooth_idf(df, total.n_docs)
     vocab = {t: j for j, t in enumerate(names)}
-    blocks = [tfidf_block(params.count_vectorizer(vocab).transform(p), idf, params)
-              for p in parts]
+    blocks = [tfidf_block(params.count_vectorizer(vocab).transform(p), idf, params) for p in parts]
     return names, sp.vstack(blocks).tocsr()
 
 
@@ -71,8 +92,9 @@ def test_hashing_equals_sklearn(kw):
     docs = _docs(90, seed=2)
     params = VectorizerParams(kind="hashing", n_features=2**10, **kw)
     _, X = _ours(docs, params, 13)
-    hv = HashingVectorizer(n_features=2**10, alternate_sign=False, norm=None,
-                           ngram_range=kw.get("ngram_range", (1, 1)))
+    hv = HashingVectorizer(
+        n_features=2**10, alternate_sign=False, norm=None, ngram_range=kw.get("ngram_range", (1, 1))
+    )
     tt = TfidfTransformer(sublinear_tf=kw.get("sublinear_tf", False))
     R = tt.fit_transform(hv.transform(docs))
     np.testing.assert_allclose(X.toarray(), R.toarray(), rtol=1e-12, atol=1e-15)

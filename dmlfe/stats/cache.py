@@ -9,14 +9,16 @@ matrix) are cached only in an explicit ``cache_dir``.
 
 Each entry is a pair of files named by ``key`` = a hash of its parameters:
 
-* ``<key>.npz``  -- n, sum_x, sum_y, xty, yty and, when computed, xtx
+* ``<key>.npz``  -- n, sum_x, sum_y, xty, yty and, when computed, xtx and xtwx
   (float64, written with ``allow_pickle=False`` and read back the same way);
-* ``<key>.json`` -- the parameters in clear (data identity: store path, shape,
-  provenance attributes, modification time; subset/split; block_fn route;
-  dmlfe version; cache format), whether X^T X is present, and the shapes.
+* ``<key>.json`` -- the parameters in clear (data identity: store path, uuid,
+  shape, nnz, provenance attributes, modification time; subset/split; block_fn
+  route; label map; dmlfe version; cache format), which of X^T X / X^T W X are
+  present, and the shapes.
 
-The key leaves out ``need_xtx``: an entry with X^T X serves requests without it,
-and a request that needs X^T X replaces an entry that lacks it. Both files are
+The key leaves out ``need_xtx`` / ``need_xtwx``: an entry with X^T X serves
+requests without it, and a request that needs X^T X replaces an entry that
+lacks it. Both files are
 written to a temporary name and renamed into place, the ``.json`` last, so an
 entry is only ever seen complete.
 """
@@ -38,7 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dmlfe._version import __version__
-from dmlfe.stats.pass_ import BlockFn, compute_stats, is_dask
+from dmlfe.stats.pass_ import BlockFn, LabelFn, compute_stats, is_dask, with_xtwx
 from dmlfe.stats.sufficient import SufficientStats
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,7 @@ log = logging.getLogger(__name__)
 #: Bumped whenever the meaning or layout of a saved entry changes.
 CACHE_FORMAT = 1
 
-_ARRAYS = ("sum_x", "sum_y", "xty", "yty", "xtx")
+_ARRAYS = ("sum_x", "sum_y", "xty", "yty", "xtx", "xtwx")
 
 
 # --------------------------------------------------------------------------- #
@@ -109,9 +111,14 @@ def store_identity(path: str | os.PathLike[str], store: Any) -> dict[str, Any]:
         "attrs_sha256": hashlib.sha256(attrs_text.encode()).hexdigest(),
         "modified_ns": p.stat().st_mtime_ns,
     }
-    for name in ("nnz", "n_docs", "n_documents"):
-        if name in attrs:
-            ident[name] = attrs[name]
+    # The store's own uuid (written at ingest) identifies it best when exposed.
+    uid = getattr(store, "uuid", None) or getattr(store, "_uid", None)
+    if uid is not None:
+        ident["uuid"] = str(uid)
+    if not getattr(store, "is_subset", True):  # nnz of a whole store is metadata
+        nnz = getattr(store, "nnz", None)
+        if nnz is not None:
+            ident["nnz"] = int(nnz)
     return ident
 
 
@@ -133,13 +140,14 @@ def save_stats(
     json_path = directory / f"{key}.json"
     arrays = {"n": np.asarray(stats.n, dtype=np.int64)}
     for name in _ARRAYS:
-        value = getattr(stats, name)
+        value = getattr(stats, name, None)
         if value is not None:
             arrays[name] = np.ascontiguousarray(value, dtype=np.float64)
     meta = {
         "key": key,
         "params": _canonical(params),
         "has_xtx": stats.xtx is not None,
+        "has_xtwx": getattr(stats, "xtwx", None) is not None,
         "n": int(stats.n),
         "n_features": stats.n_features,
         "n_labels": stats.n_labels,
@@ -161,9 +169,13 @@ def save_stats(
 
 
 def load_stats(
-    directory: str | os.PathLike[str], params: dict[str, Any], *, need_xtx: bool = False
+    directory: str | os.PathLike[str],
+    params: dict[str, Any],
+    *,
+    need_xtx: bool = False,
+    need_xtwx: bool = False,
 ) -> SufficientStats | None:
-    """The saved statistics for ``params``, or None when absent, unusable or lacking X^T X."""
+    """The saved statistics for ``params``; None when absent, unusable or lacking X^T (W) X."""
     directory = Path(directory)
     key = stats_key(params)
     npz_path = directory / f"{key}.npz"
@@ -177,6 +189,8 @@ def load_stats(
             return None
         if need_xtx and not meta.get("has_xtx", False):
             return None
+        if need_xtwx and not meta.get("has_xtwx", False):
+            return None
         with np.load(npz_path, allow_pickle=False) as z:
             stats = SufficientStats(
                 n=int(z["n"]),
@@ -186,6 +200,7 @@ def load_stats(
                 yty=np.array(z["yty"]),
                 xtx=np.array(z["xtx"]) if "xtx" in z.files else None,
             )
+            with_xtwx(stats, np.array(z["xtwx"]) if "xtwx" in z.files else None)
     except (OSError, ValueError, KeyError) as exc:
         warnings.warn(
             f"ignoring unreadable statistics cache entry {npz_path} ({exc}); recomputing",
@@ -218,7 +233,11 @@ def _open_store(path: str | os.PathLike[str]) -> Any:
     return open_store(path)
 
 
-def _split_mask(store: Any, split: str | Sequence[str], path: Any) -> Any:
+def _split_store(store: Any, split: str | Sequence[str], path: Any) -> tuple[Any, Any, Any]:
+    """(X, Y, row mask or None) of the documents in ``split``."""
+    if hasattr(store, "subset"):  # the store drops the other rows block by block
+        sub = store.subset(split)
+        return sub.X, sub.Y, None
     splits = [split] if isinstance(split, str) else list(split)
     values = getattr(store, "split", None)
     if values is None:
@@ -229,20 +248,20 @@ def _split_mask(store: Any, split: str | Sequence[str], path: Any) -> Any:
     if is_dask(values):
         import dask.array as da
 
-        return da.isin(values, splits)
-    return np.isin(np.asarray(values), splits)
+        return store.X, store.Y, da.isin(values, splits)
+    return store.X, store.Y, np.isin(np.asarray(values), splits)
 
 
-def _describe_route(block_fn: BlockFn | None, route: Any, cache_on: bool) -> Any:
-    if block_fn is None:
+def _describe(fn: Any, description: Any, cache_on: bool, fn_name: str, arg: str) -> Any:
+    if fn is None:
         return None
-    if route is None and cache_on:
+    if description is None and cache_on:
         raise ValueError(
-            "block_fn is set but route is not: pass route= (a string or JSON-able dict that "
-            "identifies the feature map and its parameters) so cached statistics of different "
-            "maps are kept apart, or pass cache=False"
+            f"{fn_name} is set but {arg} is not: pass {arg}= (a string or JSON-able dict that "
+            f"identifies the map and its parameters) so cached statistics of different maps "
+            "are kept apart, or pass cache=False"
         )
-    return route
+    return description
 
 
 def load_or_compute_stats(
@@ -254,6 +273,9 @@ def load_or_compute_stats(
     client: Any = None,
     block_fn: BlockFn | None = None,
     route: Any = None,
+    label_fn: LabelFn | None = None,
+    labels: Any = None,
+    need_xtwx: bool = False,
     split: str | Sequence[str] | None = None,
     row_mask: Any = None,
     subset: Any = None,
@@ -271,11 +293,14 @@ def load_or_compute_stats(
         used only when ``cache_dir`` is given).
     Y : array-like, optional
         Labels when ``source`` is X.
-    need_xtx, max_dense_features, client, block_fn, row_mask, progress
+    need_xtx, max_dense_features, client, block_fn, label_fn, need_xtwx, row_mask, progress
         As in :func:`dmlfe.stats.pass_.compute_stats`.
     route : str or dict, optional
         Description of ``block_fn`` (feature map and its parameters); required
         with ``block_fn`` when caching.
+    labels : str or dict, optional
+        Description of ``label_fn`` (e.g. MLDA's label-correlation matrix);
+        required with ``label_fn`` when caching.
     split : str or sequence of str, optional
         Store path only: keep documents whose split is one of these.
     subset : str or dict, optional
@@ -293,14 +318,16 @@ def load_or_compute_stats(
     is_path = isinstance(source, str | os.PathLike)
     if subset is None and row_mask is not None and cache:
         subset = array_identity(row_mask)
-    route_desc = _describe_route(block_fn, route, cache)
+    route_desc = _describe(block_fn, route, cache, "block_fn", "route")
+    labels_desc = _describe(label_fn, labels, cache, "label_fn", "labels")
     if is_path:
         store = _open_store(source)
+        identity = store_identity(source, store) if cache else None
         X, Y = store.X, store.Y
         if split is not None:
-            mask = _split_mask(store, split, source)
-            row_mask = mask if row_mask is None else (mask & row_mask)
-        identity = store_identity(source, store) if cache else None
+            X, Y, mask = _split_store(store, split, source)
+            if mask is not None:
+                row_mask = mask if row_mask is None else (mask & row_mask)
         if cache and cache_dir is None:
             cache_dir = stats_dir_for(source)
     else:
@@ -316,6 +343,8 @@ def load_or_compute_stats(
         max_dense_features=max_dense_features,
         client=client,
         block_fn=block_fn,
+        label_fn=label_fn,
+        need_xtwx=need_xtwx,
         row_mask=row_mask,
         progress=progress,
     )
@@ -329,8 +358,9 @@ def load_or_compute_stats(
         "split": None if split is None else ([split] if isinstance(split, str) else list(split)),
         "subset": subset,
         "route": route_desc,
+        "labels": labels_desc,
     }
-    found = load_stats(cache_dir, params, need_xtx=need_xtx)
+    found = load_stats(cache_dir, params, need_xtx=need_xtx, need_xtwx=need_xtwx)
     if found is not None:
         log.info("reusing statistics %s from %s", stats_key(params), cache_dir)
         return found

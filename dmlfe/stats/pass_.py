@@ -37,7 +37,9 @@ IN_MEMORY_ROWS = 65_536
 #: value) would exceed this fraction of the dense float64 array.
 _DENSIFY_FRACTION = 0.5
 
-_PART_KEYS = ("sum_x", "sum_y", "xty", "yty", "xtx")
+_PART_KEYS = ("sum_x", "sum_y", "xty", "yty", "xtx", "xtwx")
+
+LabelFn = Callable[[np.ndarray], np.ndarray]
 
 
 # --------------------------------------------------------------------------- #
@@ -172,6 +174,8 @@ def _block_partial(
     need_xtx: bool,
     block_fn: BlockFn | None,
     max_dense_features: int,
+    label_fn: LabelFn | None = None,
+    need_xtwx: bool = False,
 ) -> dict[str, Any]:
     """Raw sums of one row block; sparse products stay sparse while that is smaller."""
     if mask is not None:
@@ -182,6 +186,10 @@ def _block_partial(
         xb = block_fn(xb)
     xb = _to_float_block(xb)
     y = yb.toarray() if sp.issparse(yb) else np.asarray(yb)
+    if y.ndim == 1:
+        y = y.reshape(-1, 1)
+    if label_fn is not None:
+        y = np.asarray(label_fn(y))
     y = y.astype(np.float64, copy=False)
     n_b, d = xb.shape
     part: dict[str, Any] = {
@@ -199,13 +207,19 @@ def _block_partial(
             part["xty"] = np.asarray(xb.T @ y)
     else:
         part["xty"] = xb.T @ y
+    if (need_xtx or need_xtwx) and d > max_dense_features:
+        raise dense_xtx_error(d, max_dense_features)
     if need_xtx:
-        if d > max_dense_features:
-            raise dense_xtx_error(d, max_dense_features)
         if sp.issparse(xb):
             part["xtx"] = _maybe_dense(sp.csr_matrix(xb.T @ xb))
         else:
             part["xtx"] = xb.T @ xb
+    if need_xtwx:
+        w = y.sum(axis=1)  # row weights w = Y 1 of the (mapped) labels
+        if sp.issparse(xb):
+            part["xtwx"] = _maybe_dense(sp.csr_matrix(xb.T @ (sp.diags(w) @ xb)))
+        else:
+            part["xtwx"] = xb.T @ (xb * w[:, None])
     return part
 
 
@@ -243,7 +257,7 @@ def _finalise(part: dict[str, Any]) -> SufficientStats:
         m = m.toarray() if sp.issparse(m) else m
         return np.ascontiguousarray(m, dtype=np.float64)
 
-    return SufficientStats(
+    stats = SufficientStats(
         n=int(part["n"]),
         sum_x=dense(part["sum_x"]).ravel(),
         sum_y=dense(part["sum_y"]).ravel(),
@@ -251,6 +265,17 @@ def _finalise(part: dict[str, Any]) -> SufficientStats:
         yty=dense(part["yty"]),
         xtx=dense(part["xtx"]) if "xtx" in part else None,
     )
+    return with_xtwx(stats, dense(part["xtwx"]) if "xtwx" in part else None)
+
+
+def with_xtwx(stats: SufficientStats, xtwx: np.ndarray | None) -> SufficientStats:
+    """Attach X^T diag(w) X as ``stats.xtwx`` (None when not computed).
+
+    SufficientStats has no such field yet, so it is set as an attribute; a later
+    field of that name is filled the same way.
+    """
+    stats.xtwx = xtwx  # type: ignore[attr-defined]
+    return stats
 
 
 def tree_reduce(parts: list[Any], combine: Callable[..., Any], split_every: int) -> Any:
@@ -284,10 +309,10 @@ def compute_one(obj: Any, client: Any = None, progress: bool = False) -> Any:
     return future.result()
 
 
-def _default_split_every(n_features: int, need_xtx: bool) -> int:
+def _default_split_every(n_features: int, need_dense: bool) -> int:
     # Dense D x D partials are large: a narrower tree keeps fewer of them in a
     # combine task's memory at once.
-    if need_xtx and n_features * n_features * 8 > 2**28:
+    if need_dense and n_features * n_features * 8 > 2**28:
         return 2
     return 8
 
@@ -303,6 +328,8 @@ def compute_stats(
     max_dense_features: int = 20_000,
     client: Any = None,
     block_fn: BlockFn | None = None,
+    label_fn: LabelFn | None = None,
+    need_xtwx: bool = False,
     row_mask: Any = None,
     split_every: int | None = None,
     progress: bool = False,
@@ -327,6 +354,14 @@ def compute_stats(
     block_fn : callable, optional
         Applied to each X row block before the reduction (e.g. a feature map);
         may return a sparse or dense block of any width. D then means its width.
+    label_fn : callable, optional
+        Applied to each Y row block (dense, as stored) before the reduction, e.g.
+        MLDA's label-correlation weighting (mvmd eq. 44); its float64 output
+        takes the place of Y in every statistic.
+    need_xtwx : bool
+        Also compute X^T diag(w) X with w = Y 1, the row sums of the (mapped)
+        labels (MLDA/DMLDA's weighted scatter), under the same D limit as X^T X;
+        it is returned as the attribute ``stats.xtwx`` (None otherwise).
     row_mask : bool array-like or dask array, shape (n,), optional
         Keep only the rows where it is True (e.g. a split), applied per block.
     split_every : int, optional
@@ -342,7 +377,8 @@ def compute_stats(
     X, Y = _align(X, Y)
     n_in_features = int(X.shape[1])
     n_out = _probe_n_features(block_fn, n_in_features, getattr(X, "dtype", np.float64))
-    if need_xtx and n_out is not None and n_out > max_dense_features:
+    need_dense = need_xtx or need_xtwx
+    if need_dense and n_out is not None and n_out > max_dense_features:
         raise dense_xtx_error(n_out, max_dense_features)
 
     if row_mask is not None:
@@ -352,7 +388,9 @@ def compute_stats(
             )
 
     if not is_dask(X):
-        return _compute_in_memory(X, Y, need_xtx, block_fn, row_mask, max_dense_features)
+        return _compute_in_memory(
+            X, Y, row_mask, need_xtx, block_fn, max_dense_features, label_fn, need_xtwx
+        )
 
     x_blocks = X.to_delayed().ravel()
     y_blocks = Y.to_delayed().ravel()
@@ -365,11 +403,13 @@ def compute_stats(
             mask = da.from_array(np.asarray(row_mask, dtype=bool), chunks=(X.chunks[0],))
         m_blocks = list(mask.to_delayed().ravel())
     parts = [
-        delayed(_block_partial)(xb, yb, mb, need_xtx, block_fn, max_dense_features)
+        delayed(_block_partial)(
+            xb, yb, mb, need_xtx, block_fn, max_dense_features, label_fn, need_xtwx
+        )
         for xb, yb, mb in zip(x_blocks, y_blocks, m_blocks, strict=True)
     ]
     if split_every is None:
-        split_every = _default_split_every(n_out or n_in_features, need_xtx)
+        split_every = _default_split_every(n_out or n_in_features, need_dense)
     total = tree_reduce(parts, _combine, split_every)
     final = delayed(_finalise)(total)
     return compute_one(final, client=client, progress=progress)
@@ -378,10 +418,8 @@ def compute_stats(
 def _compute_in_memory(
     X: Any,
     Y: Any,
-    need_xtx: bool,
-    block_fn: BlockFn | None,
     row_mask: Any,
-    max_dense_features: int,
+    *block_args: Any,
 ) -> SufficientStats:
     if sp.issparse(X):
         X = sp.csr_matrix(X)
@@ -395,9 +433,7 @@ def _compute_in_memory(
     for start in range(0, max(n, 1), IN_MEMORY_ROWS):
         stop = min(start + IN_MEMORY_ROWS, n)
         mb = None if mask is None else mask[start:stop]
-        part = _block_partial(
-            X[start:stop], Y[start:stop], mb, need_xtx, block_fn, max_dense_features
-        )
+        part = _block_partial(X[start:stop], Y[start:stop], mb, *block_args)
         acc = part if acc is None else _combine(acc, part)
     assert acc is not None
     return _finalise(acc)

@@ -147,8 +147,7 @@ class Store:
         self._root = str(path)
         self._uid = str(meta["uuid"])
         self._sizes = tuple(r1 - r0 if rows is None else len(rows) for r0, r1, rows in blocks)
-        self._token = tokenize(self._root, self._uid,
-                               [(r0, r1, None if rows is None else rows) for r0, r1, rows in blocks])
+        self._token = tokenize(self._root, self._uid, blocks)
         self.label_names: list[str] = list(meta["label_names"])
         self.hashing: dict | None = meta.get("hashing")
         self.attrs: dict = dict(meta.get("provenance") or {})

@@ -1,0 +1,162 @@
+"""Projection Z = (X - mean) P against dense numpy, and the zarr / parquet outputs read back."""
+
+from __future__ import annotations
+
+import json
+
+import dask
+import dask.array as da
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import scipy.sparse as sp
+import zarr
+
+from dmlfe.projection import project, write_embeddings
+
+
+@pytest.fixture(autouse=True)
+def _local_scheduler(request):
+    """Tests without the cluster run on the threaded scheduler, even once a client exists."""
+    if "cluster_client" in request.fixturenames:
+        yield
+    else:
+        with dask.config.set(scheduler="threads"):
+            yield
+
+
+def sparse_dask(X: sp.csr_matrix, rows: int) -> da.Array:
+    blocks = []
+    for s in range(0, X.shape[0], rows):
+        piece = X[s : s + rows]
+        blocks.append(
+            da.from_delayed(
+                dask.delayed(sp.csr_matrix)(piece),
+                shape=piece.shape,
+                dtype=np.float64,
+                meta=sp.csr_matrix((0, X.shape[1])),
+            )
+        )
+    return da.concatenate(blocks, axis=0)
+
+
+def setup_data(n: int = 101, D: int = 17, d: int = 3, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, D, density=0.3, format="csr", random_state=seed)
+    P = rng.standard_normal((D, d))
+    mean = np.asarray(X.mean(axis=0)).ravel()
+    ids = np.array([f"doc-{i:04d}" for i in range(n)])
+    return X, P, mean, ids
+
+
+def assert_close(a, b):
+    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * np.abs(b).max())
+
+
+@pytest.mark.parametrize("rows", [10, 33, 500])
+def test_project_matches_dense_numpy(rows):
+    X, P, mean, _ = setup_data()
+    Xd = X.toarray()
+    Z = project(sparse_dask(X, rows), P, mean)
+    assert isinstance(Z, da.Array) and Z.dtype == np.float64
+    assert Z.chunks[0] == sparse_dask(X, rows).chunks[0]
+    assert_close(Z.compute(), (Xd - mean) @ P)
+    assert_close(project(sparse_dask(X, rows), P).compute(), Xd @ P)  # uncentred
+
+
+def test_project_in_memory_inputs():
+    X, P, mean, _ = setup_data()
+    ref = (X.toarray() - mean) @ P
+    assert_close(project(X, P, mean).compute(), ref)
+    assert_close(project(X.toarray(), P, mean).compute(), ref)
+
+
+def test_new_documents_use_the_training_mean():
+    X, P, mean, _ = setup_data()
+    X_new, _, _, _ = setup_data(n=12, seed=5)
+    Z = project(sparse_dask(X_new, 5), P, mean).compute()
+    assert_close(Z, (X_new.toarray() - mean) @ P)
+
+
+def test_project_blocks_stay_sparse():
+    X, P, mean, _ = setup_data()
+    seen = []
+
+    def spy(block):
+        seen.append(sp.issparse(block))
+        return block
+
+    project(sparse_dask(X, 30), P, mean, block_fn=spy).compute(scheduler="sync")
+    assert seen and all(seen)
+
+
+def test_shape_mismatch_is_reported():
+    X, P, mean, _ = setup_data()
+    with pytest.raises(ValueError, match="17 features but components have 16 rows"):
+        project(X, P[:16])
+    with pytest.raises(ValueError, match="mean has 16 entries"):
+        project(X, P, mean[:16])
+
+
+def test_write_zarr_and_read_back(tmp_path):
+    X, P, mean, ids = setup_data()
+    Z = project(sparse_dask(X, 30), P, mean)
+    out = write_embeddings(Z, tmp_path / "emb.zarr", ids=ids, attrs={"method": "pca"})
+    g = zarr.open_group(str(out), mode="r")
+    assert_close(g["Z"][:], (X.toarray() - mean) @ P)
+    assert g["Z"].chunks == (30, 3)
+    assert g["ids"][:].tolist() == ids.tolist()
+    assert g.attrs["n"] == 101 and g.attrs["d"] == 3 and g.attrs["method"] == "pca"
+    assert [p.name for p in tmp_path.iterdir()] == ["emb.zarr"]  # no temporary left
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        write_embeddings(Z, out)
+    # Irregular chunks and dask ids, replacing the old output.
+    Z2 = project(sparse_dask(X, 30), P).rechunk({0: (40, 11, 50)})
+    write_embeddings(Z2, out, ids=da.from_array(ids, chunks=25), overwrite=True)
+    g = zarr.open_group(str(out), mode="r")
+    assert_close(g["Z"][:], X.toarray() @ P)
+    assert g["ids"][:].tolist() == ids.tolist()
+    assert [p.name for p in tmp_path.iterdir()] == ["emb.zarr"]
+
+
+def test_write_parquet_and_read_back(tmp_path):
+    X, P, mean, ids = setup_data()
+    Z = project(sparse_dask(X, 30), P, mean)
+    out = write_embeddings(Z, tmp_path / "emb.parquet", ids=ids, format="parquet")
+    table = pq.read_table(out)
+    assert table.column_names == ["id", "z0", "z1", "z2"]
+    got_ids = np.array(table.column("id").to_pylist())
+    got = np.column_stack([table.column(f"z{j}").to_numpy() for j in range(3)])
+    order = np.argsort(got_ids)
+    np.testing.assert_array_equal(got_ids[order], ids)
+    assert_close(got[order], (X.toarray() - mean) @ P)
+    assert len(list(out.glob("part-*.parquet"))) == 4
+    assert json.loads((out / "_dmlfe.json").read_text())["n"] == 101
+    # Without ids the row number is the id.
+    out2 = write_embeddings(Z, tmp_path / "noid.parquet", format="parquet")
+    t2 = pq.read_table(out2)
+    assert sorted(t2.column("id").to_pylist(), key=int) == [str(i) for i in range(101)]
+
+
+def test_workers_write_their_chunks(cluster_client, tmp_path):
+    X, P, mean, ids = setup_data(n=150)
+    ref = (X.toarray() - mean) @ P
+    Z = project(sparse_dask(X, 40), P, mean)
+    out = write_embeddings(Z, tmp_path / "c.zarr", ids=ids, client=cluster_client)
+    assert_close(zarr.open_group(str(out), mode="r")["Z"][:], ref)
+    outp = write_embeddings(
+        Z,
+        tmp_path / "c.parquet",
+        ids=da.from_array(ids, chunks=40),
+        format="parquet",
+        client=cluster_client,
+    )
+    t = pq.read_table(outp)
+    got = np.column_stack([t.column(f"z{j}").to_numpy() for j in range(3)])
+    order = np.argsort(np.array(t.column("id").to_pylist()))
+    assert_close(got[order], ref)
+
+
+def test_bad_format_is_reported(tmp_path):
+    with pytest.raises(ValueError, match="'csv' is not one of"):
+        write_embeddings(np.zeros((2, 2)), tmp_path / "x", format="csv")
