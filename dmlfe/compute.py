@@ -10,8 +10,6 @@ from typing import Any
 import dask
 from dask.delayed import Delayed, delayed
 
-from dmlfe.cluster import current_client
-
 
 def tree_reduce(items: Sequence[Delayed], combine: Callable[..., Any], width: int = 8) -> Delayed:
     """Combine delayed partial results pairwise-ish in a tree of fan-in ``width``.
@@ -19,6 +17,8 @@ def tree_reduce(items: Sequence[Delayed], combine: Callable[..., Any], width: in
     ``combine(*parts)`` must be associative. The reduction runs on the workers;
     only the root result travels to the driver.
     """
+    if width < 2:
+        raise ValueError(f"split_every must be at least 2; got {width}")
     if not items:
         raise ValueError("nothing to reduce: the data set has no chunks")
     level = list(items)
@@ -35,11 +35,10 @@ def tree_reduce(items: Sequence[Delayed], combine: Callable[..., Any], width: in
 def run(*objs: Any, desc: str = "", progress: bool = False, client: Any = None) -> tuple:
     """Compute dask collections in ONE pass (a single scheduler call).
 
-    With a distributed client (given, or the default one of the process) the work
-    runs there and, with ``progress``, a line per ~2 s says how many tasks are done.
-    Without one, dask's local scheduler runs it.
+    With a distributed ``client`` the work runs there and, with ``progress``, a line
+    per ~5 s says how many tasks are done. Without one, ``dask.compute`` runs it on
+    dask's configured scheduler (the process's default distributed client if any).
     """
-    client = client if client is not None else current_client()
     t0 = time.perf_counter()
     if client is None:
         if progress:
@@ -58,6 +57,11 @@ def run(*objs: Any, desc: str = "", progress: bool = False, client: Any = None) 
     if progress:
         print(f"[dmlfe] {desc}: done in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     return out
+
+
+def compute_one(obj: Any, client: Any = None, progress: bool = False, desc: str = "pass") -> Any:
+    """:func:`run` for a single collection; returns its value."""
+    return run(obj, desc=desc, progress=progress, client=client)[0]
 
 
 def _watch(futures: list, desc: str, t0: float) -> None:

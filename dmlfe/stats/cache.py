@@ -40,7 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dmlfe._version import __version__
-from dmlfe.stats.pass_ import BlockFn, LabelFn, compute_stats, is_dask, with_xtwx
+from dmlfe.stats.pass_ import BlockFn, LabelFn, compute_stats, is_dask
 from dmlfe.stats.sufficient import SufficientStats
 
 log = logging.getLogger(__name__)
@@ -199,8 +199,8 @@ def load_stats(
                 xty=np.array(z["xty"]),
                 yty=np.array(z["yty"]),
                 xtx=np.array(z["xtx"]) if "xtx" in z.files else None,
+                xtwx=np.array(z["xtwx"]) if "xtwx" in z.files else None,
             )
-            with_xtwx(stats, np.array(z["xtwx"]) if "xtwx" in z.files else None)
     except (OSError, ValueError, KeyError) as exc:
         warnings.warn(
             f"ignoring unreadable statistics cache entry {npz_path} ({exc}); recomputing",

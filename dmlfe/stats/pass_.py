@@ -20,12 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import dask
 import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 from dask import delayed
 
+from dmlfe.compute import compute_one, tree_reduce
 from dmlfe.stats.sufficient import SufficientStats
 
 BlockFn = Callable[[Any], Any]
@@ -264,49 +264,9 @@ def _finalise(part: dict[str, Any]) -> SufficientStats:
         xty=dense(part["xty"]),
         yty=dense(part["yty"]),
         xtx=dense(part["xtx"]) if "xtx" in part else None,
+        xtwx=dense(part["xtwx"]) if "xtwx" in part else None,
     )
-    return with_xtwx(stats, dense(part["xtwx"]) if "xtwx" in part else None)
-
-
-def with_xtwx(stats: SufficientStats, xtwx: np.ndarray | None) -> SufficientStats:
-    """Attach X^T diag(w) X as ``stats.xtwx`` (None when not computed).
-
-    SufficientStats has no such field yet, so it is set as an attribute; a later
-    field of that name is filled the same way.
-    """
-    stats.xtwx = xtwx  # type: ignore[attr-defined]
     return stats
-
-
-def tree_reduce(parts: list[Any], combine: Callable[..., Any], split_every: int) -> Any:
-    """Sum delayed partials with a tree of ``split_every``-wide combine tasks."""
-    if split_every < 2:
-        raise ValueError(f"split_every must be at least 2; got {split_every}")
-    if not parts:
-        raise ValueError("cannot reduce an empty list of blocks")
-    level = list(parts)
-    while len(level) > 1:
-        level = [
-            delayed(combine)(*level[i : i + split_every]) for i in range(0, len(level), split_every)
-        ]
-    return level[0]
-
-
-def compute_one(obj: Any, client: Any = None, progress: bool = False) -> Any:
-    """Compute one dask collection with exactly one compute (optionally with a progress bar)."""
-    if client is None:
-        if progress:
-            from dask.diagnostics import ProgressBar
-
-            with ProgressBar():
-                return dask.compute(obj)[0]
-        return dask.compute(obj)[0]
-    future = client.compute(obj)
-    if progress:
-        from distributed import progress as dist_progress
-
-        dist_progress(future)
-    return future.result()
 
 
 def _default_split_every(n_features: int, need_dense: bool) -> int:

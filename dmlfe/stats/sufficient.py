@@ -35,6 +35,9 @@ class SufficientStats:
         Y^T Y (0/1 coding).
     xtx : ndarray of shape (D, D) or None
         X^T X, only when a method needs it and D is small enough.
+    xtwx : ndarray of shape (D, D) or None
+        X^T diag(w) X with w the row sums of the label matrix the statistics were
+        computed on (MLDA / DMLDA, mvmd eq. 42); None when not requested.
     """
 
     n: int
@@ -43,6 +46,7 @@ class SufficientStats:
     xty: np.ndarray
     yty: np.ndarray
     xtx: np.ndarray | None = None
+    xtwx: np.ndarray | None = None
 
     @property
     def n_features(self) -> int:
@@ -79,14 +83,15 @@ class SufficientStats:
 
     def merge(self, other: SufficientStats) -> SufficientStats:
         """Statistics of the union of two disjoint document sets."""
-        xtx = None
-        if self.xtx is not None and other.xtx is not None:
-            xtx = self.xtx + other.xtx
+        def both(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+            return None if a is None or b is None else a + b
+
         return SufficientStats(
             n=self.n + other.n,
             sum_x=self.sum_x + other.sum_x,
             sum_y=self.sum_y + other.sum_y,
             xty=self.xty + other.xty,
             yty=self.yty + other.yty,
-            xtx=xtx,
+            xtx=both(self.xtx, other.xtx),
+            xtwx=both(self.xtwx, other.xtwx),
         )
