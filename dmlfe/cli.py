@@ -127,10 +127,11 @@ def format_info(info: dict) -> str:
     """Human-readable summary of ``Store.info()``."""
     lines = []
     for key, value in info.items():
-        if isinstance(value, dict) and key in ("labels", "label_counts"):
+        if isinstance(value, dict) and key in ("labels", "provenance", "report", "splits"):
             lines.append(f"{key}:")
-            for name, count in value.items():
-                lines.append(f"  {name}: {count}")
+            for name, v in value.items():
+                v = json.dumps(v, default=str) if isinstance(v, dict | list) else v
+                lines.append(f"  {name}: {v}")
         elif isinstance(value, dict):
             lines.append(f"{key}: {json.dumps(value, default=str)}")
         else:
@@ -173,6 +174,138 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Method names ``dmlfe fit --method`` accepts (``mddm`` is MDDMp).
+FIT_METHODS = ("pca", "lsi", "mddm", "mddm_p", "mddm_f", "mvmd", "cca", "pls", "opls", "mlsi",
+               "mlda", "dmlda")
+
+#: Estimator parameter -> its ``dmlfe fit`` flag.
+_METHOD_FLAGS = {
+    "beta": "--beta", "mu": "--mu", "gamma_x": "--gamma-x", "gamma_y": "--gamma-y",
+    "gamma_xy": "--gamma-xy", "label_kernel": "--label-kernel", "rbf_gamma": "--rbf-gamma",
+}
+
+
+def _threshold(s: str) -> float:
+    try:
+        t = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {s!r}") from None
+    if not 0.0 < t <= 1.0:
+        raise argparse.ArgumentTypeError(f"the threshold must lie in (0, 1], got {s}")
+    return t
+
+
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s}")
+    return v
+
+
+def _fit_estimator(args: argparse.Namespace):
+    """The estimator ``dmlfe fit`` asked for; ValueError names a bad method or option."""
+    from dmlfe.estimators import make_estimator
+    from dmlfe.methods.registry import get_method
+
+    method = args.method.lower().replace("-", "_")
+    if method not in FIT_METHODS:
+        raise ValueError(f"unknown method {args.method!r}; choose one of {', '.join(FIT_METHODS)}")
+    if args.variant is not None:
+        if method == "mddm":
+            method = f"mddm_{args.variant}"
+        elif method in ("mddm_p", "mddm_f") and method[-1] != args.variant:
+            raise ValueError(f"--variant {args.variant} contradicts --method {args.method}")
+        elif not method.startswith("mddm"):
+            raise ValueError(f"--variant applies to --method mddm only, not {args.method}")
+    kw: dict[str, Any] = {"solver": args.solver, "split": args.split,
+                          "progress": not args.quiet}
+    if args.dim is not None:
+        kw["n_components"] = args.dim
+    elif args.threshold is not None:
+        kw["n_components"] = args.threshold
+    if args.max_dense_features is not None:
+        kw["max_dense_features"] = args.max_dense_features
+    if args.max_components is not None:
+        kw["max_components"] = args.max_components
+    est = make_estimator(method, **kw)
+    accepted = get_method(est._method).params
+    for param, flag in _METHOD_FLAGS.items():
+        value = getattr(args, param)
+        if value is None:
+            continue
+        if param not in accepted:
+            opts = ", ".join(_METHOD_FLAGS[k] for k in accepted if k in _METHOD_FLAGS) or "none"
+            raise ValueError(f"{flag} does not apply to method {est._method}; its options: "
+                             f"{opts}")
+        est.set_params(**{param: value})
+    return est
+
+
+def _check_out(out: str, overwrite: bool) -> None:
+    if Path(out).exists() and not overwrite:
+        raise FileExistsError(f"{out} exists; pass --overwrite to replace it")
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from dmlfe.store import open_store
+
+    est = _fit_estimator(args)  # bad methods and options fail before any work
+    store = open_store(args.store)
+    if args.split is not None:
+        store = store.subset(args.split)
+    _check_out(args.out, args.overwrite)
+    with _client(args) as client:
+        est.set_params(client=client)
+        try:
+            est.fit(args.store)
+        finally:
+            est.set_params(client=None)
+    out = est.save(args.out, overwrite=args.overwrite)
+    split = f" (split {args.split})" if args.split else ""
+    how = ("fixed" if isinstance(est.n_components, int)
+           else f"eigenvalue-sum threshold {est.n_components}")
+    top = ", ".join(f"{w:.6g}" for w in est.eigenvalues_[:10])
+    more = f" ... ({est.eigenvalues_.size} computed)" if est.eigenvalues_.size > 10 else ""
+    print(f"method: {est._method} ({type(est).__name__}"
+          + "".join(f", {k}={v}" for k, v in est.method_params_.items()
+                    if not isinstance(v, list)) + ")")
+    print(f"trained on: {args.store}{split}: {est.n_samples_} documents x "
+          f"{est.n_features_in_} features")
+    print(f"d: {est.n_components_} ({how})")
+    print(f"solver: {est.solver_}")
+    print(f"passes over the data: {est.n_passes_}")
+    if est.regularization_:
+        print(f"constraint regularised: + {est.regularization_:.3g} * I")
+    print(f"top eigenvalues: {top}{more}")
+    print(f"model: {Path(out).resolve()}")
+    return 0
+
+
+def cmd_transform(args: argparse.Namespace) -> int:
+    from dmlfe.model_io import check_compatible, load_model
+    from dmlfe.projection import write_embeddings
+    from dmlfe.store import open_store
+
+    model = load_model(args.model)
+    store = open_store(args.store)
+    if args.split is not None:
+        store = store.subset(args.split)
+    check_compatible(model, store)
+    _check_out(args.out, args.overwrite)
+    attrs = {"model": str(Path(args.model).resolve()), "method": model._method,
+             "store": str(store.path), "split": args.split}
+    with _client(args) as client:
+        Z = model.transform(store.X)
+        out = write_embeddings(Z, args.out, ids=store.ids, format=args.format, client=client,
+                               overwrite=args.overwrite, attrs=attrs)
+    print(f"wrote {args.format} embeddings {Path(out).resolve()}: {store.n_docs} documents x "
+          f"{model.n_components_} components ({model._method})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dmlfe", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"dmlfe {__version__}")
@@ -212,6 +345,46 @@ def build_parser() -> argparse.ArgumentParser:
     pm.add_argument("--chunk-rows", type=int, default=10_000)
     _add_cluster_flags(pm)
     pm.set_defaults(func=cmd_import)
+
+    pf = sub.add_parser("fit", help="learn a projection from a store and save the model")
+    pf.add_argument("store")
+    pf.add_argument("--method", required=True, metavar="NAME",
+                    help=f"one of {', '.join(FIT_METHODS)} (mddm = mddm_p)")
+    d = pf.add_mutually_exclusive_group()
+    d.add_argument("--dim", type=_positive_int, default=None, help="number of components d")
+    d.add_argument("--threshold", type=_threshold, default=None,
+                   help="smallest d whose eigenvalues hold this share of the total "
+                   "(default 0.999)")
+    mo = pf.add_argument_group("method options (default: the method's own)")
+    mo.add_argument("--beta", type=float, default=None, help="mvmd, mlsi")
+    mo.add_argument("--mu", type=float, default=None, help="mddm_f")
+    mo.add_argument("--gamma-x", type=float, default=None, help="cca, opls, mlsi")
+    mo.add_argument("--gamma-y", type=float, default=None, help="cca")
+    mo.add_argument("--gamma-xy", type=float, default=None, help="mlsi, mlda, dmlda")
+    mo.add_argument("--label-kernel", choices=["linear", "rbf"], default=None, help="mddm")
+    mo.add_argument("--rbf-gamma", type=float, default=None, help="mddm with --label-kernel rbf")
+    mo.add_argument("--variant", choices=["p", "f"], default=None, help="mddm")
+    pf.add_argument("--split", default=None, help="fit on the documents of this split only")
+    pf.add_argument("--solver", choices=["auto", "dense", "randomized", "lanczos"],
+                    default="auto")
+    pf.add_argument("--max-dense-features", type=_positive_int, default=None,
+                    help="largest D for which a D x D matrix is formed (default 20000)")
+    pf.add_argument("--max-components", type=_positive_int, default=None,
+                    help="matrix-free solver with a threshold: most eigenpairs (default 500)")
+    pf.add_argument("--out", required=True, help="the model directory to write")
+    pf.add_argument("--overwrite", action="store_true", help="replace an existing model")
+    _add_cluster_flags(pf)
+    pf.set_defaults(func=cmd_fit)
+
+    pt = sub.add_parser("transform", help="project a store's documents with a saved model")
+    pt.add_argument("model")
+    pt.add_argument("store")
+    pt.add_argument("--out", required=True, help="the embeddings to write (a directory)")
+    pt.add_argument("--format", choices=["zarr", "parquet"], default="zarr")
+    pt.add_argument("--split", default=None, help="project the documents of this split only")
+    pt.add_argument("--overwrite", action="store_true", help="replace existing embeddings")
+    _add_cluster_flags(pt)
+    pt.set_defaults(func=cmd_transform)
     return p
 
 

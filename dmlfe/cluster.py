@@ -125,7 +125,7 @@ def get_client(
         opts = _local_defaults()
         opts.update({k: v for k, v in spec.items() if k != "kind"})
         opts.update({k: v for k, v in local_options.items() if v is not None})
-        opts.setdefault("dashboard_address", None)
+        opts.setdefault("dashboard_address", ":0")  # any free port, never a clash
         with LocalCluster(**opts) as lc, Client(lc) as client:
             yield client
 

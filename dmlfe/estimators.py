@@ -21,6 +21,7 @@ from __future__ import annotations
 import numbers
 import os
 import warnings
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -46,7 +47,11 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     (all computed eigenvalues, descending), ``n_components_``, ``mean_`` (training
     feature means; zeros for uncentred methods, whose projection is X P),
     ``centred_``, ``solver_``, ``n_passes_`` (passes over the data, statistics
-    included), ``regularization_``, ``n_features_in_``, ``n_genuine_``.
+    included), ``regularization_``, ``n_features_in_``, ``n_genuine_``,
+    ``n_samples_``, ``method_params_`` and ``training_store_`` (provenance of the
+    training store, see :func:`dmlfe.model_io.store_provenance`; None when X was not
+    a store path). :meth:`save` writes a fitted model; ``dmlfe.model_io.load_model``
+    reads it back.
     """
 
     _method: ClassVar[str] = ""
@@ -104,7 +109,7 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
             bad = ~np.isin(Y, (0, 1))
             if bad.any():
                 r, c = np.argwhere(bad)[0]
-                raise ValueError(f"Y must be a 0/1 indicator matrix; Y[{r}, {c}] = {Y[r, c]!r}")
+                raise ValueError(f"Y must be a 0/1 indicator matrix; Y[{r}, {c}] = {Y[r, c].item()!r}")
         return X, Y, None
 
     def _stats(self, X, Y, path, *, need_xtx, label_fn=None, labels_key=None,
@@ -136,7 +141,11 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         D = int(X.shape[1])
         dense_ok = D <= int(self.max_dense_features)
         solver = self.solver
-        if solver == "dense" and not dense_ok and not spec.lowrank_only:
+        if solver == "dense" and not dense_ok and spec.lowrank_only:
+            # the thin SVD of X^T Y is this method's exact dense solver; the dense
+            # template would also form the D x D matrix A, which does not fit
+            solver = "lowrank"
+        if solver == "dense" and not dense_ok:
             raise ValueError(
                 f"solver='dense' needs a {D} x {D} matrix ({D * D * 8 / 2**30:.1f} GiB) but "
                 f"max_dense_features={self.max_dense_features}; raise the limit or use "
@@ -205,6 +214,11 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         self.n_passes_ = n_passes
         self.n_samples_ = int(stats.n)
         self.method_params_ = dict(template.params)
+        self.training_store_ = None
+        if path is not None:
+            from dmlfe.model_io import store_provenance
+
+            self.training_store_ = store_provenance(path, self.split)
         return self
 
     @staticmethod
@@ -281,6 +295,15 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
             from sklearn.exceptions import NotFittedError
 
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Save the fitted model to the directory ``path`` (JSON + npz, no pickle).
+
+        See :func:`dmlfe.model_io.save_model`; load it with :func:`dmlfe.model_io.load_model`.
+        """
+        from dmlfe.model_io import save_model
+
+        return save_model(self, path, overwrite=overwrite)
 
     def get_feature_names_out(self, input_features=None) -> np.ndarray:
         self._check_fitted()

@@ -197,7 +197,7 @@ def _ingest_numeric(source, format, opts, writer, report, provenance, chunk_rows
         n_features=len(src.feature_names),
         label_names=list(src.label_names),
         feature_names=list(src.feature_names),
-        attrs={"provenance": provenance},
+        attrs=provenance,
         client=client,
     )
 
@@ -323,6 +323,8 @@ def _ingest_text(source, format, opts, vec_opts, writer, report, provenance, chu
     (results,) = run(tasks, desc="vectorise + write pass", progress=progress, client=client)
     report.n_read = sum(r["n_docs"] for r in results)
     provenance["vectorizer"] = params.to_dict()
+    if params.kind == "tfidf":
+        del provenance["vectorizer"]["n_features"]
     provenance["fit_split"] = fit_split
     provenance["idf_documents"] = total.n_docs
     provenance["report"] = report.to_dict()
@@ -335,6 +337,6 @@ def _ingest_text(source, format, opts, vec_opts, writer, report, provenance, chu
         label_names=label_names,
         feature_names=feature_names,
         hashing=hashing,
-        attrs={"provenance": provenance},
+        attrs=provenance,
         client=client,
     )

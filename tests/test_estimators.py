@@ -1,0 +1,568 @@
+"""The scikit-learn estimators against independent dense references, on every input kind.
+
+The references (A, B) of each method are the n x n dense formulas of the papers
+written in tests/test_methods.py (``ref_problem``/``ref_solve``), imported here:
+they never call dmlfe. Every estimator must reproduce them in memory (numpy and
+scipy.sparse input), from a dask array of CSR row blocks on a real 2-worker
+LocalCluster with several chunk sizes, and from a store path (fit and
+transform), and its transform must equal (X - mean) P computed in numpy.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import dask
+import numpy as np
+import pytest
+import scipy.linalg as sla
+import scipy.sparse as sp
+from conftest import data_path
+from distributed.diagnostics.plugin import SchedulerPlugin
+from sklearn.base import clone
+from test_methods import ALL, BETA, GAMMA, MU, random_data, ref_problem, ref_solve
+from test_stats_pass import CountingScheduler, labels_dask, sparse_dask
+
+from dmlfe.estimators import (
+    CCA,
+    DMLDA,
+    LSI,
+    MDDM,
+    MLDA,
+    MLSI,
+    MVMD,
+    OPLS,
+    PCA,
+    PLS,
+    make_estimator,
+)
+from dmlfe.model_io import FORMAT_VERSION, load_model
+
+#: Reference name (tests/test_methods.py) -> estimator with the reference's parameters.
+FACTORIES = {
+    "pca": lambda **kw: PCA(**kw),
+    "lsi": lambda **kw: LSI(**kw),
+    "mddm_p": lambda **kw: MDDM(variant="p", **kw),
+    "mddm_p_rbf": lambda **kw: MDDM(variant="p", label_kernel="rbf", **kw),
+    "pls": lambda **kw: PLS(**kw),
+    "mddm_f": lambda **kw: MDDM(variant="f", mu=MU, **kw),
+    "mvmd": lambda **kw: MVMD(beta=BETA, **kw),
+    "cca": lambda **kw: CCA(gamma_x=GAMMA, gamma_y=GAMMA, **kw),
+    "opls": lambda **kw: OPLS(gamma_x=0.0, **kw),
+    "mlsi": lambda **kw: MLSI(beta=BETA, gamma_x=GAMMA, gamma_xy=GAMMA, **kw),
+    "mlda": lambda **kw: MLDA(gamma_xy=GAMMA, **kw),
+    "dmlda": lambda **kw: DMLDA(gamma_xy=GAMMA, **kw),
+}
+#: Methods whose projection is X P (mvmd: LDA-type methods keep X uncentred; mope eq. 2).
+UNCENTRED = {"lsi", "mlda", "dmlda"}
+
+
+@pytest.fixture(autouse=True)
+def _local_scheduler(request):
+    """Tests without the cluster run on the threaded scheduler, even once a client exists."""
+    if "cluster_client" in request.fixturenames:
+        yield
+    else:
+        with dask.config.set(scheduler="threads"):
+            yield
+
+
+def sparse_data(n: int = 60, D: int = 9, q: int = 4, seed: int = 1):
+    """random_data with about a third of the entries zeroed: (dense X, CSR X, Y)."""
+    X, Y = random_data(n=n, D=D, q=q, seed=seed)
+    keep = np.random.default_rng(seed + 100).uniform(size=X.shape) < 0.65
+    X = X * keep
+    return X, sp.csr_matrix(X), Y
+
+
+def assert_same_fit(a, b, rtol: float = 1e-10) -> None:
+    """Two fits of one method on the same data (e.g. in memory and on the cluster)."""
+    assert a.n_components_ == b.n_components_
+    scale = np.abs(a.eigenvalues_).max()
+    np.testing.assert_allclose(a.eigenvalues_, b.eigenvalues_, rtol=rtol, atol=rtol * scale)
+    # deterministic signs: the components agree entry by entry, not only as subspaces
+    np.testing.assert_allclose(a.components_, b.components_, rtol=1e-7,
+                               atol=1e-7 * np.abs(b.components_).max())
+    np.testing.assert_allclose(a.mean_, b.mean_, rtol=1e-12, atol=1e-12)
+
+
+def numpy_transform(name: str, X: np.ndarray, X_train: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """(X - mean_train) P, or X P for the uncentred methods."""
+    mean = np.zeros(X.shape[1]) if name in UNCENTRED else X_train.mean(axis=0)
+    return (X - mean) @ P
+
+
+def check_against_reference(name: str, est, X: np.ndarray, Y: np.ndarray) -> None:
+    """``est`` fitted with n_components=0.999 on (X, Y) equals the dense paper reference."""
+    A, B = ref_problem(name, X, Y)
+    w_ref, V_ref = ref_solve(A, B)
+    k_ref = int(np.sum(w_ref > 1e-10 * w_ref[0]))
+    assert est.n_genuine_ == k_ref
+    np.testing.assert_allclose(est.eigenvalues_[:k_ref], w_ref[:k_ref], rtol=1e-8,
+                               atol=1e-12 * w_ref[0])
+    c = np.cumsum(w_ref[:k_ref])
+    d_ref = int(np.argmax(c >= 0.999 * c[-1])) + 1
+    assert est.n_components_ == d_ref
+    assert est.components_.shape == (d_ref, X.shape[1])
+    P = est.components_.T
+    checked = 0
+    for k in range(1, min(d_ref, 8) + 1):
+        gap = (w_ref[k - 1] - w_ref[k]) / w_ref[0] if k < w_ref.size else 1.0
+        if gap < 1e-4:
+            continue
+        assert np.max(sla.subspace_angles(P[:, :k], V_ref[:, :k])) < 1e-6
+        checked += 1
+    assert checked >= 1
+    expected_mean = np.zeros(X.shape[1]) if name in UNCENTRED else X.mean(axis=0)
+    np.testing.assert_allclose(est.mean_, expected_mean, rtol=1e-12, atol=1e-12)
+    Z = est.transform(X)
+    Z_ref = numpy_transform(name, X, X, P)
+    np.testing.assert_allclose(Z, Z_ref, rtol=1e-10, atol=1e-10 * np.abs(Z_ref).max())
+
+
+# --------------------------------------------------------------------------- in memory
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_in_memory_numpy_and_sparse_match_reference(name):
+    X, Xs, Y = sparse_data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # none of these problems needs regularising
+        dense = FACTORIES[name](n_components=0.999).fit(X, Y)
+        sparse = FACTORIES[name](n_components=0.999).fit(Xs, Y.astype(np.uint8))
+    check_against_reference(name, dense, X, Y)
+    check_against_reference(name, sparse, X, Y)
+    assert_same_fit(dense, sparse)
+    np.testing.assert_allclose(sparse.transform(Xs), dense.transform(X), rtol=1e-10, atol=1e-10)
+    assert dense.n_passes_ == 1 and dense.regularization_ == 0.0
+    assert dense.n_samples_ == 60 and dense.n_features_in_ == 9
+    assert dense.centred_ == (name not in UNCENTRED)
+
+
+def test_new_documents_use_the_training_mean():
+    X, Xs, Y = sparse_data()
+    est = MVMD(n_components=3).fit(X[:40], Y[:40])
+    Z = est.transform(Xs[40:])
+    np.testing.assert_allclose(Z, (X[40:] - X[:40].mean(axis=0)) @ est.components_.T,
+                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(est.fit_transform(X[:40], Y[:40]), est.transform(X[:40]))
+
+
+# --------------------------------------------------------------------------- cluster
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_dask_on_cluster_equals_in_memory(name, cluster_client):
+    X, Xs, Y = sparse_data()
+    ref = FACTORIES[name](n_components=0.999).fit(Xs, Y)
+    for rows in (7, 25, 60):
+        Xd = sparse_dask(Xs, rows)
+        Yd = labels_dask(Y.astype(np.uint8), rows) if rows != 25 else Y  # both kinds of Y
+        est = FACTORIES[name](n_components=0.999, client=cluster_client).fit(Xd, Yd)
+        assert_same_fit(est, ref)
+        if rows == 7:
+            Z = cluster_client.compute(est.transform(Xd)).result()
+            Z_ref = numpy_transform(name, X, X, est.components_.T)
+            np.testing.assert_allclose(Z, Z_ref, rtol=1e-10, atol=1e-10 * np.abs(Z_ref).max())
+
+
+class _Graphs(SchedulerPlugin):
+    """Counts graphs submitted to the scheduler (every compute is one)."""
+
+    name = "dmlfe-estimator-graph-counter"
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def update_graph(self, scheduler, **kwargs) -> None:
+        self.count += 1
+
+
+def test_one_graph_per_fit_on_the_cluster(cluster_client):
+    _, Xs, Y = sparse_data(n=80)
+    cluster_client.register_plugin(_Graphs(), name=_Graphs.name)
+
+    def graphs(dask_scheduler):
+        return dask_scheduler.plugins[_Graphs.name].count
+
+    before = cluster_client.run_on_scheduler(graphs)
+    est = CCA(n_components=2, client=cluster_client).fit(sparse_dask(Xs, 16), Y)
+    assert cluster_client.run_on_scheduler(graphs) - before == 1
+    assert est.n_passes_ == 1
+
+
+# --------------------------------------------------------------------------- computes
+
+
+def count_computes(fn):
+    counter = CountingScheduler()
+    with dask.config.set(scheduler=counter):
+        out = fn()
+    return out, counter.count
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_fit_from_dask_is_one_compute(name):
+    _, Xs, Y = sparse_data()
+    Xd, Yd = sparse_dask(Xs, 16), labels_dask(Y.astype(np.uint8), 16)
+    est, n = count_computes(lambda: FACTORIES[name](n_components=2).fit(Xd, Yd))
+    # MLDA first needs Y^T Y for its label-correlation weights (mvmd eq. 43-44): a
+    # separate small pass over the labels only, then the one statistics pass
+    assert n == (2 if name == "mlda" else 1)
+    assert est.n_passes_ == 1
+    assert_same_fit(est, FACTORIES[name](n_components=2).fit(Xs, Y))
+
+
+# --------------------------------------------------------------------------- store
+
+
+def write_store(path, X: sp.csr_matrix, Y: np.ndarray, splits, chunk_rows: int = 16):
+    from dmlfe.store import StoreWriter, write_piece
+
+    n = X.shape[0]
+    ids = [f"doc{i:03d}" for i in range(n)]
+    cuts = [0, n // 3, n]
+    with StoreWriter(path, chunk_rows=chunk_rows) as w:
+        pieces = [
+            write_piece(w.tmp_path, k, X[a:b], Y[a:b], ids[a:b], list(splits[a:b]), {})
+            for k, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True))
+        ]
+        return w.finalize(pieces, n_features=X.shape[1],
+                          label_names=[f"L{j}" for j in range(Y.shape[1])],
+                          feature_names=[f"f{j}" for j in range(X.shape[1])])
+
+
+@pytest.fixture(scope="module")
+def small_store(tmp_path_factory):
+    X, Xs, Y = sparse_data(n=90)
+    splits = np.where(np.arange(90) % 3 == 0, "test", "train")
+    path = write_store(tmp_path_factory.mktemp("store") / "small.zarr", Xs, Y, splits)
+    return path, X, Y, splits
+
+
+@pytest.mark.parametrize("name", ["pca", "lsi", "mddm_p", "mvmd", "cca", "mlda", "dmlda"])
+def test_store_path_fit_and_transform(name, small_store, cluster_client):
+    from dmlfe.store import open_store
+
+    path, X, Y, splits = small_store
+    train, test = splits == "train", splits == "test"
+    est = FACTORIES[name](n_components=0.999, split="train", client=cluster_client).fit(path)
+    ref = FACTORIES[name](n_components=0.999).fit(X[train], Y[train])
+    check_against_reference(name, ref, X[train], Y[train])
+    assert_same_fit(est, ref)
+    P = est.components_.T
+    Z_train = cluster_client.compute(est.transform(path)).result()  # the fitted split
+    Z_ref = numpy_transform(name, X[train], X[train], P)
+    np.testing.assert_allclose(Z_train, Z_ref, rtol=1e-10, atol=1e-10 * np.abs(Z_ref).max())
+    Z_test = cluster_client.compute(est.transform(open_store(path).subset("test").X)).result()
+    Z_ref = numpy_transform(name, X[test], X[train], P)
+    np.testing.assert_allclose(Z_test, Z_ref, rtol=1e-10, atol=1e-10 * np.abs(Z_ref).max())
+    prov = est.training_store_
+    assert prov["split"] == "train" and prov["n_docs"] == 90 and prov["features"] == "names"
+    assert prov["label_names"] == ["L0", "L1", "L2", "L3"]
+
+
+def test_second_method_reuses_the_statistics(tmp_path):
+    X, Xs, Y = sparse_data(n=75)
+    splits = np.where(np.arange(75) % 4 == 0, "test", "train")
+    path = write_store(tmp_path / "c.zarr", Xs, Y, splits)
+    train = splits == "train"
+    pca, n1 = count_computes(lambda: PCA(n_components=3, split="train").fit(path))
+    assert n1 == 1
+    for make in (lambda: CCA(n_components=2, split="train"),
+                 lambda: MVMD(n_components=3, beta=0.2, split="train"),
+                 lambda: MDDM(variant="f", n_components=2, split="train"),
+                 lambda: MDDM(n_components=2, split="train"),
+                 lambda: MLSI(n_components=2, split="train")):
+        est, n = count_computes(lambda make=make: make().fit(path))
+        assert n == 0, type(est).__name__  # no new statistics pass
+        assert_same_fit(est, clone(est).set_params(split=None).fit(X[train], Y[train]))
+    # another split, no cache, or a statistic the entry lacks (X^T W X): a new pass
+    _, n = count_computes(lambda: PCA(n_components=3, split="test").fit(path))
+    assert n == 1
+    _, n = count_computes(lambda: PCA(n_components=3, split="train", cache=False).fit(path))
+    assert n == 1
+    _, n = count_computes(lambda: DMLDA(n_components=3, split="train").fit(path))
+    assert n == 1
+    again, n = count_computes(lambda: DMLDA(n_components=3, split="train").fit(path))
+    assert n == 0
+    assert_same_fit(again, DMLDA(n_components=3).fit(X[train], Y[train]))
+    assert_same_fit(pca, PCA(n_components=3).fit(X[train], Y[train]))
+
+
+# --------------------------------------------------------------------------- matrix-free
+
+
+def decaying_data(n: int = 150, D: int = 40, q: int = 3, seed: int = 5):
+    """Sparse-ish X whose covariance spectrum decays geometrically (clear eigengaps)."""
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.normal(size=(D, D)))
+    X = (rng.normal(size=(n, D)) * 0.8 ** np.arange(D)) @ Q.T + rng.uniform(0, 2, size=D)
+    X[rng.uniform(size=X.shape) < 0.2] = 0.0
+    Y = (rng.uniform(size=(n, q)) < 0.4).astype(np.uint8)
+    return sp.csr_matrix(X), Y
+
+
+@pytest.mark.parametrize("cls", [PCA, MVMD])
+def test_matrix_free_equals_dense_top_k(cls):
+    Xs, Y = decaying_data()
+    dense = cls(n_components=4).fit(Xs, Y)
+    assert dense.solver_ == "eigh"
+    explicit = cls(n_components=4, solver="randomized").fit(Xs, Y)
+    lanczos = cls(n_components=4, solver="lanczos").fit(Xs, Y)
+    # the automatic switch: D = 40 > max_dense_features, from a dask array
+    auto = cls(n_components=4, max_dense_features=20).fit(sparse_dask(Xs, 32), Y)
+    for est, solver in ((explicit, "randomized-subspace"), (lanczos, "lanczos-arpack"),
+                        (auto, "randomized-subspace")):
+        assert est.solver_ == solver
+        assert est.n_passes_ > 1  # the statistics pass plus the solver's passes
+        np.testing.assert_allclose(est.eigenvalues_[:4], dense.eigenvalues_[:4], rtol=1e-8)
+        assert np.max(sla.subspace_angles(est.components_.T, dense.components_.T)) < 1e-5
+        np.testing.assert_allclose(est.components_, dense.components_, atol=1e-5)
+        np.testing.assert_allclose(est.mean_, dense.mean_, rtol=1e-12, atol=1e-12)
+    Z = auto.transform(sparse_dask(Xs, 32)).compute()
+    np.testing.assert_allclose(Z, dense.transform(Xs), rtol=1e-5, atol=1e-5 * np.abs(Z).max())
+
+
+def test_matrix_free_threshold_picks_the_dense_d():
+    Xs, Y = decaying_data()
+    dense = PCA(n_components=0.9).fit(Xs, Y)
+    free = PCA(n_components=0.9, max_dense_features=20, max_components=25).fit(Xs, Y)
+    assert free.solver_ == "randomized-subspace"
+    assert free.n_components_ == dense.n_components_
+    assert 1 < dense.n_components_ < 25
+
+
+def test_mddm_p_at_large_D_never_forms_D_by_D():
+    n, D, q = 300, 300_000, 4
+    rng = np.random.default_rng(7)
+    nnz = 9000  # sp.random would draw from all n * D positions: slow at this D
+    X = sp.csr_matrix((rng.uniform(0.1, 1.0, nnz), (rng.integers(0, n, nnz),
+                                                    rng.integers(0, D, nnz))), shape=(n, D))
+    Y = (rng.uniform(size=(n, q)) < 0.4).astype(np.uint8)
+    # a D x D float64 matrix would be 720 GB: forming one cannot go unnoticed
+    est = MDDM(n_components=3, max_dense_features=1000).fit(X, Y)
+    assert est.solver_ == "thin_svd" and est.components_.shape == (3, D)
+    explicit = MDDM(n_components=3, max_dense_features=1000, solver="dense").fit(X, Y)
+    assert explicit.solver_ == "thin_svd"
+    from_dask = MDDM(n_components=3, max_dense_features=1000).fit(sparse_dask(X, 100), Y)
+    # reference: the thin SVD of Xc^T Yc (mddm eq. 6 with L = Y Y^T), from numpy/scipy
+    Yc = Y - Y.mean(axis=0)
+    F = np.asarray(X.T @ Yc)
+    U, s, _ = np.linalg.svd(F, full_matrices=False)
+    for fit in (est, explicit, from_dask):
+        np.testing.assert_allclose(fit.eigenvalues_[:3], s[:3] ** 2, rtol=1e-8)
+        assert np.max(sla.subspace_angles(fit.components_.T, U[:, :3])) < 1e-8
+    np.testing.assert_allclose(from_dask.components_, est.components_, atol=1e-10)
+    with pytest.raises(ValueError, match="max_dense_features"):
+        CCA(max_dense_features=1000).fit(X, Y)
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+def test_n_components_int_and_threshold():
+    X, _, Y = sparse_data()
+    est = MVMD(n_components=3).fit(X, Y)
+    assert est.n_components_ == 3 and est.components_.shape == (3, 9)
+    assert est.eigenvalues_.shape == (9,) and np.all(np.diff(est.eigenvalues_) <= 0)
+    full = MVMD(n_components=1.0).fit(X, Y)
+    assert full.n_components_ == full.n_genuine_ == 9
+    w = full.eigenvalues_
+    t = 0.9
+    expected = int(np.argmax(np.cumsum(w) >= t * w.sum())) + 1
+    assert MVMD(n_components=t).fit(X, Y).n_components_ == expected < 9
+    np.testing.assert_array_equal(est.components_, full.components_[:3])
+
+
+@pytest.mark.parametrize(("bad", "exc"), [(0, ValueError), (-2, ValueError), (1.5, ValueError),
+                                          (0.0, ValueError), (True, TypeError),
+                                          ("3", TypeError), (10, ValueError)])
+def test_bad_n_components(bad, exc):
+    X, _, Y = sparse_data()
+    with pytest.raises(exc, match="n_components|d ="):
+        PCA(n_components=bad).fit(X, Y)
+
+
+def test_errors_name_what_is_wrong():
+    X, Xs, Y = sparse_data()
+    with pytest.raises(ValueError, match="unknown method 'nmf'"):
+        make_estimator("nmf")
+    with pytest.raises(ValueError, match="needs Y"):
+        PCA().fit(X)
+    with pytest.raises(ValueError, match=r"max_dense_features=5 .*raise max_dense_features"):
+        CCA(max_dense_features=5).fit(Xs, Y)
+    with pytest.raises(ValueError, match="max_dense_features"):
+        PCA(solver="dense", max_dense_features=5).fit(Xs, Y)
+    with pytest.raises(ValueError, match="needs the dense solver"):
+        MLSI(solver="randomized").fit(Xs, Y)
+    with pytest.raises(ValueError, match=r"Y\[0, 0\] = 2\.0$"):
+        PCA().fit(X, np.where(np.arange(60)[:, None] == 0, 2, Y))
+    with pytest.raises(ValueError, match="solver='qr'"):
+        PCA(solver="qr").fit(X, Y)
+    with pytest.raises(ValueError, match="MDDM variant must be 'p' or 'f'"):
+        MDDM(variant="x").fit(X, Y)
+    with pytest.raises(ValueError, match="split= applies only"):
+        PCA(split="train").fit(X, Y)
+    fitted = PCA(n_components=2).fit(X, Y)
+    with pytest.raises(ValueError, match="8 features but the model was fitted on 9"):
+        fitted.transform(X[:, :8])
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        PCA().transform(X)
+
+
+def test_make_estimator_names():
+    assert isinstance(make_estimator("mddm"), MDDM) and make_estimator("mddm").variant == "p"
+    assert make_estimator("MDDM-f").variant == "f"
+    assert make_estimator("mvmd", beta=0.2).beta == 0.2
+    for name in ("pca", "lsi", "mddm_p", "mddm_f", "mvmd", "cca", "pls", "opls", "mlsi",
+                 "mlda", "dmlda"):
+        assert make_estimator(name)._method == name
+
+
+def test_sklearn_conventions():
+    X, _, Y = sparse_data()
+    est = MLSI(n_components=3, beta=0.3)
+    params = est.get_params()
+    assert params["beta"] == 0.3 and params["n_components"] == 3 and params["client"] is None
+    twin = clone(est)
+    assert twin is not est and twin.get_params() == params
+    assert est.set_params(beta=0.7) is est and est.beta == 0.7
+    a = est.fit(X, Y)
+    b = clone(est).fit(X, Y)
+    assert a.components_.shape == (a.n_components_, a.n_features_in_) == (3, 9)
+    np.testing.assert_array_equal(a.components_, b.components_)  # deterministic signs
+    np.testing.assert_array_equal(a.eigenvalues_, b.eigenvalues_)
+    # the sign convention: the largest-magnitude entry of each component is positive
+    idx = np.argmax(np.abs(a.components_), axis=1)
+    assert np.all(a.components_[np.arange(3), idx] > 0)
+    other = MLSI(n_components=3, beta=0.3).fit(X, Y)
+    assert not np.allclose(other.eigenvalues_, a.eigenvalues_)
+    assert list(a.get_feature_names_out()) == ["mlsi0", "mlsi1", "mlsi2"]
+    assert a.method_params_ == {"beta": 0.7, "gamma_x": 0.1, "gamma_xy": 0.1}
+    np.testing.assert_allclose(clone(est).fit_transform(X, Y), a.transform(X))
+
+
+# --------------------------------------------------------------------------- save / load
+
+
+@pytest.mark.parametrize("make", [
+    lambda: PCA(n_components=3),
+    lambda: MDDM(n_components=2, label_kernel=np.array(
+        [[1.0, 0.5, 0.0, 0.0], [0.5, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.2], [0.0, 0.0, 0.2, 1.0]])),
+    lambda: MDDM(variant="f", n_components=0.9, mu=0.3),
+    lambda: MLDA(n_components=2),
+    lambda: LSI(n_components=2, solver="randomized"),
+], ids=["pca", "mddm_kernel", "mddm_f", "mlda", "lsi_randomized"])
+def test_save_load_round_trip(make, tmp_path):
+    X, Xs, Y = sparse_data()
+    est = make().fit(Xs, Y)
+    out = est.save(tmp_path / "model")
+    assert sorted(p.name for p in out.iterdir()) == ["arrays.npz", "model.json"]
+    with np.load(out / "arrays.npz", allow_pickle=False) as z:  # no object arrays inside
+        assert set(z.files) >= {"components_", "eigenvalues_", "mean_"}
+    meta = json.loads((out / "model.json").read_text())
+    assert meta["format_version"] == FORMAT_VERSION and meta["estimator"] == type(est).__name__
+    assert meta["method"] == est._method and "client" not in meta["params"]
+    back = load_model(out)
+    assert type(back) is type(est)
+    np.testing.assert_array_equal(back.transform(Xs), est.transform(Xs))
+    np.testing.assert_array_equal(back.transform(X), est.transform(X))
+    for key in ("components_", "eigenvalues_", "mean_"):
+        np.testing.assert_array_equal(getattr(back, key), getattr(est, key))
+    for key in ("n_components_", "solver_", "n_passes_", "regularization_", "centred_",
+                "n_features_in_", "n_samples_", "n_genuine_", "method_params_"):
+        assert getattr(back, key) == getattr(est, key), key
+    p1, p2 = est.get_params(), back.get_params()
+    assert p1.keys() == p2.keys()
+    for key in p1:
+        np.testing.assert_array_equal(p1[key], p2[key])
+    assert back.training_store_ is None
+
+
+def test_save_refuses_overwrite_and_foreign_folders(tmp_path):
+    X, _, Y = sparse_data()
+    est = PCA(n_components=2).fit(X, Y)
+    est.save(tmp_path / "m")
+    with pytest.raises(FileExistsError, match="overwrite"):
+        est.save(tmp_path / "m")
+    est2 = PCA(n_components=3).fit(X, Y)
+    est2.save(tmp_path / "m", overwrite=True)
+    assert load_model(tmp_path / "m").n_components_ == 3
+    assert [p.name for p in tmp_path.iterdir()] == ["m"]  # no temporary left behind
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "keep.txt").write_text("x")
+    with pytest.raises(FileExistsError, match="not a dmlfe model"):
+        est.save(tmp_path / "data", overwrite=True)
+    assert (tmp_path / "data" / "keep.txt").exists()
+    with pytest.raises(ValueError, match="not fitted"):
+        PCA().save(tmp_path / "unfitted")
+
+
+def test_load_errors(tmp_path):
+    X, _, Y = sparse_data()
+    out = PCA(n_components=2).fit(X, Y).save(tmp_path / "m")
+    meta = json.loads((out / "model.json").read_text())
+    meta["format_version"] = FORMAT_VERSION + 1
+    meta["dmlfe_version"] = "99.0"
+    (out / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=rf"format version {FORMAT_VERSION + 1} \(written by "
+                       r"dmlfe 99.0\).*upgrade dmlfe"):
+        load_model(out)
+    with pytest.raises(FileNotFoundError, match="no model"):
+        load_model(tmp_path / "absent")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="model.json is missing"):
+        load_model(tmp_path / "empty")
+    meta["format_version"] = FORMAT_VERSION
+    meta["estimator"] = "Pickled"
+    (out / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="estimator 'Pickled' is not one of"):
+        load_model(out)
+
+
+def test_store_model_keeps_its_provenance(small_store, tmp_path):
+    path, X, Y, splits = small_store
+    est = MVMD(n_components=2, split="train").fit(path)
+    back = load_model(est.save(tmp_path / "m"))
+    assert back.training_store_ == est.training_store_
+    assert back.training_store_["path"] == str(path.resolve())
+    assert back.split == "train"
+    np.testing.assert_array_equal(back.transform(X), est.transform(X))
+
+
+# --------------------------------------------------------------------------- scene-train
+
+#: mvmd section 7.4 at t = 0.999; parameters of mvmd section 7.2 (the estimators' defaults
+#: except MVMD's and MLSI's beta = 0.5 and MDDMf's mu = 0.5, which are defaults too).
+SCENE_COUNTS = {
+    "pca": 271, "mlsi": 276, "dmlda": 294, "mddm_p": 5, "mddm_f": 6, "cca": 6, "mlda": 5,
+    "mvmd": 47,
+}
+
+
+@pytest.fixture(scope="module")
+def scene_store(tmp_path_factory, cluster_client):
+    from dmlfe.ingestion import ingest
+
+    arff = data_path("mulan", "scene-train.arff")
+    xml = data_path("mulan", "scene.xml")
+    out = tmp_path_factory.mktemp("scene") / "scene-train.zarr"
+    return ingest(arff, format="mulan", labels=str(xml), out=out, chunk_rows=300,
+                  client=cluster_client)
+
+
+@pytest.mark.parametrize(("name", "expected"), sorted(SCENE_COUNTS.items()))
+def test_scene_train_counts_through_the_estimators(name, expected, scene_store, cluster_client):
+    params = {"mvmd": {"beta": 0.5}, "mddm_f": {"mu": 0.5}}.get(name, {})
+    est = make_estimator(name, n_components=0.999, client=cluster_client, **params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no regularisation beyond the methods' own
+        est.fit(scene_store)
+    assert est.n_samples_ == 1211 and est.n_features_in_ == 294
+    assert est.n_components_ == expected
+    assert est.components_.shape == (expected, 294)
+    assert est.regularization_ == 0.0
