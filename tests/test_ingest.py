@@ -283,3 +283,29 @@ def test_cli_parquet_round_trip(tmp_path):
     np.testing.assert_array_equal(a.Y.compute(), b.Y.compute())
     assert list(a.ids.compute()) == list(b.ids.compute())
     assert a.feature_names == b.feature_names
+
+
+def test_cli_ingest_mulan_train_and_test(tmp_path, capsys):
+    arffs = [str(data_path("mulan", f"emotions-{s}.arff")) for s in ("train", "test")]
+    xml = str(data_path("mulan", "emotions.xml"))
+    out = tmp_path / "emo.zarr"
+    rc = cli_main(["ingest", *arffs, "--format", "mulan", "--labels", xml, "--out", str(out),
+                   "--chunk-rows", "100", "--workers", "2", "--quiet"])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "shape: [593, 72]" in text
+    store = open_store(out)
+    assert dict(zip(*np.unique(store.split.compute(), return_counts=True), strict=True)) == {
+        "train": 391, "test": 202}
+
+
+def test_cli_reports_bad_input_with_file_and_line(tmp_path, capsys):
+    bad = tmp_path / "bad.arff"
+    bad.write_text("@relation 'x: -C 1'\n@attribute l {0,1}\n@attribute f numeric\n@data\n"
+                   "1,0.5\n0,oops\n")
+    rc = cli_main(["ingest", str(bad), "--format", "meka", "--out", str(tmp_path / "o.zarr"),
+                   "--workers", "1", "--quiet"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "bad.arff" in err and "line 6" in err
+    assert not (tmp_path / "o.zarr").exists()
