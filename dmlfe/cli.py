@@ -237,9 +237,9 @@ def _fit_estimator(args: argparse.Namespace):
         if value is None:
             continue
         if param not in accepted:
-            opts = ", ".join(_METHOD_FLAGS[k] for k in accepted if k in _METHOD_FLAGS) or "none"
-            raise ValueError(f"{flag} does not apply to method {est._method}; its options: "
-                             f"{opts}")
+            opts = ", ".join(_METHOD_FLAGS[k] for k in accepted if k in _METHOD_FLAGS)
+            raise ValueError(f"{flag} does not apply to method {est._method}; "
+                             + (f"its options: {opts}" if opts else "it takes no method options"))
         est.set_params(**{param: value})
     return est
 
@@ -252,10 +252,12 @@ def _check_out(out: str, overwrite: bool) -> None:
 def cmd_fit(args: argparse.Namespace) -> int:
     from dmlfe.store import open_store
 
-    est = _fit_estimator(args)  # bad methods and options fail before any work
+    # bad methods or options, a missing store, an unknown split or an existing output
+    # fail here, before a cluster is started
+    est = _fit_estimator(args)
     store = open_store(args.store)
     if args.split is not None:
-        store = store.subset(args.split)
+        store.subset(args.split)
     _check_out(args.out, args.overwrite)
     with _client(args) as client:
         est.set_params(client=client)

@@ -109,7 +109,8 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
             bad = ~np.isin(Y, (0, 1))
             if bad.any():
                 r, c = np.argwhere(bad)[0]
-                raise ValueError(f"Y must be a 0/1 indicator matrix; Y[{r}, {c}] = {Y[r, c].item()!r}")
+                raise ValueError(f"Y must be a 0/1 indicator matrix; Y[{r}, {c}] = "
+                                 f"{Y[r, c].item()!r}")
         return X, Y, None
 
     def _stats(self, X, Y, path, *, need_xtx, label_fn=None, labels_key=None,

@@ -67,6 +67,13 @@ def _names_sha256(names: list[str]) -> str:
     return h.hexdigest()
 
 
+def _feature_kind(store: Any) -> str:
+    """How a store's columns are defined: "names" (a vocabulary), "hashing" or "numbered"."""
+    if store.feature_names is not None:
+        return "names"
+    return "hashing" if store.hashing is not None else "numbered"
+
+
 def store_provenance(path: str | os.PathLike[str], split: Any = None) -> dict[str, Any]:
     """What a model fitted on the store at ``path`` (documents of ``split``) must remember.
 
@@ -78,12 +85,6 @@ def store_provenance(path: str | os.PathLike[str], split: Any = None) -> dict[st
 
     store = open_store(path)
     names = store.feature_names
-    if names is not None:
-        features = "names"
-    elif store.hashing is not None:
-        features = "hashing"
-    else:
-        features = "numbered"
     uid = getattr(store, "_uid", None)
     return _jsonable({
         "path": str(Path(path).resolve()),
@@ -93,7 +94,7 @@ def store_provenance(path: str | os.PathLike[str], split: Any = None) -> dict[st
         "n_features": store.n_features,
         "n_labels": store.n_labels,
         "label_names": list(store.label_names),
-        "features": features,
+        "features": _feature_kind(store),
         "feature_names_sha256": None if names is None else _names_sha256(list(names)),
         "hashing": store.hashing,
         "attrs": {k: v for k, v in store.attrs.items() if k != "report"},
@@ -115,6 +116,15 @@ def check_compatible(model: Any, store: Any) -> None:
     train = getattr(model, "training_store_", None)
     if not train:
         return
+    kind = _feature_kind(store)
+    if train.get("features") and kind != train["features"]:
+        words = {"names": "a vocabulary", "hashing": "hashed features",
+                 "numbered": "numbered (unnamed) features"}
+        raise ValueError(
+            f"{where} has {words.get(kind, kind)}, but the model was fitted on "
+            f"{words.get(train['features'], train['features'])} (training store "
+            f"{train.get('path')}): the columns mean different things. Ingest the new "
+            "documents the way the training store was ingested")
     if train.get("feature_names_sha256") is not None:
         names = store.feature_names
         if names is not None and _names_sha256(list(names)) != train["feature_names_sha256"]:

@@ -1,0 +1,183 @@
+"""``dmlfe ingest`` -> ``dmlfe fit`` -> ``dmlfe transform`` through the CLI, in process.
+
+The outputs are checked against the estimators run in Python on the same store.
+Every command runs on the session's 2-worker LocalCluster through ``--scheduler``
+(starting a fresh LocalCluster per command, as ``--workers 2`` does, costs several
+seconds each; that route is exercised by tests/test_ingest.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dask
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import zarr
+
+from dmlfe.cli import main
+from dmlfe.estimators import MDDM, MVMD
+from dmlfe.model_io import load_model
+from dmlfe.store import open_store
+
+
+@pytest.fixture(autouse=True)
+def _local_scheduler(request):
+    """Python-side computations run on threads unless a test uses the cluster."""
+    if "cluster_client" in request.fixturenames:
+        yield
+    else:
+        with dask.config.set(scheduler="threads"):
+            yield
+
+
+def _ingest(out: Path, seed: int, address: str, *extra: str) -> Path:
+    rc = main(["ingest", "--format", "synthetic", "--out", str(out), "--n-docs", "240",
+               "--vocab-size", "150", "--n-labels", "4", "--seed", str(seed),
+               "--chunk-rows", "64", "--scheduler", address, "--quiet", *extra])
+    assert rc == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory, cluster_client):
+    root = tmp_path_factory.mktemp("cli")
+    store = _ingest(root / "syn.zarr", 3, cluster_client.scheduler.address)
+    return root, store, cluster_client.scheduler.address
+
+
+def test_ingest_fit_transform(work, capsys):
+    root, store, address = work
+    model_dir = root / "mvmd-model"
+    capsys.readouterr()
+    rc = main(["fit", str(store), "--method", "mvmd", "--beta", "0.3", "--dim", "5",
+               "--split", "train", "--out", str(model_dir), "--scheduler", address, "--quiet"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "method: mvmd (MVMD, beta=0.3)" in out
+    assert "d: 5 (fixed)" in out and "solver: eigh" in out and "passes over the data: 1" in out
+    assert f"model: {model_dir.resolve()}" in out
+    assert "top eigenvalues: " in out
+
+    model = load_model(model_dir)
+    ref = MVMD(n_components=5, beta=0.3, split="train", cache=False).fit(store)
+    assert isinstance(model, MVMD) and model.get_params()["beta"] == 0.3
+    np.testing.assert_allclose(model.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+    np.testing.assert_allclose(model.components_, ref.components_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_array_equal(model.mean_, ref.mean_)
+    top = out.split("top eigenvalues: ")[1].split(",")[0]
+    assert float(top) == pytest.approx(ref.eigenvalues_[0], rel=1e-5)
+    assert model.training_store_["split"] == "train"
+
+    full = open_store(store)
+    test = full.subset("test")
+
+    # zarr, the test split
+    emb = root / "test.zarr"
+    rc = main(["transform", str(model_dir), str(store), "--out", str(emb), "--split", "test",
+               "--scheduler", address, "--quiet"])
+    assert rc == 0
+    assert "wrote zarr embeddings" in capsys.readouterr().out
+    g = zarr.open_group(str(emb), mode="r")
+    Z_ref = ref.transform(test.X).compute()
+    assert g["Z"].shape == (test.n_docs, 5)
+    np.testing.assert_allclose(g["Z"][:], Z_ref, rtol=1e-10, atol=1e-12)
+    assert [str(i) for i in g["ids"][:]] == [str(i) for i in test.ids.compute()]
+    assert g.attrs["method"] == "mvmd" and g.attrs["split"] == "test"
+
+    # existing output without --overwrite: refused before any work
+    rc = main(["transform", str(model_dir), str(store), "--out", str(emb), "--split", "test",
+               "--scheduler", address, "--quiet"])
+    assert rc == 2
+    assert "exists; pass --overwrite" in capsys.readouterr().err
+
+    # parquet, every document
+    emb_pq = root / "all.parquet"
+    rc = main(["transform", str(model_dir), str(store), "--out", str(emb_pq), "--format",
+               "parquet", "--scheduler", address, "--quiet"])
+    assert rc == 0
+    parts = sorted(emb_pq.glob("part-*.parquet"))
+    assert len(parts) >= 2  # one per row chunk, written by the workers
+    cols = [pq.read_table(p).to_pydict() for p in parts]
+    ids = [i for c in cols for i in c["id"]]
+    Z = np.column_stack([np.concatenate([c[f"z{j}"] for c in cols]) for j in range(5)])
+    np.testing.assert_array_equal(ids, full.ids.compute().astype(str))
+    np.testing.assert_allclose(Z, ref.transform(full.X).compute(), rtol=1e-10, atol=1e-12)
+    assert json.loads((emb_pq / "_dmlfe.json").read_text())["n"] == full.n_docs
+
+
+def test_fit_threshold_and_method_options(work, capsys):
+    root, store, address = work
+    model_dir = root / "mddmf"
+    rc = main(["fit", str(store), "--method", "mddm", "--variant", "f", "--mu", "0.3",
+               "--threshold", "0.9", "--out", str(model_dir), "--scheduler", address,
+               "--quiet"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    model = load_model(model_dir)
+    assert isinstance(model, MDDM) and model.variant == "f" and model.mu == 0.3
+    assert model.n_components == 0.9 and model.split is None
+    assert "eigenvalue-sum threshold 0.9" in out
+    ref = MDDM(variant="f", mu=0.3, n_components=0.9, cache=False).fit(store)
+    assert model.n_components_ == ref.n_components_
+    np.testing.assert_allclose(model.components_, ref.components_, rtol=1e-8, atol=1e-10)
+    # the same model again needs --overwrite
+    args = ["fit", str(store), "--method", "pca", "--dim", "2", "--out", str(model_dir),
+            "--scheduler", address, "--quiet"]
+    assert main(args) == 2
+    assert "exists; pass --overwrite" in capsys.readouterr().err
+    assert main([*args, "--overwrite"]) == 0
+    assert load_model(model_dir)._method == "pca"
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--method", "nmf"], "unknown method 'nmf'; choose one of pca, lsi, mddm"),
+    (["--method", "pca", "--beta", "0.2"], "--beta does not apply to method pca; it takes no "
+                                           "method options"),
+    (["--method", "pca", "--split", "validation"], "split value(s) ['validation'] not in"),
+    (["--method", "cca", "--mu", "0.2"], "--mu does not apply to method cca; its options: "
+                                         "--gamma-x, --gamma-y"),
+    (["--method", "mddm_p", "--variant", "f"], "--variant f contradicts --method mddm_p"),
+    (["--method", "mvmd", "--variant", "p"], "--variant applies to --method mddm only"),
+])
+def test_bad_fit_arguments_exit_2(work, capsys, extra, message):
+    root, store, _ = work
+    out = root / "never"
+    assert main(["fit", str(store), *extra, "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dmlfe fit: error: ") and message in err
+    assert not out.exists()
+
+
+def test_missing_inputs_exit_2(work, capsys):
+    root, store, _ = work
+    assert main(["fit", str(root / "nowhere.zarr"), "--method", "pca", "--out",
+                 str(root / "m0"), "--quiet"]) == 2
+    assert "nowhere.zarr" in capsys.readouterr().err
+    assert main(["transform", str(root / "no-model"), str(store), "--out",
+                 str(root / "e0"), "--quiet"]) == 2
+    assert "no model at" in capsys.readouterr().err
+
+
+def test_transform_refuses_another_feature_space(work, capsys):
+    root, store, address = work
+    model_dir = root / "pca-model"
+    assert main(["fit", str(store), "--method", "pca", "--dim", "2", "--out", str(model_dir),
+                 "--scheduler", address, "--quiet"]) == 0
+    # as many columns as the training vocabulary, but hashed: the columns mean other things
+    D = open_store(store).n_features
+    hashed = _ingest(root / "hashed.zarr", 3, address, "--vectorizer", "hashing",
+                     "--n-features", str(D))
+    assert open_store(hashed).n_features == D
+    # fewer columns
+    smaller = _ingest(root / "smaller.zarr", 3, address, "--max-features", str(D - 10))
+    capsys.readouterr()
+    for other, message in ((hashed, "hashed features, but the model was fitted on a "
+                                    "vocabulary"),
+                           (smaller, f"has {D - 10} features but the model was fitted on {D}")):
+        assert main(["transform", str(model_dir), str(other), "--out", str(root / "e1"),
+                     "--scheduler", address, "--quiet"]) == 2
+        assert message in capsys.readouterr().err
+        assert not (root / "e1").exists()
