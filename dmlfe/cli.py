@@ -145,15 +145,19 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from dmlfe.ingestion import ingest
+    from dmlfe.demo import run_demo
 
-    out = Path(args.out)
-    store = out / "synthetic.zarr"
     with _client(args) as client:
-        ingest(None, format="synthetic", out=store, chunk_rows=args.chunk_rows, client=client,
-               overwrite=True, progress=not args.quiet, n_docs=args.n_docs, seed=args.seed)
-    print(f"demo store: {store}")
-    _print_info(store, as_json=False)
+        summary = run_demo(args.out, n_docs=args.n_docs, seed=args.seed,
+                           chunk_rows=args.chunk_rows, max_features=args.max_features,
+                           client=client, progress=not args.quiet)
+    print(f"demo store: {summary['store']}")
+    _print_info(summary["store"], as_json=False)
+    print("\nfitted on the training split, test split embedded:")
+    for name, m in summary["methods"].items():
+        print(f"  {name:7s} d={m['n_components']:<4d} solver={m['solver']:<16s} "
+              f"{m['seconds']:7.1f} s  -> {m['embeddings']}")
+    print(f"\nsummary: {Path(args.out) / 'summary.json'} ({summary['total_seconds']} s in all)")
     return 0
 
 
@@ -333,6 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
     pd.add_argument("--n-docs", type=int, default=20_000)
     pd.add_argument("--seed", type=int, default=0)
     pd.add_argument("--chunk-rows", type=int, default=2_000)
+    pd.add_argument("--max-features", type=int, default=3_000,
+                    help="vocabulary size kept (dense solvers need D x D)")
     _add_cluster_flags(pd)
     pd.set_defaults(func=cmd_demo)
 

@@ -82,12 +82,13 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         if _is_path(X):
             from dmlfe.store import open_store
 
+            if Y is not None:
+                raise ValueError("Y must not be given with a store path: the labels come from "
+                                 "the store (pass X and Y as arrays to use other labels)")
             store = open_store(X)
             if self.split is not None:
                 store = store.subset(self.split)
-            if Y is None:
-                Y = store.Y
-            return store.X, Y, X
+            return store.X, store.Y, X
         if Y is None:
             raise ValueError(f"{type(self).__name__}.fit needs Y (a 0/1 label indicator "
                              "matrix) unless X is a store path")

@@ -44,3 +44,41 @@ def cluster_client():
     finally:
         client.close()
         cluster.close()
+
+
+@pytest.fixture(autouse=True)
+def _local_scheduler(request):
+    """Tests that do not ask for the cluster run on dask's threaded scheduler, even once
+    the session's LocalCluster client exists (it would otherwise become the default)."""
+    if "cluster_client" in request.fixturenames:
+        yield
+    else:
+        import dask
+
+        with dask.config.set(scheduler="threads"):
+            yield
+
+
+def sparse_dask(X, rows: int):
+    """A dask array of CSR row blocks of ``rows`` rows, as a store hands them out."""
+    import dask
+    import dask.array as da
+    import numpy as np
+    import scipy.sparse as sp
+
+    X = sp.csr_matrix(X)
+    blocks = [
+        da.from_delayed(dask.delayed(sp.csr_matrix)(X[s : s + rows]),
+                        shape=X[s : s + rows].shape, dtype=np.float64,
+                        meta=sp.csr_matrix((0, X.shape[1])))
+        for s in range(0, X.shape[0], rows)
+    ]
+    return da.concatenate(blocks, axis=0)
+
+
+def labels_dask(Y, rows: int):
+    """Labels as a dask array chunked by ``rows`` rows."""
+    import dask.array as da
+    import numpy as np
+
+    return da.from_array(np.asarray(Y), chunks=(rows, -1))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import dask
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -21,16 +20,6 @@ from dmlfe.cli import main
 from dmlfe.estimators import MDDM, MVMD
 from dmlfe.model_io import load_model
 from dmlfe.store import open_store
-
-
-@pytest.fixture(autouse=True)
-def _local_scheduler(request):
-    """Python-side computations run on threads unless a test uses the cluster."""
-    if "cluster_client" in request.fixturenames:
-        yield
-    else:
-        with dask.config.set(scheduler="threads"):
-            yield
 
 
 def _ingest(out: Path, seed: int, address: str, *extra: str) -> Path:

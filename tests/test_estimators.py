@@ -58,16 +58,6 @@ FACTORIES = {
 UNCENTRED = {"lsi", "mlda", "dmlda"}
 
 
-@pytest.fixture(autouse=True)
-def _local_scheduler(request):
-    """Tests without the cluster run on the threaded scheduler, even once a client exists."""
-    if "cluster_client" in request.fixturenames:
-        yield
-    else:
-        with dask.config.set(scheduler="threads"):
-            yield
-
-
 def sparse_data(n: int = 60, D: int = 9, q: int = 4, seed: int = 1):
     """random_data with about a third of the entries zeroed: (dense X, CSR X, Y)."""
     X, Y = random_data(n=n, D=D, q=q, seed=seed)

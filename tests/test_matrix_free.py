@@ -3,39 +3,14 @@
 from __future__ import annotations
 
 import dask
-import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import sparse_dask
 from scipy.linalg import subspace_angles
 
 from dmlfe.solvers.matrix_free import ScatterOperator, fix_signs, matrix_free_eigh
 from dmlfe.stats.pass_ import compute_stats
-
-
-@pytest.fixture(autouse=True)
-def _local_scheduler(request):
-    """Tests without the cluster run on the threaded scheduler, even once a client exists."""
-    if "cluster_client" in request.fixturenames:
-        yield
-    else:
-        with dask.config.set(scheduler="threads"):
-            yield
-
-
-def sparse_dask(X: sp.csr_matrix, rows: int) -> da.Array:
-    blocks = []
-    for s in range(0, X.shape[0], rows):
-        piece = X[s : s + rows]
-        blocks.append(
-            da.from_delayed(
-                dask.delayed(sp.csr_matrix)(piece),
-                shape=piece.shape,
-                dtype=np.float64,
-                meta=sp.csr_matrix((0, X.shape[1])),
-            )
-        )
-    return da.concatenate(blocks, axis=0)
 
 
 class CountingScheduler:

@@ -12,6 +12,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import labels_dask, sparse_dask
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from dmlfe.stats import cache as cache_mod
@@ -22,36 +23,6 @@ from dmlfe.stats.pass_ import add_partials, compute_stats
 # --------------------------------------------------------------------------- #
 # Helpers
 # --------------------------------------------------------------------------- #
-@pytest.fixture(autouse=True)
-def _local_scheduler(request):
-    """Tests without the cluster run on the threaded scheduler, even once a client exists."""
-    if "cluster_client" in request.fixturenames:
-        yield
-    else:
-        with dask.config.set(scheduler="threads"):
-            yield
-
-
-def sparse_dask(X: sp.csr_matrix, rows: int) -> da.Array:
-    """A dask array of CSR row blocks, built the way a store hands them out."""
-    blocks = []
-    for s in range(0, X.shape[0], rows):
-        piece = X[s : s + rows]
-        blocks.append(
-            da.from_delayed(
-                dask.delayed(sp.csr_matrix)(piece),
-                shape=piece.shape,
-                dtype=np.float64,
-                meta=sp.csr_matrix((0, X.shape[1])),
-            )
-        )
-    return da.concatenate(blocks, axis=0)
-
-
-def labels_dask(Y: np.ndarray, rows: int) -> da.Array:
-    return da.from_array(Y, chunks=(rows, Y.shape[1]))
-
-
 class CountingScheduler:
     """Synchronous scheduler that counts how many times dask computes (xarray's idiom)."""
 
