@@ -46,9 +46,10 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     Fitted attributes: ``components_`` (n_components_, n_features), ``eigenvalues_``
     (all computed eigenvalues, descending), ``n_components_``, ``mean_`` (training
     feature means; zeros for uncentred methods, whose projection is X P),
-    ``centred_``, ``solver_``, ``n_passes_`` (passes over the data, statistics
-    included), ``regularization_``, ``n_features_in_``, ``n_genuine_``,
-    ``n_samples_``, ``method_params_`` and ``training_store_`` (provenance of the
+    ``centred_``, ``solver_``, ``n_passes_`` (passes over the data made by this fit:
+    the statistics pass unless ``stats_from_cache_``, plus the matrix-free solver's),
+    ``regularization_``, ``n_features_in_``, ``n_genuine_``, ``n_samples_``,
+    ``method_params_`` and ``training_store_`` (provenance of the
     training store, see :func:`dmlfe.model_io.store_provenance`; None when X was not
     a store path). :meth:`save` writes a fitted model; ``dmlfe.model_io.load_model``
     reads it back.
@@ -178,7 +179,7 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         stats = self._stats(X, Y, path, need_xtx=need_xtx and spec.needs_xtx,
                             label_fn=label_fn, labels_key=labels_key,
                             need_xtwx=spec.needs_weighted_xtx)
-        n_passes = 1
+        n_passes = 0 if stats.from_cache else 1
         if spec.needs_weighted_xtx:
             template = spec.build(stats, xtwx=stats.xtwx, **params)
         elif solver == "dense":
@@ -214,6 +215,7 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         self.mean_ = stats.mean_x if template.centred else np.zeros(D)
         self.n_features_in_ = D
         self.n_passes_ = n_passes
+        self.stats_from_cache_ = bool(stats.from_cache)
         self.n_samples_ = int(stats.n)
         self.method_params_ = dict(template.params)
         self.training_store_ = None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import sys
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -313,8 +314,9 @@ def _ingest_text(source, format, opts, vec_opts, writer, report, provenance, chu
     _say(progress, f"{n_features} features from {total.n_docs} documents")
 
     # pass 3: vectorise and write the pieces; big shared inputs enter the graph once
-    vocab_d = delayed(vocab, name=f"dmlfe-vocabulary-{id(vocab)}")
-    idf_d = delayed(idf, name=f"dmlfe-idf-{id(idf)}")
+    token = uuid.uuid4().hex
+    vocab_d = delayed(vocab, name=f"dmlfe-vocabulary-{token}")  # named: no hashing of a big dict
+    idf_d = delayed(idf, name=f"dmlfe-idf-{token}")
     tasks = [
         delayed(_vectorize_task, pure=True)(s, i, str(writer.tmp_path), vocab_d, idf_d,
                                             label_names, params)

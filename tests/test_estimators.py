@@ -260,6 +260,7 @@ def test_second_method_reuses_the_statistics(tmp_path):
     train = splits == "train"
     pca, n1 = count_computes(lambda: PCA(n_components=3, split="train").fit(path))
     assert n1 == 1
+    assert not pca.stats_from_cache_ and pca.n_passes_ == 1
     for make in (lambda: CCA(n_components=2, split="train"),
                  lambda: MVMD(n_components=3, beta=0.2, split="train"),
                  lambda: MDDM(variant="f", n_components=2, split="train"),
@@ -267,6 +268,7 @@ def test_second_method_reuses_the_statistics(tmp_path):
                  lambda: MLSI(n_components=2, split="train")):
         est, n = count_computes(lambda make=make: make().fit(path))
         assert n == 0, type(est).__name__  # no new statistics pass
+        assert est.stats_from_cache_ and est.n_passes_ == 0
         assert_same_fit(est, clone(est).set_params(split=None).fit(X[train], Y[train]))
     # another split, no cache, or a statistic the entry lacks (X^T W X): a new pass
     _, n = count_computes(lambda: PCA(n_components=3, split="test").fit(path))

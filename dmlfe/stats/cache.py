@@ -363,6 +363,7 @@ def load_or_compute_stats(
     found = load_stats(cache_dir, params, need_xtx=need_xtx, need_xtwx=need_xtwx)
     if found is not None:
         log.info("reusing statistics %s from %s", stats_key(params), cache_dir)
+        found.from_cache = True
         return found
     stats = compute_stats(X, Y, **kwargs)
     try:

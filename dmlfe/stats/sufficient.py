@@ -38,6 +38,9 @@ class SufficientStats:
     xtwx : ndarray of shape (D, D) or None
         X^T diag(w) X with w the row sums of the label matrix the statistics were
         computed on (MLDA / DMLDA, mvmd eq. 42); None when not requested.
+    from_cache : bool
+        True when these statistics were read from the cache beside a store rather
+        than computed by a pass.
     """
 
     n: int
@@ -47,6 +50,7 @@ class SufficientStats:
     yty: np.ndarray
     xtx: np.ndarray | None = None
     xtwx: np.ndarray | None = None
+    from_cache: bool = False
 
     @property
     def n_features(self) -> int:
