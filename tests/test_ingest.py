@@ -309,3 +309,22 @@ def test_cli_reports_bad_input_with_file_and_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "bad.arff" in err and "line 6" in err
     assert not (tmp_path / "o.zarr").exists()
+
+
+def test_hashing_fit_split_with_parts_of_test_documents_only(tmp_path):
+    from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer
+
+    texts = ["alpha beta", "beta gamma", "gamma delta alpha", "delta", "alpha alpha", "eps",
+             "beta zeta", "zeta eta", "eta alpha", "theta"]
+    split = ["train"] * 6 + ["test"] * 4  # the last parts hold test documents only
+    src = tmp_path / "c.jsonl"
+    _write_jsonl(src, [{"text": t, "labels": ["x"], "split": s}
+                       for t, s in zip(texts, split, strict=True)])
+    out = dmlfe.ingest(src, format="jsonl", out=tmp_path / "h.zarr", chunk_rows=3,
+                       split_field="split", fit_split="train", vectorizer="hashing",
+                       n_features=2**8)
+    hv = HashingVectorizer(n_features=2**8, alternate_sign=False, norm=None)
+    tt = TfidfTransformer().fit(hv.transform(texts[:6]))
+    R = tt.transform(hv.transform(texts))
+    got = open_store(out).X.compute()
+    assert abs(got - R).max() <= 1e-12

@@ -133,3 +133,14 @@ def test_max_df_below_min_df():
     params = VectorizerParams(min_df=5, max_df=2)
     with pytest.raises(ValueError, match="fewer documents"):
         build_vocabulary(count_terms(_docs(20, 4), params), params)
+
+
+@pytest.mark.parametrize("kind", ["tfidf", "hashing"])
+def test_part_without_documents_merges_as_nothing(kind):
+    params = VectorizerParams(kind=kind, n_features=2**8)
+    docs = _docs(40, seed=5)
+    full = merge_counts(count_terms(docs, params), count_terms([], params))
+    ref = count_terms(docs, params)
+    assert full.n_docs == ref.n_docs == 40
+    np.testing.assert_array_equal(full.df, ref.df)
+    np.testing.assert_array_equal(full.tf, ref.tf)

@@ -28,6 +28,11 @@ class TermCounts:
 
 def count_terms(texts: list[str], params: VectorizerParams) -> TermCounts:
     """Document and term frequencies of one part of the corpus."""
+    if not texts:  # e.g. a part without any document of the fit split
+        empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0, np.float64)
+        if params.kind == "hashing":
+            return TermCounts(0, empty_i, empty_f, cols=np.zeros(0, np.int64))
+        return TermCounts(0, empty_i, empty_f, terms=np.array([], dtype=object))
     if params.kind == "hashing":
         counts = params.hashing_vectorizer().transform(texts).tocsc()
         df = np.diff(counts.indptr)
