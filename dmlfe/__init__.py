@@ -7,11 +7,13 @@ scikit-learn estimators :class:`PCA`, :class:`LSI`, :class:`MDDM`, :class:`MVMD`
 
 from dmlfe._version import __version__
 from dmlfe.estimators import CCA, DMLDA, LSI, MDDM, MLDA, MLSI, MVMD, OPLS, PCA, PLS
+from dmlfe.evaluation import BinaryRelevance, MLkNN, MultiLabelRidge, PerLabelFLDA
 from dmlfe.ingestion import ingest
 from dmlfe.model_io import load_model
 from dmlfe.store import open_store
 
 __all__ = [
+    "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA",
     "CCA", "DMLDA", "LSI", "MDDM", "MLDA", "MLSI", "MVMD", "OPLS", "PCA", "PLS",
     "__version__", "ingest", "load_model", "open_store",
 ]

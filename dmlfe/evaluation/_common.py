@@ -1,0 +1,180 @@
+"""Shared input handling for the multi-label classifiers: embeddings, label matrices,
+row-chunk-wise application, and the one-pass moment statistics (ridge, Fisher LDA)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from dmlfe.compute import compute_one, tree_reduce
+
+
+def as_embeddings(Z: Any) -> np.ndarray | da.Array:
+    """Embeddings as float64: an ndarray, or a dask array chunked by rows only."""
+    if isinstance(Z, da.Array):
+        if Z.ndim != 2:
+            raise ValueError(f"Z must be a 2-D documents x dimensions array; got shape {Z.shape}")
+        if len(Z.chunks[1]) != 1:
+            Z = Z.rechunk({1: -1})
+        return Z.astype(np.float64) if Z.dtype != np.float64 else Z
+    if sp.issparse(Z):
+        Z = Z.toarray()
+    Z = np.asarray(Z, dtype=np.float64)
+    if Z.ndim != 2:
+        raise ValueError(f"Z must be a 2-D documents x dimensions array; got shape {Z.shape}")
+    check_finite(Z, 0)
+    return Z
+
+
+def check_finite(zb: np.ndarray, offset: int) -> None:
+    """Raise naming the first non-finite embedding entry (global row ``offset + r``)."""
+    bad = ~np.isfinite(zb)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise ValueError(f"Z[row {offset + r}, dim {c}] = {zb[r, c].item()!r}: embeddings must be "
+                         "finite; check the projection that produced them")
+
+
+def check_labels(yb: np.ndarray, offset: int = 0) -> np.ndarray:
+    """0/1 label block as int8; raise naming the first bad entry (global row)."""
+    yb = np.asarray(yb)
+    if yb.dtype != np.bool_:
+        bad = ~((yb == 0) | (yb == 1))
+        if bad.any():
+            r, c = np.argwhere(bad)[0]
+            raise ValueError(
+                f"Y[row {offset + r}, label {c}] = {yb[r, c].item()!r}: Y must be a 0/1 "
+                "documents x labels indicator matrix"
+            )
+    return yb.astype(np.int8)
+
+
+def dense_block(b: Any) -> np.ndarray:
+    return b.toarray() if sp.issparse(b) else np.asarray(b)
+
+
+def labels_in_memory(Y: Any, n: int) -> np.ndarray:
+    """Whole label matrix in memory, validated, int8."""
+    if isinstance(Y, da.Array):
+        Y = Y.compute()
+    Y = dense_block(Y)
+    if Y.ndim == 1:
+        raise ValueError("Y must be a 2-D documents x labels 0/1 matrix; got a 1-D array "
+                         "(reshape a single label to (n, 1))")
+    if Y.ndim != 2 or Y.shape[0] != n:
+        raise ValueError(f"Y has shape {Y.shape} but Z has {n} rows; they must match")
+    return check_labels(Y)
+
+
+def labels_like(Y: Any, Z: da.Array) -> da.Array:
+    """Y as a dask array with Z's row chunks (for chunk-wise fitting)."""
+    if not isinstance(Y, da.Array):
+        Y = dense_block(Y)
+        if Y.ndim != 2:
+            raise ValueError(f"Y must be a 2-D documents x labels 0/1 matrix; got {Y.shape}")
+        Y = da.from_array(Y, chunks=(Z.chunks[0], Y.shape[1]))
+    if Y.ndim != 2 or Y.shape[0] != Z.shape[0]:
+        raise ValueError(f"Y has shape {Y.shape} but Z has {Z.shape[0]} rows; they must match")
+    if Y.chunks[0] != Z.chunks[0] or len(Y.chunks[1]) != 1:
+        Y = Y.rechunk((Z.chunks[0], -1))
+    return Y
+
+
+def map_rows(Z: np.ndarray | da.Array, fn: Callable[..., np.ndarray], n_out: int,
+             dtype: Any, state: Any) -> np.ndarray | da.Array:
+    """``fn(block, state)`` on the whole array, or lazily per row chunk of a dask array.
+
+    ``state`` (the fitted arrays) enters the graph once, as a delayed object.
+    """
+    if not isinstance(Z, da.Array):
+        return fn(Z, state)
+    st = dask.delayed(state, pure=True)
+    return Z.map_blocks(fn, state=st, chunks=(Z.chunks[0], (n_out,)), dtype=dtype,
+                        meta=np.empty((0, n_out), dtype=dtype))
+
+
+class MultiLabelBase(ClassifierMixin, BaseEstimator):
+    """Common predict-side checks; subclasses set ``n_features_in_`` and ``n_labels_``."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = False
+        return tags
+
+    def _check_query(self, Z: Any) -> np.ndarray | da.Array:
+        if not hasattr(self, "n_labels_"):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError(f"{type(self).__name__} is not fitted; call fit(Z, Y) first")
+        Z = as_embeddings(Z)
+        if Z.shape[1] != self.n_features_in_:
+            raise ValueError(f"Z has {Z.shape[1]} dimensions but {type(self).__name__} was "
+                             f"fitted on {self.n_features_in_}; project with the same model")
+        return Z
+
+
+# ------------------------------------------------------------ moment statistics
+@dataclass
+class Moments:
+    """n, means of Z and Y, centred Z scatter (d x d) and centred Z-Y cross products (d x q)."""
+
+    n: int
+    mean_z: np.ndarray
+    mean_y: np.ndarray
+    scatter: np.ndarray
+    cross: np.ndarray
+
+
+def _block_moments(zb: Any, yb: Any, offset: int) -> Moments:
+    zb = np.asarray(dense_block(zb), dtype=np.float64)
+    check_finite(zb, offset)
+    yb = check_labels(dense_block(yb), offset).astype(np.float64)
+    n = zb.shape[0]
+    if n == 0:
+        return Moments(0, np.zeros(zb.shape[1]), np.zeros(yb.shape[1]),
+                       np.zeros((zb.shape[1],) * 2), np.zeros((zb.shape[1], yb.shape[1])))
+    mz, my = zb.mean(axis=0), yb.mean(axis=0)
+    zc = zb - mz
+    return Moments(n, mz, my, zc.T @ zc, zc.T @ (yb - my))
+
+
+def merge_moments(*parts: Moments) -> Moments:
+    """Chan et al.'s pairwise update: exact, and free of the cancellation of raw sums."""
+    acc = parts[0]
+    for b in parts[1:]:
+        if b.n == 0:
+            continue
+        if acc.n == 0:
+            acc = b
+            continue
+        n = acc.n + b.n
+        dz, dy = b.mean_z - acc.mean_z, b.mean_y - acc.mean_y
+        w = acc.n * b.n / n
+        acc = Moments(
+            n,
+            acc.mean_z + dz * (b.n / n),
+            acc.mean_y + dy * (b.n / n),
+            acc.scatter + b.scatter + w * np.outer(dz, dz),
+            acc.cross + b.cross + w * np.outer(dz, dy),
+        )
+    return acc
+
+
+def moments(Z: np.ndarray | da.Array, Y: Any) -> Moments:
+    """The moments of (Z, Y) in one pass: one dask compute when Z is a dask array."""
+    if not isinstance(Z, da.Array):
+        return _block_moments(Z, labels_in_memory(Y, Z.shape[0]), 0)
+    Yd = labels_like(Y, Z)
+    offsets = np.concatenate([[0], np.cumsum(Z.chunks[0])[:-1]])
+    zs, ys = Z.to_delayed().ravel(), Yd.to_delayed().ravel()
+    parts = [dask.delayed(_block_moments, pure=True)(zb, yb, int(o))
+             for zb, yb, o in zip(zs, ys, offsets, strict=True)]
+    return compute_one(tree_reduce(parts, merge_moments))
