@@ -5,6 +5,7 @@ scikit-learn estimators :class:`PCA`, :class:`LSI`, :class:`MDDM`, :class:`MVMD`
 :class:`CCA`, :class:`PLS`, :class:`OPLS`, :class:`MLSI`, :class:`MLDA`, :class:`DMLDA`.
 """
 
+from dmlfe import metrics
 from dmlfe._version import __version__
 from dmlfe.estimators import CCA, DMLDA, LSI, MDDM, MLDA, MLSI, MVMD, OPLS, PCA, PLS
 from dmlfe.evaluation import BinaryRelevance, MLkNN, MultiLabelRidge, PerLabelFLDA
@@ -15,5 +16,5 @@ from dmlfe.store import open_store
 __all__ = [
     "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA",
     "CCA", "DMLDA", "LSI", "MDDM", "MLDA", "MLSI", "MVMD", "OPLS", "PCA", "PLS",
-    "__version__", "ingest", "load_model", "open_store",
+    "__version__", "ingest", "metrics", "load_model", "open_store",
 ]
