@@ -31,7 +31,17 @@ from dmlfe._version import __version__
 from dmlfe.compute import run, tree_reduce
 from dmlfe.readers.base import IngestReport, TextBatch
 from dmlfe.staging import read_part, stage
-from dmlfe.vectorize.counts import count_terms, dense_df, merge_counts, tfidf_block
+from dmlfe.vectorize.counts import (
+    TermCounts,
+    dense_df,
+    load_counts,
+    merge_counts,
+    part_counts,
+    remap_counts,
+    save_counts,
+    term_counts,
+    tfidf_block,
+)
 from dmlfe.vectorize.params import VectorizerParams
 from dmlfe.vectorize.vocabulary import build_vocabulary, smooth_idf
 
@@ -230,22 +240,31 @@ def load_part(spec: tuple) -> TextBatch:
     raise ValueError(f"unknown part kind {spec[0]!r}")
 
 
-def _count_task(spec: tuple, params: VectorizerParams, fit_split: str | None):
+def _count_task(spec: tuple, index: int, tmp_path: str, params: VectorizerParams,
+                fit_split: str | None) -> TermCounts:
+    """Tokenise part ``index`` once, keep its counts for the vectorise pass, and return
+    the document frequencies of its ``fit_split`` documents (all when None)."""
     b = load_part(spec)
-    texts = b.texts
+    counts, terms = part_counts(b.texts, params)
+    save_counts(_counts_path(tmp_path, index), counts, terms)
+    rows = None
     if fit_split is not None:
-        texts = [t for t, s in zip(b.texts, b.splits, strict=True) if s == fit_split]
-    return count_terms(texts, params)
+        rows = np.array([s == fit_split for s in b.splits], dtype=bool)
+    return term_counts(counts, terms, params, rows)
+
+
+def _counts_path(tmp_path: str, index: int) -> str:
+    return str(Path(tmp_path) / "counts" / f"part-{index:06d}.npz")
 
 
 def _vectorize_task(spec, index, tmp_path, vocab, idf, label_names, params) -> dict:
     from dmlfe.store import write_piece
 
-    b = load_part(spec)
-    if params.kind == "hashing":
-        counts = params.hashing_vectorizer().transform(b.texts)
-    else:
-        counts = params.count_vectorizer(vocabulary=vocab).transform(b.texts)
+    b = load_part(spec)  # ids, labels, splits (cheap); the text is not tokenised again
+    path = _counts_path(tmp_path, index)
+    counts, terms = load_counts(path)
+    if params.kind == "tfidf":
+        counts = remap_counts(counts, terms, vocab, len(idf))
     X = tfidf_block(counts, idf, params)
     col = {name: j for j, name in enumerate(label_names)}
     Y = np.zeros((len(b), len(label_names)), dtype=np.uint8)
@@ -253,6 +272,7 @@ def _vectorize_task(spec, index, tmp_path, vocab, idf, label_names, params) -> d
         for lab in labs:
             Y[r, col[lab]] = 1
     piece = write_piece(tmp_path, index, X, Y, list(b.ids), b.splits, b.meta or None)
+    os.remove(path)
     return {
         "piece": piece,
         "n_docs": len(b),
@@ -294,8 +314,11 @@ def _ingest_text(source, format, opts, vec_opts, writer, report, provenance, chu
         raise ValueError(f"fit_split={fit_split!r} given but the corpus has no split field")
 
     # pass 2: document frequencies, merged in a tree on the workers
-    counts = tree_reduce([delayed(_count_task, pure=True)(s, params, fit_split) for s in specs],
-                         merge_counts)
+    (writer.tmp_path / "counts").mkdir()
+    counts = tree_reduce(
+        [delayed(_count_task, pure=True)(s, i, str(writer.tmp_path), params, fit_split)
+         for i, s in enumerate(specs)],
+        merge_counts)
     (total,) = run(counts, desc="document-frequency pass", progress=progress, client=client)
     if fit_split is not None and total.n_docs == 0:
         raise ValueError(f"fit_split={fit_split!r}: no document has that split")

@@ -7,7 +7,15 @@ import pytest
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer, TfidfVectorizer
 
-from dmlfe.vectorize.counts import count_terms, dense_df, merge_counts, tfidf_block
+from dmlfe.vectorize.counts import (
+    count_terms,
+    dense_df,
+    merge_counts,
+    part_counts,
+    remap_counts,
+    term_counts,
+    tfidf_block,
+)
 from dmlfe.vectorize.params import VectorizerParams
 from dmlfe.vectorize.vocabulary import build_vocabulary, smooth_idf
 
@@ -52,17 +60,28 @@ def _docs(n: int, seed: int) -> list[str]:
 
 
 def _ours(docs, params, part_size):
+    """The library's path: tokenise each part once, merge frequencies, remap, weight."""
     parts = [docs[i : i + part_size] for i in range(0, len(docs), part_size)]
-    total = merge_counts(*[count_terms(p, params) for p in parts])
+    counted = [part_counts(p, params) for p in parts]
+    total = merge_counts(*[term_counts(c, t, params) for c, t in counted])
     if params.kind == "hashing":
         idf = smooth_idf(dense_df(total, params.n_features), total.n_docs)
-        blocks = [tfidf_block(params.hashing_vectorizer().transform(p), idf, params) for p in parts]
-        return None, sp.vstack(blocks).tocsr()
+        return None, sp.vstack([tfidf_block(c, idf, params) for c, _ in counted]).tocsr()
     names, df = build_vocabulary(total, params)
     idf = smooth_idf(df, total.n_docs)
     vocab = {t: j for j, t in enumerate(names)}
-    blocks = [tfidf_block(params.count_vectorizer(vocab).transform(p), idf, params) for p in parts]
+    blocks = [tfidf_block(remap_counts(c, t, vocab, len(names)), idf, params)
+              for c, t in counted]
     return names, sp.vstack(blocks).tocsr()
+
+
+def test_remap_equals_count_vectorizer_with_fixed_vocabulary():
+    docs = _docs(60, seed=9)
+    params = VectorizerParams(ngram_range=(1, 2))
+    vocab = {t: j for j, t in enumerate(sorted({"alpha", "beta gamma", "zeta", "nope", "mu"}))}
+    ref = params.count_vectorizer(vocab).transform(docs[20:40])
+    got = remap_counts(*part_counts(docs[20:40], params), vocab, len(vocab))
+    assert (got != ref).nnz == 0 and got.shape == ref.shape
 
 
 @pytest.mark.parametrize(

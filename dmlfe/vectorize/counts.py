@@ -26,35 +26,76 @@ class TermCounts:
     cols: np.ndarray | None = None
 
 
-def count_terms(texts: list[str], params: VectorizerParams) -> TermCounts:
-    """Document and term frequencies of one part of the corpus."""
-    if not texts:  # e.g. a part without any document of the fit split
-        empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0, np.float64)
-        if params.kind == "hashing":
-            return TermCounts(0, empty_i, empty_f, cols=np.zeros(0, np.int64))
-        return TermCounts(0, empty_i, empty_f, terms=np.array([], dtype=object))
+def part_counts(texts: list[str], params: VectorizerParams) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Tokenise a part once: raw term counts and their column terms.
+
+    For tf-idf the columns are the part's own sorted terms (``terms``); for hashing
+    they are the hashed columns and ``terms`` is empty. Both passes of an ingest use
+    this one tokenisation (the counts are kept between them).
+    """
     if params.kind == "hashing":
-        counts = params.hashing_vectorizer().transform(texts).tocsc()
-        df = np.diff(counts.indptr)
-        tf = np.asarray(counts.sum(axis=0)).ravel()
-        cols = np.flatnonzero(df)
-        return TermCounts(len(texts), df[cols].astype(np.int64), tf[cols].astype(np.float64),
-                          cols=cols.astype(np.int64))
-    cv = params.count_vectorizer()
+        if not texts:
+            return sp.csr_matrix((0, params.n_features)), np.array([], dtype=str)
+        counts = params.hashing_vectorizer().transform(texts)
+        return sp.csr_matrix(counts, dtype=np.float64), np.array([], dtype=str)
     try:
+        cv = params.count_vectorizer()
         counts = cv.fit_transform(texts)
-    except ValueError:
-        # every document of the part is empty (or only stop words): no terms
-        return TermCounts(len(texts), np.zeros(0, np.int64), np.zeros(0, np.float64),
-                          terms=np.array([], dtype=object))
-    terms = np.array(cv.get_feature_names_out(), dtype=object)  # already sorted
-    counts = counts.tocsc()
-    return TermCounts(
-        len(texts),
-        np.diff(counts.indptr).astype(np.int64),
-        np.asarray(counts.sum(axis=0)).ravel().astype(np.float64),
-        terms=terms,
-    )
+    except (ValueError, StopIteration):
+        # no text, or every document of the part is empty: no terms
+        return sp.csr_matrix((len(texts), 0)), np.array([], dtype=str)
+    terms = np.asarray(cv.get_feature_names_out()).astype(str)  # already sorted
+    return sp.csr_matrix(counts, dtype=np.float64), terms
+
+
+def term_counts(counts: sp.csr_matrix, terms: np.ndarray, params: VectorizerParams,
+                rows: np.ndarray | None = None) -> TermCounts:
+    """Document and term frequencies over ``rows`` (a boolean mask; default all rows).
+
+    Terms that occur in none of those rows are left out, as a vectoriser fitted on
+    those documents alone would never have seen them.
+    """
+    if rows is not None:
+        counts = counts[np.flatnonzero(rows)]
+    csc = counts.tocsc()
+    df = np.diff(csc.indptr).astype(np.int64)
+    tf = np.asarray(csc.sum(axis=0)).ravel().astype(np.float64)
+    seen = np.flatnonzero(df)
+    if params.kind == "hashing":
+        return TermCounts(counts.shape[0], df[seen], tf[seen], cols=seen.astype(np.int64))
+    return TermCounts(counts.shape[0], df[seen], tf[seen], terms=terms[seen].astype(object))
+
+
+def count_terms(texts: list[str], params: VectorizerParams) -> TermCounts:
+    """Document and term frequencies of a list of documents."""
+    return term_counts(*part_counts(texts, params), params)
+
+
+def remap_counts(counts: sp.csr_matrix, terms: np.ndarray, vocab: dict[str, int],
+                 n_features: int) -> sp.csr_matrix:
+    """Part-local term columns -> the corpus vocabulary's columns (pruned terms dropped).
+
+    Equal to ``CountVectorizer(vocabulary=vocab).transform`` of the same texts.
+    """
+    target = np.fromiter((vocab.get(t, -1) for t in terms), dtype=np.int64, count=len(terms))
+    keep = np.flatnonzero(target >= 0)
+    sub = counts[:, keep].tocsr()
+    out = sp.csr_matrix((sub.data, target[keep][sub.indices], sub.indptr),
+                        shape=(counts.shape[0], n_features))
+    out.sort_indices()
+    return out
+
+
+def save_counts(path: str, counts: sp.csr_matrix, terms: np.ndarray) -> None:
+    """Keep a part's counts between the two passes (npz, no pickle)."""
+    np.savez(path, data=counts.data, indices=counts.indices, indptr=counts.indptr,
+             shape=np.array(counts.shape), terms=terms)
+
+
+def load_counts(path: str) -> tuple[sp.csr_matrix, np.ndarray]:
+    with np.load(path, allow_pickle=False) as z:
+        counts = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
+        return counts, z["terms"]
 
 
 def _union_add(keys_a, keys_b, a_vals: list, b_vals: list):
