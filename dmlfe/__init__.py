@@ -7,7 +7,19 @@ scikit-learn estimators :class:`PCA`, :class:`LSI`, :class:`MDDM`, :class:`MVMD`
 
 from dmlfe import metrics
 from dmlfe._version import __version__
-from dmlfe.estimators import CCA, DMLDA, LSI, MDDM, MLDA, MLSI, MVMD, OPLS, PCA, PLS
+from dmlfe.estimators import (
+    CCA,
+    DMLDA,
+    LSI,
+    MDDM,
+    MLDA,
+    MLSI,
+    MVMD,
+    OPLS,
+    PCA,
+    PLS,
+    KernelMDDM,
+)
 from dmlfe.evaluation import BinaryRelevance, MLkNN, MultiLabelRidge, PerLabelFLDA
 from dmlfe.ingestion import ingest
 from dmlfe.model_io import load_model
@@ -15,6 +27,6 @@ from dmlfe.store import open_store
 
 __all__ = [
     "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA",
-    "CCA", "DMLDA", "LSI", "MDDM", "MLDA", "MLSI", "MVMD", "OPLS", "PCA", "PLS",
+    "CCA", "DMLDA", "KernelMDDM", "LSI", "MDDM", "MLDA", "MLSI", "MVMD", "OPLS", "PCA", "PLS",
     "__version__", "ingest", "metrics", "load_model", "open_store",
 ]

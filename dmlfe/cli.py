@@ -145,20 +145,12 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from dmlfe.demo import run_demo
+    """``dmlfe run`` on the demo pipeline (pipelines/demo.yaml)."""
+    from dmlfe.demo import demo_pipeline_path
+    from dmlfe.pipeline.cli import cmd_run
 
-    with _client(args) as client:
-        summary = run_demo(args.out, n_docs=args.n_docs, seed=args.seed,
-                           chunk_rows=args.chunk_rows, max_features=args.max_features,
-                           client=client, progress=not args.quiet)
-    print(f"demo store: {summary['store']}")
-    _print_info(summary["store"], as_json=False)
-    print("\nfitted on the training split, test split embedded:")
-    for name, m in summary["methods"].items():
-        print(f"  {name:7s} d={m['n_components']:<4d} solver={m['solver']:<16s} "
-              f"{m['seconds']:7.1f} s  -> {m['embeddings']}")
-    print(f"\nsummary: {Path(args.out) / 'summary.json'} ({summary['total_seconds']} s in all)")
-    return 0
+    args.pipeline = str(demo_pipeline_path())
+    return cmd_run(args)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -180,7 +172,14 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 #: Method names ``dmlfe fit --method`` accepts (``mddm`` is MDDMp).
 FIT_METHODS = ("pca", "lsi", "mddm", "mddm_p", "mddm_f", "mvmd", "cca", "pls", "opls", "mlsi",
-               "mlda", "dmlda")
+               "mlda", "dmlda", "kmddm", "kmddm_p", "kmddm_f")
+
+#: Relation-route estimator parameter -> its ``dmlfe fit`` flag.
+_RELATION_FLAGS = {
+    "route": "--route", "n_prototypes": "--prototypes",
+    "prototype_selection": "--prototype-selection", "similarity": "--similarity",
+    "tau": "--tau", "n_neighbors": "--n-neighbors", "random_state": "--random-state",
+}
 
 #: Estimator parameter -> its ``dmlfe fit`` flag.
 _METHOD_FLAGS = {
@@ -218,11 +217,11 @@ def _fit_estimator(args: argparse.Namespace):
     if method not in FIT_METHODS:
         raise ValueError(f"unknown method {args.method!r}; choose one of {', '.join(FIT_METHODS)}")
     if args.variant is not None:
-        if method == "mddm":
-            method = f"mddm_{args.variant}"
-        elif method in ("mddm_p", "mddm_f") and method[-1] != args.variant:
+        if method in ("mddm", "kmddm"):
+            method = f"{method}_{args.variant}"
+        elif method in ("mddm_p", "mddm_f", "kmddm_p", "kmddm_f") and method[-1] != args.variant:
             raise ValueError(f"--variant {args.variant} contradicts --method {args.method}")
-        elif not method.startswith("mddm"):
+        elif "mddm" not in method:
             raise ValueError(f"--variant applies to --method mddm only, not {args.method}")
     kw: dict[str, Any] = {"solver": args.solver, "split": args.split,
                           "progress": not args.quiet}
@@ -234,6 +233,12 @@ def _fit_estimator(args: argparse.Namespace):
         kw["max_dense_features"] = args.max_dense_features
     if args.max_components is not None:
         kw["max_components"] = args.max_components
+    for param in _RELATION_FLAGS:
+        value = getattr(args, param, None)
+        if value is not None:
+            kw[param] = value
+    if kw.get("n_prototypes") is not None and "prototype_selection" not in kw:
+        kw["prototype_selection"] = "random"
     est = make_estimator(method, **kw)
     accepted = get_method(est._method).params
     for param, flag in _METHOD_FLAGS.items():
@@ -281,6 +286,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
     print(f"trained on: {args.store}{split}: {est.n_samples_} documents x "
           f"{est.n_features_in_} features")
     print(f"d: {est.n_components_} ({how})")
+    print(f"route: {est.route_} ({est.route_reason_})")
+    if est.relation_ is not None:
+        rel = est.relation_
+        tau = "" if rel["tau"] is None else f", tau={rel['tau']:.6g}"
+        print(f"relation features: p = {rel['n_prototypes']} prototypes "
+              f"({rel['prototype_selection']}), similarity {rel['similarity']}{tau}")
     print(f"solver: {est.solver_}")
     print(f"passes over the data: {est.n_passes_}")
     if est.regularization_:
@@ -297,6 +308,13 @@ def cmd_transform(args: argparse.Namespace) -> int:
 
     model = load_model(args.model)
     store = open_store(args.store)
+    if model.relation_map_ is not None:
+        from dmlfe.estimators import RELATION_BLOCK_BYTES
+
+        # blocks whose dense relation features (rows x p) stay small on the workers
+        rows = max(64, RELATION_BLOCK_BYTES // (8 * model.relation_map_.n_prototypes))
+        if rows < store.chunk_rows:
+            store = open_store(args.store, chunk_rows=rows)
     if args.split is not None:
         store = store.subset(args.split)
     check_compatible(model, store)
@@ -332,15 +350,17 @@ def build_parser() -> argparse.ArgumentParser:
     pn.add_argument("--json", action="store_true", help="machine-readable output")
     pn.set_defaults(func=cmd_info)
 
-    pd = sub.add_parser("demo", help="the main job on the embedded synthetic corpus")
-    pd.add_argument("--out", default="dmlfe-work/demo", help="output folder")
-    pd.add_argument("--n-docs", type=int, default=20_000)
-    pd.add_argument("--seed", type=int, default=0)
-    pd.add_argument("--chunk-rows", type=int, default=2_000)
-    pd.add_argument("--max-features", type=int, default=3_000,
-                    help="vocabulary size kept (dense solvers need D x D)")
+    pd = sub.add_parser("demo", help="the main job: the demo pipeline on a synthetic corpus "
+                        "(= dmlfe run pipelines/demo.yaml)")
+    pd.add_argument("--work-dir", default=None, help="cache and report folder "
+                    "(default dmlfe-work/demo)")
+    pd.add_argument("--fresh", action="store_true", help="run every stage again")
     _add_cluster_flags(pd)
     pd.set_defaults(func=cmd_demo)
+
+    from dmlfe.pipeline.cli import add_run_parser
+
+    add_run_parser(sub)
 
     pe = sub.add_parser("export", help="export a store to Parquet (one row per document)")
     pe.add_argument("store")
@@ -371,7 +391,30 @@ def build_parser() -> argparse.ArgumentParser:
     mo.add_argument("--gamma-xy", type=float, default=None, help="mlsi, mlda, dmlda")
     mo.add_argument("--label-kernel", choices=["linear", "rbf"], default=None, help="mddm")
     mo.add_argument("--rbf-gamma", type=float, default=None, help="mddm with --label-kernel rbf")
-    mo.add_argument("--variant", choices=["p", "f"], default=None, help="mddm")
+    mo.add_argument("--variant", choices=["p", "f"], default=None, help="mddm, kmddm")
+    ro = pf.add_argument_group(
+        "route (relation = similarities to prototype documents, a p x p problem at any D)")
+    ro.add_argument("--route", choices=["feature", "relation", "auto"], default=None,
+                    help="default: feature (kmddm: relation); auto picks relation when the "
+                    "method needs X^T X and D is large relative to p and above "
+                    "--max-dense-features")
+    ro.add_argument("--prototypes", dest="n_prototypes", type=_positive_int, default=None,
+                    help="number of prototypes p (default: every training document)")
+    ro.add_argument("--prototype-selection", choices=["all", "random", "stratified",
+                                                      "kmeans++"], default=None,
+                    help="how prototypes are chosen (default all; random if --prototypes "
+                    "is given)")
+    ro.add_argument("--similarity", default=None,
+                    choices=["linear", "cosine", "gaussian", "local_scaling",
+                             "inverse_normalized_distance", "eq9"],
+                    help="relation similarity (default linear; kmddm: gaussian)")
+    ro.add_argument("--tau", type=float, default=None,
+                    help="gaussian / inverse_normalized_distance width (gaussian default: "
+                    "median heuristic)")
+    ro.add_argument("--n-neighbors", type=_positive_int, default=None,
+                    help="local_scaling: K-th nearest neighbour (default 7)")
+    ro.add_argument("--random-state", type=int, default=None,
+                    help="seed of prototype selection and randomized solvers (default 0)")
     pf.add_argument("--split", default=None, help="fit on the documents of this split only")
     pf.add_argument("--solver", choices=["auto", "dense", "randomized", "lanczos"],
                     default="auto")

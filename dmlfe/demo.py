@@ -1,73 +1,37 @@
-"""The main job on the embedded default: synthetic corpus -> store -> fits -> embeddings.
+"""The main job: ``dmlfe demo`` runs the demo pipeline (``pipelines/demo.yaml``).
 
-``dmlfe demo`` runs it. Everything it needs is generated here, so it runs on a fresh
-machine without data files.
+A synthetic labelled corpus the project generates itself is ingested, MDDMp, MVMD,
+PCA and no reduction are compared with the ridge classifier, and a report (JSON,
+Markdown, PNG plots) is written; nothing outside the source tree is needed.
 """
 
 from __future__ import annotations
 
-import json
-import sys
-import time
+import os
 from pathlib import Path
 from typing import Any
 
-DEMO_METHODS: dict[str, dict[str, Any]] = {
-    "mddm_p": {"n_components": 0.999},
-    "mvmd": {"beta": 0.5, "n_components": 0.999},
-    "pca": {"n_components": 50},
-}
+_SOURCE_PIPELINES = Path(__file__).resolve().parent.parent / "pipelines"
 
 
-def run_demo(out: str | Path, *, n_docs: int = 20_000, seed: int = 0, chunk_rows: int = 2_000,
-             max_features: int = 3_000, client: Any = None, progress: bool = True) -> dict:
-    """Ingest a synthetic corpus, fit label-aware projections on its training split,
-    embed its test split, and write a JSON summary.
+def demo_pipeline_path() -> Path:
+    """``pipelines/demo.yaml`` of the dmlfe source tree (``$DMLFE_PIPELINES`` first)."""
+    dirs = [Path(os.environ["DMLFE_PIPELINES"])] if os.environ.get("DMLFE_PIPELINES") else []
+    dirs.append(_SOURCE_PIPELINES)
+    for d in dirs:
+        if (d / "demo.yaml").is_file():
+            return d / "demo.yaml"
+    raise FileNotFoundError(
+        f"the demo pipeline was not found (looked for demo.yaml in {', '.join(map(str, dirs))}); "
+        "dmlfe demo runs from a source checkout (pip install -e .), or set DMLFE_PIPELINES to "
+        "a folder holding demo.yaml")
 
-    Returns the summary (also written to ``out/summary.json``).
-    """
-    import dmlfe
-    from dmlfe.estimators import make_estimator
-    from dmlfe.projection import write_embeddings
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    store_path = dmlfe.ingest(
-        None, format="synthetic", out=out / "synthetic.zarr", chunk_rows=chunk_rows,
-        client=client, overwrite=True, progress=progress, n_docs=n_docs, seed=seed,
-        max_features=max_features, fit_split="train",
-    )
-    store = dmlfe.open_store(store_path)
-    info = store.info()
-    summary: dict[str, Any] = {
-        "store": str(store_path),
-        "shape": info["shape"],
-        "nnz": info["nnz"],
-        "splits": info["splits"],
-        "labels": info["n_labels"],
-        "ingest_seconds": round(time.perf_counter() - t0, 2),
-        "methods": {},
-    }
-    test = store.subset("test")
-    for name, params in DEMO_METHODS.items():
-        t1 = time.perf_counter()
-        est = make_estimator(name, split="train", client=client, **params)
-        est.fit(store_path)
-        Z = est.transform(test.X)
-        emb = write_embeddings(Z, out / f"embeddings-{name}.zarr", ids=test.ids, client=client,
-                               overwrite=True, attrs={"method": name, "split": "test"})
-        summary["methods"][name] = {
-            "n_components": est.n_components_,
-            "solver": est.solver_,
-            "passes": est.n_passes_,
-            "top_eigenvalues": [round(float(v), 6) for v in est.eigenvalues_[:5]],
-            "embeddings": str(emb),
-            "seconds": round(time.perf_counter() - t1, 2),
-        }
-        if progress:
-            print(f"[dmlfe] {name}: d={est.n_components_} via {est.solver_} "
-                  f"({summary['methods'][name]['seconds']} s)", file=sys.stderr)
-    summary["total_seconds"] = round(time.perf_counter() - t0, 2)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    return summary
+def run_demo(work_dir: str | os.PathLike[str] | None = "dmlfe-work/demo", *, client: Any = None,
+             fresh: bool = False, progress: bool = True) -> Any:
+    """Run the demo pipeline; returns the :class:`dmlfe.pipeline.RunResult` (its
+    ``report_dir`` holds report.md, report.json and the plots)."""
+    from dmlfe.pipeline.runner import run_pipeline
+
+    return run_pipeline(demo_pipeline_path(), work_dir=work_dir, client=client, fresh=fresh,
+                        progress=progress)

@@ -14,6 +14,25 @@ Which solver runs (``solver="auto"``):
   with a block of vectors are distributed passes over X (``n_passes_`` records how
   many); driver memory O(D k).
 * otherwise a clear error (the method needs a D x D matrix that would not fit).
+
+Which route (``route``; recorded as ``route_`` and ``route_reason_``):
+
+* ``"feature"``: the methods on X itself (above).
+* ``"relation"`` (mope section 3.5): each document becomes its similarities to p
+  prototype documents, R = sim(X, prototypes) (``dmlfe.relation``); R's statistics
+  come from the same one-pass reduction (the prototypes shipped to the workers once,
+  each block's dense n_block x p relation features reduced straight into R^T R, R^T Y
+  and the sums), so every method is a p x p problem whatever D is. ``components_``
+  then has p columns (coefficients on the relation features) and ``transform``
+  computes new documents' relation features against the stored prototypes first.
+  With the linear similarity and every training document as a prototype,
+  R = X X_train^T and a relation coefficient vector c is the feature direction
+  X_train^T c.
+* ``"auto"``: the relation route when the method needs a dense X^T X (it has no
+  low-rank path: MDDMp and PLS work at any D), D exceeds ``max_dense_features``,
+  p fits under it and D >= RELATION_RATIO * p; the feature route otherwise.
+
+Kernel MDDM (:class:`KernelMDDM`, mddm eq. 13 / 20) always takes the relation route.
 """
 
 from __future__ import annotations
@@ -34,6 +53,15 @@ from dmlfe.solvers.dense import solve_dense
 from dmlfe.solvers.dimension import DEFAULT_THRESHOLD, n_genuine
 
 SOLVERS = ("auto", "dense", "randomized", "lanczos")
+ROUTES = ("feature", "relation", "auto")
+#: Default ``route`` of every estimator except KernelMDDM. "feature" keeps the
+#: behaviour of models fitted before the relation route existed; "auto" is opt-in.
+DEFAULT_ROUTE = "auto"
+#: "auto" takes the relation route only when D is at least this many times p.
+RELATION_RATIO = 2
+#: Store reads for the relation route use blocks of about this many bytes of dense
+#: relation features (n_block x p x 8), so a worker's block stays small.
+RELATION_BLOCK_BYTES = 2**27
 
 
 def _is_path(X: Any) -> bool:
@@ -51,8 +79,12 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     ``regularization_``, ``n_features_in_``, ``n_genuine_``, ``n_samples_``,
     ``method_params_`` and ``training_store_`` (provenance of the
     training store, see :func:`dmlfe.model_io.store_provenance`; None when X was not
-    a store path). :meth:`save` writes a fitted model; ``dmlfe.model_io.load_model``
-    reads it back.
+    a store path), ``route_`` ("feature" or "relation") and ``route_reason_``. On the
+    relation route also ``relation_map_`` (the :class:`dmlfe.relation.RelationMap`:
+    prototypes and similarity), ``relation_`` (its JSON parameters) and
+    ``prototype_indices_`` (the prototypes' training row indices); ``components_``
+    and ``mean_`` then have p columns. :meth:`save` writes a fitted model;
+    ``dmlfe.model_io.load_model`` reads it back.
     """
 
     _method: ClassVar[str] = ""
@@ -76,6 +108,8 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
             raise ValueError(f"solver={self.solver!r} is not one of {SOLVERS}")
         if int(self.max_dense_features) < 1:
             raise ValueError("max_dense_features must be a positive int")
+        if self.route not in ROUTES:
+            raise ValueError(f"route={self.route!r} is not one of {ROUTES}")
 
     # ------------------------------------------------------------------ data
     def _data(self, X: Any, Y: Any) -> tuple[Any, Any, Any]:
@@ -116,16 +150,80 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         return X, Y, None
 
     def _stats(self, X, Y, path, *, need_xtx, label_fn=None, labels_key=None,
-               need_xtwx=False):
-        from dmlfe.stats.cache import load_or_compute_stats
+               need_xtwx=False, block_fn=None, route_desc=None):
+        from dmlfe.stats.cache import load_or_compute_stats, stats_dir_for
         from dmlfe.stats.pass_ import compute_stats
 
         kw = dict(need_xtx=need_xtx, max_dense_features=int(self.max_dense_features),
                   client=self.client, label_fn=label_fn, need_xtwx=need_xtwx)
+        if block_fn is not None:
+            kw["block_fn"] = block_fn
         if path is not None and self.cache:
-            return load_or_compute_stats(path, split=self.split, labels=labels_key,
+            if block_fn is None:
+                return load_or_compute_stats(path, split=self.split, labels=labels_key,
+                                             progress=self.progress, **kw)
+            # relation route: X was reopened with smaller blocks; the entry sits beside
+            # the store, keyed by that X (store, split, blocks) and the relation map
+            return load_or_compute_stats(X, Y, route=route_desc, labels=labels_key,
+                                         cache_dir=stats_dir_for(path),
+                                         subset={"split": self.split},
                                          progress=self.progress, **kw)
         return compute_stats(X, Y, progress=self.progress, **kw)
+
+    # ------------------------------------------------------------------ route
+    def _choose_route(self, spec: Any, X: Any, D: int) -> tuple[str, str]:
+        """(route, reason) for this fit; see the module docstring."""
+        if spec.needs_kernel:
+            if self.route == "feature":
+                raise ValueError(f"{self._method} is a kernel method on relation features; "
+                                 "it needs route='relation' (or 'auto')")
+            return "relation", f"{self._method} is a kernel method on relation features"
+        if self.route == "feature":
+            return "feature", "route='feature' was asked for"
+        if self.route == "relation":
+            return "relation", "route='relation' was asked for"
+        n = int(X.shape[0])
+        p = n if self.n_prototypes is None else int(self.n_prototypes)
+        limit = int(self.max_dense_features)
+        if spec.lowrank_only:
+            return "feature", (f"{self._method} has the low-rank path (thin SVD of the D x q "
+                               "X^T Y), which works at any D")
+        if not (spec.needs_xtx or spec.needs_weighted_xtx):
+            return "feature", f"{self._method} needs no D x D scatter"
+        if D <= limit:
+            return "feature", (f"D = {D} <= max_dense_features = {limit}: the dense D x D "
+                               "route fits")
+        if self.solver in ("randomized", "lanczos"):
+            return "feature", f"solver={self.solver!r} (matrix-free on X) was asked for"
+        if p > limit:
+            return "feature", (f"p = {p} prototypes exceed max_dense_features = {limit} as "
+                               "well, so the relation route would not fit either")
+        if D < RELATION_RATIO * p:
+            return "feature", (f"D = {D} is not large relative to p = {p} (needs D >= "
+                               f"{RELATION_RATIO} p)")
+        return "relation", (f"{self._method} needs X^T X; D = {D} exceeds max_dense_features "
+                            f"= {limit} and is {D / p:.1f} x p = {p} prototypes: solved as a "
+                            "p x p problem on relation features")
+
+    def _relation_map(self, X: Any, Y: Any) -> tuple[Any, np.ndarray]:
+        from dmlfe.relation import build_relation_map
+
+        return build_relation_map(
+            X, Y, n_prototypes=self.n_prototypes, selection=self.prototype_selection,
+            similarity_name=self.similarity, tau=self.tau, n_neighbors=self.n_neighbors,
+            random_state=self.random_state, client=self.client)
+
+    def _relation_blocks(self, path: Any, p: int) -> tuple[Any, Any]:
+        """The store's (X, Y) again, in blocks whose dense relation features stay small."""
+        from dmlfe.store import open_store
+
+        store = open_store(path)
+        rows = max(64, min(store.chunk_rows, RELATION_BLOCK_BYTES // (8 * max(p, 1))))
+        if rows != store.chunk_rows:
+            store = open_store(path, chunk_rows=rows)
+        if self.split is not None:
+            store = store.subset(self.split)
+        return store.X, store.Y
 
     # ------------------------------------------------------------------ fit
     def fit(self, X: Any, Y: Any = None) -> MultiLabelProjection:
@@ -141,7 +239,17 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         spec = get_method(self._method)
         params = self._method_params()
         X, Y, path = self._data(X, Y)
-        D = int(X.shape[1])
+        D_in = int(X.shape[1])
+        route, reason = self._choose_route(spec, X, D_in)
+        rmap, proto_idx, block_fn = None, None, None
+        if route == "relation":
+            from dmlfe.relation import ship
+
+            rmap, proto_idx = self._relation_map(X, Y)
+            if path is not None:
+                X, Y = self._relation_blocks(path, rmap.n_prototypes)
+            block_fn = ship(rmap, X)
+        D = D_in if rmap is None else rmap.n_prototypes
         dense_ok = D <= int(self.max_dense_features)
         solver = self.solver
         if solver == "dense" and not dense_ok and spec.lowrank_only:
@@ -165,10 +273,16 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
                     f"{self._method} needs D x D matrices and D = {D} exceeds "
                     f"max_dense_features={self.max_dense_features} (a D x D float64 matrix "
                     f"is {D * D * 8 / 2**30:.1f} GiB); raise max_dense_features if the "
-                    "driver has the memory, or reduce D (fewer features)")
+                    "driver has the memory, reduce D (fewer features), or use route='relation' "
+                    "(a p x p problem on similarities to p prototype documents)")
         if solver in ("randomized", "lanczos") and not spec.operator_form:
             raise ValueError(f"solver={solver!r} is available for PCA, LSI, MVMD, MDDMp and "
                              f"PLS only; {self._method} needs the dense solver")
+        if rmap is not None and solver in ("randomized", "lanczos"):
+            raise ValueError(
+                f"the relation route solves p x p problems densely, but p = {D} prototypes "
+                f"exceed max_dense_features={self.max_dense_features}; choose fewer "
+                "prototypes (n_prototypes) or raise max_dense_features")
 
         label_fn, labels_key = None, None
         if spec.labels == "mlda_weighted":
@@ -178,9 +292,12 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         need_xtx = solver == "dense" and (spec.needs_xtx or spec.needs_weighted_xtx)
         stats = self._stats(X, Y, path, need_xtx=need_xtx and spec.needs_xtx,
                             label_fn=label_fn, labels_key=labels_key,
-                            need_xtwx=spec.needs_weighted_xtx)
+                            need_xtwx=spec.needs_weighted_xtx, block_fn=block_fn,
+                            route_desc=None if rmap is None else rmap.describe())
         n_passes = 0 if stats.from_cache else 1
-        if spec.needs_weighted_xtx:
+        if spec.needs_kernel:
+            template = spec.build(stats, kernel=rmap.prototype_kernel(), **params)
+        elif spec.needs_weighted_xtx:
             template = spec.build(stats, xtwx=stats.xtwx, **params)
         elif solver == "dense":
             template = spec.build(stats, **params)
@@ -213,7 +330,15 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         self.n_components_ = int(P.shape[1])
         self.centred_ = bool(template.centred)
         self.mean_ = stats.mean_x if template.centred else np.zeros(D)
-        self.n_features_in_ = D
+        self.n_features_in_ = D_in
+        self.route_ = route
+        self.route_reason_ = reason
+        self.relation_map_ = rmap
+        self.relation_ = None
+        self.prototype_indices_ = proto_idx
+        if rmap is not None:
+            self.relation_ = {**rmap.params(), "prototype_selection": self.prototype_selection,
+                              "random_state": int(self.random_state)}
         self.n_passes_ = n_passes
         self.stats_from_cache_ = bool(stats.from_cache)
         self.n_samples_ = int(stats.n)
@@ -282,6 +407,15 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
             raise ValueError(f"X has {X.shape[1]} features but the model was fitted on "
                              f"{self.n_features_in_}")
         mean = self.mean_ if self.centred_ else None
+        rmap = getattr(self, "relation_map_", None)
+        if rmap is not None:
+            from dmlfe.relation import ship
+
+            if not hasattr(X, "dask"):
+                R = rmap.transform(X)
+                return (R - self.mean_) @ self.components_.T if mean is not None \
+                    else R @ self.components_.T
+            return project(X, self.components_.T, mean, block_fn=ship(rmap, X))
         if not hasattr(X, "dask"):
             Xm = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else np.asarray(
                 X, dtype=np.float64)
@@ -345,8 +479,33 @@ _COMMON_DOC = """
         Seed of the randomized solver.
     progress : bool, default False
         Progress messages on stderr for the passes.
+    route : {"feature", "relation", "auto"}, default "feature"
+        Solve on X, on relation features R = sim(X, prototypes) (mope section 3.5), or
+        choose (see the module docstring). ``route_`` and ``route_reason_`` record it.
+    n_prototypes : int, optional
+        Relation route: p; None = every training document.
+    prototype_selection : {"all", "random", "stratified", "kmeans++"}, default "all"
+        Relation route: how the p prototypes are chosen (``dmlfe.relation.prototypes``;
+        seeded by ``random_state``, independent of the chunking).
+    similarity : str, default "linear"
+        Relation route: "linear", "cosine", "gaussian" (mope eq. 7), "local_scaling"
+        (eq. 8) or "inverse_normalized_distance" (eq. 9, alias "eq9").
+    tau : float, optional
+        Width of "gaussian" (default: median squared distance between a seeded sample
+        of the prototypes) and of "inverse_normalized_distance" (default 1.0).
+    n_neighbors : int, default 7
+        K of "local_scaling".
 """
 
+
+def _set_relation(self, route, n_prototypes, prototype_selection, similarity, tau,
+                  n_neighbors) -> None:
+    self.route = route
+    self.n_prototypes = n_prototypes
+    self.prototype_selection = prototype_selection
+    self.similarity = similarity
+    self.tau = tau
+    self.n_neighbors = n_neighbors
 
 
 def _set_common(self, n_components, solver, max_dense_features, max_components, split, cache,
@@ -373,9 +532,13 @@ class PCA(MultiLabelProjection):
 
     def __init__(self, n_components=_D, *, solver="auto", max_dense_features=20_000,
                  max_components=500, split=None, cache=True, client=None, random_state=0,
-                 progress=False):
+                 progress=False,
+                 route=DEFAULT_ROUTE, n_prototypes=None, prototype_selection="all",
+                 similarity="linear", tau=None, n_neighbors=7):
         _set_common(self, n_components, solver, max_dense_features, max_components, split,
                     cache, client, random_state, progress)
+        _set_relation(self, route, n_prototypes, prototype_selection, similarity, tau,
+                      n_neighbors)
 
 
 class LSI(MultiLabelProjection):
@@ -385,9 +548,13 @@ class LSI(MultiLabelProjection):
 
     def __init__(self, n_components=_D, *, solver="auto", max_dense_features=20_000,
                  max_components=500, split=None, cache=True, client=None, random_state=0,
-                 progress=False):
+                 progress=False,
+                 route=DEFAULT_ROUTE, n_prototypes=None, prototype_selection="all",
+                 similarity="linear", tau=None, n_neighbors=7):
         _set_common(self, n_components, solver, max_dense_features, max_components, split,
                     cache, client, random_state, progress)
+        _set_relation(self, route, n_prototypes, prototype_selection, similarity, tau,
+                      n_neighbors)
 
 
 class MDDM(MultiLabelProjection):
@@ -406,13 +573,17 @@ class MDDM(MultiLabelProjection):
 
     def __init__(self, n_components=_D, *, variant="p", label_kernel="linear", rbf_gamma=None,
                  mu=0.5, solver="auto", max_dense_features=20_000, max_components=500,
-                 split=None, cache=True, client=None, random_state=0, progress=False):
+                 split=None, cache=True, client=None, random_state=0, progress=False,
+                 route=DEFAULT_ROUTE, n_prototypes=None, prototype_selection="all",
+                 similarity="linear", tau=None, n_neighbors=7):
         self.variant = variant
         self.label_kernel = label_kernel
         self.rbf_gamma = rbf_gamma
         self.mu = mu
         _set_common(self, n_components, solver, max_dense_features, max_components, split,
                     cache, client, random_state, progress)
+        _set_relation(self, route, n_prototypes, prototype_selection, similarity, tau,
+                      n_neighbors)
 
     @property
     def _method(self) -> str:  # type: ignore[override]
@@ -430,10 +601,14 @@ class MVMD(MultiLabelProjection):
 
     def __init__(self, n_components=_D, *, beta=0.5, solver="auto", max_dense_features=20_000,
                  max_components=500, split=None, cache=True, client=None, random_state=0,
-                 progress=False):
+                 progress=False,
+                 route=DEFAULT_ROUTE, n_prototypes=None, prototype_selection="all",
+                 similarity="linear", tau=None, n_neighbors=7):
         self.beta = beta
         _set_common(self, n_components, solver, max_dense_features, max_components, split,
                     cache, client, random_state, progress)
+        _set_relation(self, route, n_prototypes, prototype_selection, similarity, tau,
+                      n_neighbors)
 
 
 class CCA(MultiLabelProjection):
@@ -444,11 +619,15 @@ class CCA(MultiLabelProjection):
 
     def __init__(self, n_components=_D, *, gamma_x=0.1, gamma_y=0.1, solver="auto",
                  max_dense_features=20_000, max_components=500, split=None, cache=True,
-                 client=None, random_state=0, progress=False):
+                 client=None, random_state=0, progress=False,
+                 route=DEFAULT_ROUTE, n_prototypes=None, prototype_selection="all",
+                 similarity="linear", tau=None, n_neighbors=7):
         self.gamma_x = gamma_x
         self.gamma_y = gamma_y
         _set_common(self, n_components, solver, max_dense_features, max_components, split,
                     cache, client, random_state, progress)
+        _set_relation(self, route, n_prototypes, prototype_selection, similarity, tau,
+                      n_neighbors)
 
 
 class PLS(MultiLabelProjection):
@@ -459,9 +638,13 @@ class PLS(MultiLabelProjection):
 
     def __init__(self, n_components=_D, *, solver="auto", max_dense_features=20_000,
                  max_components=500, split=None, cache=True, client=None, random_state=0,
-                 progress=False):
+                 progress=False,
+                 route=DEFAULT_ROUTE, n_prototypes=None, prototype_selection="all",
+                 similarity="linear", tau=None, n_neighbors=7):
         _set_common(self, n_components, solver, max_dense_features, max_components, split,
                     cache, client, random_state, progress)
+        _set_relation(self, route, n_prototypes, prototype_selection, similarity, tau,
+                      n_neighbors)
 
 
 class OPLS(MultiLabelProjection):
@@ -473,10 +656,14 @@ class OPLS(MultiLabelProjection):
 
     def __init__(self, n_components=_D, *, gamma_x=0.0, solver="auto",
                  max_dense_features=20_000, max_components=500, split=None, cache=True,
-                 client=None, random_state=0, progress=False):
+                 client=None, random_state=0, progress=False,
+                 route=DEFAULT_ROUTE, n_prototypes=None, prototype_selection="all",
+                 similarity="linear", tau=None, n_neighbors=7):
         self.gamma_x = gamma_x
         _set_common(self, n_components, solver, max_dense_features, max_components, split,
                     cache, client, random_state, progress)
+        _set_relation(self, route, n_prototypes, prototype_selection, similarity, tau,
+                      n_neighbors)
 
 
 class MLSI(MultiLabelProjection):
@@ -487,12 +674,16 @@ class MLSI(MultiLabelProjection):
 
     def __init__(self, n_components=_D, *, beta=0.5, gamma_x=0.1, gamma_xy=0.1, solver="auto",
                  max_dense_features=20_000, max_components=500, split=None, cache=True,
-                 client=None, random_state=0, progress=False):
+                 client=None, random_state=0, progress=False,
+                 route=DEFAULT_ROUTE, n_prototypes=None, prototype_selection="all",
+                 similarity="linear", tau=None, n_neighbors=7):
         self.beta = beta
         self.gamma_x = gamma_x
         self.gamma_xy = gamma_xy
         _set_common(self, n_components, solver, max_dense_features, max_components, split,
                     cache, client, random_state, progress)
+        _set_relation(self, route, n_prototypes, prototype_selection, similarity, tau,
+                      n_neighbors)
 
 
 class MLDA(MultiLabelProjection):
@@ -504,10 +695,14 @@ class MLDA(MultiLabelProjection):
 
     def __init__(self, n_components=_D, *, gamma_xy=0.1, solver="auto",
                  max_dense_features=20_000, max_components=500, split=None, cache=True,
-                 client=None, random_state=0, progress=False):
+                 client=None, random_state=0, progress=False,
+                 route=DEFAULT_ROUTE, n_prototypes=None, prototype_selection="all",
+                 similarity="linear", tau=None, n_neighbors=7):
         self.gamma_xy = gamma_xy
         _set_common(self, n_components, solver, max_dense_features, max_components, split,
                     cache, client, random_state, progress)
+        _set_relation(self, route, n_prototypes, prototype_selection, similarity, tau,
+                      n_neighbors)
 
 
 class DMLDA(MultiLabelProjection):
@@ -518,27 +713,81 @@ class DMLDA(MultiLabelProjection):
 
     def __init__(self, n_components=_D, *, gamma_xy=0.1, solver="auto",
                  max_dense_features=20_000, max_components=500, split=None, cache=True,
-                 client=None, random_state=0, progress=False):
+                 client=None, random_state=0, progress=False,
+                 route=DEFAULT_ROUTE, n_prototypes=None, prototype_selection="all",
+                 similarity="linear", tau=None, n_neighbors=7):
         self.gamma_xy = gamma_xy
         _set_common(self, n_components, solver, max_dense_features, max_components, split,
                     cache, client, random_state, progress)
+        _set_relation(self, route, n_prototypes, prototype_selection, similarity, tau,
+                      n_neighbors)
+
+
+class KernelMDDM(MultiLabelProjection):
+    __doc__ = ("Kernel MDDM on relation features (mddm sections 3.1.2 and 3.2.2).\n\n"
+               "    variant='p': Q H L H Q c = lambda Q c (mddm eq. 13); variant='f':\n"
+               "    Q H L H Q c = lambda (mu Q Q + (1 - mu) Q) c (eq. 20), Q the kernel of the\n"
+               "    prototypes; see dmlfe.methods.kernel_mddm for the reading with p < n\n"
+               "    prototypes. Always the relation route; the similarity must give a positive\n"
+               "    semi-definite kernel (linear, cosine, gaussian).\n\n"
+               "    Parameters\n    ----------\n"
+               "    variant : {'p', 'f'}\n"
+               "    label_kernel : 'linear', 'rbf' or ndarray (q x q)\n"
+               "    rbf_gamma : float, optional\n"
+               "    mu : float, default 0.5 (variant 'f')" + _COMMON_DOC)
+
+    def __init__(self, n_components=_D, *, variant="p", label_kernel="linear", rbf_gamma=None,
+                 mu=0.5, solver="auto", max_dense_features=20_000, max_components=500,
+                 split=None, cache=True, client=None, random_state=0, progress=False,
+                 route="relation", n_prototypes=None, prototype_selection="all",
+                 similarity="gaussian", tau=None, n_neighbors=7):
+        self.variant = variant
+        self.label_kernel = label_kernel
+        self.rbf_gamma = rbf_gamma
+        self.mu = mu
+        _set_common(self, n_components, solver, max_dense_features, max_components, split,
+                    cache, client, random_state, progress)
+        _set_relation(self, route, n_prototypes, prototype_selection, similarity, tau,
+                      n_neighbors)
+
+    @property
+    def _method(self) -> str:  # type: ignore[override]
+        if self.variant not in ("p", "f"):
+            raise ValueError(f"KernelMDDM variant must be 'p' or 'f', got {self.variant!r}")
+        return f"kmddm_{self.variant}"
+
+    def _validate(self) -> None:
+        from dmlfe.relation.kernels import PSD_SIMILARITIES, canonical_similarity
+
+        super()._validate()
+        kind = canonical_similarity(self.similarity)
+        if kind not in PSD_SIMILARITIES:
+            raise ValueError(
+                f"KernelMDDM needs a positive semi-definite kernel for its constraint (mddm eq. "
+                f"13/20), one of {PSD_SIMILARITIES}; similarity={self.similarity!r} is not. "
+                "Use MDDM(route='relation', similarity=...) to run MDDM on those relation "
+                "features instead")
+        if self.solver in ("randomized", "lanczos"):
+            raise ValueError(f"KernelMDDM solves a generalised p x p problem densely; "
+                             f"solver={self.solver!r} is not available")
 
 
 ESTIMATORS: dict[str, type[MultiLabelProjection]] = {
     "pca": PCA, "lsi": LSI, "mddm_p": MDDM, "mddm_f": MDDM, "mvmd": MVMD, "cca": CCA,
     "pls": PLS, "opls": OPLS, "mlsi": MLSI, "mlda": MLDA, "dmlda": DMLDA,
+    "kmddm_p": KernelMDDM, "kmddm_f": KernelMDDM,
 }
 
 
 def make_estimator(method: str, **params: Any) -> MultiLabelProjection:
-    """Estimator for a method name (``mddm_p``/``mddm_f`` give MDDM with that variant)."""
+    """Estimator for a method name (``mddm_p``/``mddm_f`` give MDDM with that variant,
+    ``kmddm_p``/``kmddm_f`` KernelMDDM)."""
     key = method.lower().replace("-", "_")
-    if key == "mddm":
-        key = "mddm_p"
+    key = {"mddm": "mddm_p", "kmddm": "kmddm_p"}.get(key, key)
     if key not in ESTIMATORS:
         raise ValueError(f"unknown method {method!r}; choose one of "
-                         f"{', '.join(sorted(set(ESTIMATORS) | {'mddm'}))}")
+                         f"{', '.join(sorted(set(ESTIMATORS) | {'mddm', 'kmddm'}))}")
     cls = ESTIMATORS[key]
-    if cls is MDDM:
+    if cls in (MDDM, KernelMDDM):
         params.setdefault("variant", key[-1])
     return cls(**params)

@@ -8,7 +8,15 @@ A saved model is a directory::
                       ``client``), the fitted scalars (n_components_, solver_, ...)
                       and, when fitted from a store, the training provenance
       arrays.npz   -- components_, eigenvalues_, mean_ (float64) and any array-valued
-                      parameter (e.g. an explicit MDDM label kernel)
+                      parameter (e.g. an explicit MDDM label kernel); for the relation
+                      route also the prototypes as CSR parts
+                      (relation.prototypes.data / .indices / .indptr), their training
+                      row indices (relation.prototype_indices) and, for the local-scaling
+                      similarity, their scales (relation.prototype_scales)
+
+The relation route's similarity parameters (similarity, tau, n_neighbors, p, D,
+selection, seed) are the fitted scalar ``relation_`` in model.json, next to
+``route_`` and ``route_reason_``.
 
 Loading never unpickles: the npz is read with ``allow_pickle=False`` and the
 estimator class is looked up by name among dmlfe's own estimators. The
@@ -44,13 +52,17 @@ ARRAYS_NPZ = "arrays.npz"
 #: Fitted scalar attributes kept in model.json.
 FITTED_SCALARS = (
     "n_components_", "solver_", "n_passes_", "regularization_", "centred_", "n_features_in_",
-    "n_samples_", "n_genuine_", "method_params_", "training_store_",
+    "n_samples_", "n_genuine_", "method_params_", "training_store_", "route_", "route_reason_",
+    "relation_",
 )
 #: Fitted arrays kept in arrays.npz.
 FITTED_ARRAYS = ("components_", "eigenvalues_", "mean_")
 
 #: Prefix of npz entries holding array-valued constructor parameters.
 _PARAM_PREFIX = "param."
+
+#: Prefix of npz entries of the relation route (prototypes, their indices and scales).
+_RELATION_PREFIX = "relation."
 
 #: Constructor parameters that describe where to run, not the model.
 _RUNTIME_PARAMS = ("client",)
@@ -217,6 +229,12 @@ def save_model(estimator: Any, path: str | os.PathLike[str], *, overwrite: bool 
     arrays: dict[str, np.ndarray] = {
         k: np.ascontiguousarray(getattr(estimator, k), dtype=np.float64) for k in FITTED_ARRAYS
     }
+    rmap = getattr(estimator, "relation_map_", None)
+    if rmap is not None:
+        arrays.update(rmap.to_arrays(_RELATION_PREFIX))
+        idx = getattr(estimator, "prototype_indices_", None)
+        if idx is not None:
+            arrays[_RELATION_PREFIX + "prototype_indices"] = np.asarray(idx, dtype=np.int64)
     params: dict[str, Any] = {}
     for key, value in estimator.get_params(deep=False).items():
         if key in _RUNTIME_PARAMS:
@@ -350,10 +368,26 @@ def load_model(path: str | os.PathLike[str]) -> Any:
     for key in FITTED_SCALARS:
         setattr(est, key, fitted.get(key))
 
-    d, D = int(est.n_components_), int(est.n_features_in_)
+    est.route_ = est.route_ or "feature"  # models of format version 1
+    est.relation_map_, est.prototype_indices_ = None, None
+    if est.relation_ is not None:
+        from dmlfe.relation import RelationMap
+
+        try:
+            est.relation_map_ = RelationMap.from_arrays(est.relation_, arrays, _RELATION_PREFIX)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: the relation route's prototypes cannot be rebuilt "
+                             f"({exc!r}); the model is damaged") from None
+        est.prototype_indices_ = arrays.get(_RELATION_PREFIX + "prototype_indices")
+        if est.relation_map_.n_features != int(est.n_features_in_):
+            raise ValueError(f"{path}: the prototypes have {est.relation_map_.n_features} "
+                             f"features but n_features_in_ = {est.n_features_in_}")
+
+    d = int(est.n_components_)
+    D = int(est.n_features_in_) if est.relation_map_ is None else est.relation_map_.n_prototypes
     if est.components_.shape != (d, D) or est.mean_.shape != (D,) or est.eigenvalues_.ndim != 1:
         raise ValueError(
             f"{path}: inconsistent model: components_ {est.components_.shape}, mean_ "
             f"{est.mean_.shape}, eigenvalues_ {est.eigenvalues_.shape} for n_components_={d}, "
-            f"n_features_in_={D}")
+            f"{D} columns (n_features_in_, or p prototypes on the relation route)")
     return est

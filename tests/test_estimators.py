@@ -347,8 +347,13 @@ def test_mddm_p_at_large_D_never_forms_D_by_D():
         np.testing.assert_allclose(fit.eigenvalues_[:3], s[:3] ** 2, rtol=1e-8)
         assert np.max(sla.subspace_angles(fit.components_.T, U[:, :3])) < 1e-8
     np.testing.assert_allclose(from_dask.components_, est.components_, atol=1e-10)
+    # CCA needs D x D on the feature route: refused there with the memory figure ...
     with pytest.raises(ValueError, match="max_dense_features"):
-        CCA(max_dense_features=1000).fit(X, Y)
+        CCA(max_dense_features=1000, route="feature").fit(X, Y)
+    # ... while the default route="auto" moves it to the n x n relation route
+    auto = CCA(n_components=2, max_dense_features=1000).fit(X, Y)
+    assert auto.route_ == "relation" and "max_dense_features" in auto.route_reason_
+    assert auto.transform(X[:5]).shape == (5, 2)
 
 
 # --------------------------------------------------------------------------- parameters

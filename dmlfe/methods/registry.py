@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dmlfe.methods.cca import cca, opls, pls
+from dmlfe.methods.kernel_mddm import kernel_mddm_f, kernel_mddm_p
 from dmlfe.methods.mddm import mddm_f, mddm_p
 from dmlfe.methods.mlda import dmlda, mlda
 from dmlfe.methods.mlsi import mlsi
@@ -47,6 +48,9 @@ class MethodSpec:
         Parameter name -> default.
     reference : str
         Paper and equations.
+    needs_kernel : bool
+        Kernel methods on relation features: the builder also takes ``kernel``, the
+        p x p similarity matrix of the prototypes (relation route only).
     """
 
     name: str
@@ -60,12 +64,13 @@ class MethodSpec:
     generalized: bool
     reference: str
     params: dict[str, Any] = field(default_factory=dict)
+    needs_kernel: bool = False
 
 
 def _defaults(fn: Callable[..., TraceTemplate]) -> dict[str, Any]:
     """Keyword parameters of a builder with their defaults (not stats/xtwx/dense)."""
     sig = inspect.signature(fn)
-    skip = {"stats", "xtwx", "dense"}
+    skip = {"stats", "xtwx", "dense", "kernel"}
     return {
         k: p.default
         for k, p in sig.parameters.items()
@@ -215,14 +220,51 @@ METHODS: dict[str, MethodSpec] = {
     ]
 }
 
+#: Kernel methods on relation features (relation route only), kept apart from the
+#: feature-space family in :data:`METHODS`.
+KERNEL_METHODS: dict[str, MethodSpec] = {
+    s.name: s
+    for s in [
+        _spec(
+            "kmddm_p",
+            kernel_mddm_p,
+            centred=True,
+            needs_xtx=False,
+            operator_form=False,
+            lowrank_only=False,
+            needs_weighted_xtx=False,
+            labels="01",
+            generalized=True,
+            reference="mddm eq. 10-14 (section 3.1.2)",
+            needs_kernel=True,
+        ),
+        _spec(
+            "kmddm_f",
+            kernel_mddm_f,
+            centred=True,
+            needs_xtx=True,
+            operator_form=False,
+            lowrank_only=False,
+            needs_weighted_xtx=False,
+            labels="01",
+            generalized=True,
+            reference="mddm eq. 18-20 (section 3.2.2)",
+            needs_kernel=True,
+        ),
+    ]
+}
+
 
 def get_method(name: str) -> MethodSpec:
     """Look a method up by name (case-insensitive; "mddmp"/"mddmf" accepted)."""
     key = name.lower().replace("-", "_")
-    key = {"mddmp": "mddm_p", "mddmf": "mddm_f"}.get(key, key)
-    try:
+    key = {"mddmp": "mddm_p", "mddmf": "mddm_f", "kmddmp": "kmddm_p",
+           "kmddmf": "kmddm_f"}.get(key, key)
+    if key in METHODS:
         return METHODS[key]
-    except KeyError:
-        raise ValueError(
-            f"unknown method {name!r}; choose one of {', '.join(sorted(METHODS))}"
-        ) from None
+    if key in KERNEL_METHODS:
+        return KERNEL_METHODS[key]
+    raise ValueError(
+        f"unknown method {name!r}; choose one of "
+        f"{', '.join(sorted(METHODS) + sorted(KERNEL_METHODS))}"
+    )

@@ -1,0 +1,409 @@
+"""Pipeline files: the YAML schema, its validation and the expanded plan inputs.
+
+A pipeline file::
+
+    name: demo                          # default: the file's stem
+    work_dir: dmlfe-work/demo           # default dmlfe-work/NAME (relative to the cwd)
+    data_dir: ../../shared/data         # relative sources are read from here; relative to
+                                        # this file; the env var DMLFE_DATA overrides it
+    datasets:
+      - name: scene
+        format: mulan                   # any dmlfe.ingest format ...
+        source: [mulan/scene-train.arff, mulan/scene-test.arff]
+        options: {labels: mulan/scene.xml}   # reader / vectoriser options of ingest
+        chunk_rows: 10000
+        split: {train: train, test: test}    # roles -> the store's split names
+      - name: r10-mope
+        store: path/to/existing.zarr    # ... or an existing store (relative to this file)
+        split: {stratified: {train: 1, validation: 1, test: 1}, seed: 0}
+    defaults: {t: 0.999, beta: 0.5}     # method parameters, applied where a method takes them
+    methods:
+      - none                            # the classifier on the raw features
+      - {name: pca, d: [10, 20, 50]}    # lists are grids; d = number of components
+      - {name: mvmd, t: 0.999, beta: [0.25, 0.5]}   # t = eigenvalue-sum threshold
+    classifiers: [ridge]                # ridge, mlknn, br, flda (with their parameters)
+    metrics: [hamming_loss, micro_f1]   # shown in the report (all are computed)
+    select: {metric: micro_f1}          # picks a method's setting on the validation split
+
+Every error names the file and the key path (``methods[2].beta``) and says what
+is accepted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import numbers
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+#: Metric names of :func:`dmlfe.metrics.metric_report`, and whether lower is better.
+METRICS: dict[str, bool] = {
+    "hamming_loss": True, "example_accuracy": False, "example_precision": False,
+    "example_recall": False, "example_f1": False, "subset_accuracy": False,
+    "micro_f1": False, "macro_f1": False, "ranking_loss": True, "one_error": True,
+    "coverage": True, "average_precision": False, "macro_auc": False,
+}
+#: The MVMD paper's six instance-based measures (mvmd eq. 48-53).
+INSTANCE_METRICS = ["hamming_loss", "example_accuracy", "example_precision", "example_recall",
+                    "example_f1", "subset_accuracy"]
+
+ROLES = ("train", "validation", "test")
+
+#: Classifier name -> (class name in dmlfe.evaluation.classifiers, default parameters).
+CLASSIFIERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "ridge": ("MultiLabelRidge", {"alpha": 0.01}),
+    "mlknn": ("MLkNN", {"k": 10, "s": 1.0}),
+    "br": ("BinaryRelevance", {}),
+    "flda": ("PerLabelFLDA", {}),
+}
+
+#: Estimator parameters the pipeline sets itself (not from a pipeline file).
+_RESERVED = {"n_components", "client", "split", "progress", "cache", "variant"}
+
+_TOP_KEYS = {"name", "work_dir", "data_dir", "datasets", "defaults", "methods", "classifiers",
+             "metrics", "select", "description"}
+_DATASET_KEYS = {"name", "format", "source", "options", "chunk_rows", "store", "split"}
+_PATH_OPTIONS = ("labels",)
+
+
+class PipelineConfigError(ValueError):
+    """A pipeline file is invalid; the message names the file and the key path."""
+
+
+def _err(path: Path | str, key: str, msg: str) -> PipelineConfigError:
+    return PipelineConfigError(f"{path}: {key}: {msg}")
+
+
+@dataclass
+class SplitSpec:
+    """How a data set's documents become training / validation / test sets.
+
+    ``by="store"``: ``roles`` maps each role to a split name of the store.
+    ``by="stratified"``: ``fractions`` maps each role to its share; the parts come from
+    :func:`dmlfe.pipeline.splits.stratified_split` with ``seed``.
+    """
+
+    by: str = "store"
+    roles: dict[str, str] = field(default_factory=lambda: {"train": "train", "test": "test"})
+    fractions: dict[str, float] = field(default_factory=dict)
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.by == "store":
+            return {"by": "store", "roles": dict(self.roles)}
+        return {"by": "stratified", "fractions": dict(self.fractions), "seed": self.seed}
+
+    @property
+    def role_names(self) -> list[str]:
+        names = self.roles if self.by == "store" else self.fractions
+        return [r for r in ROLES if r in names]
+
+
+@dataclass
+class DatasetSpec:
+    name: str
+    format: str | None = None
+    source: list[str] | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    chunk_rows: int | None = None
+    store: str | None = None
+    split: SplitSpec = field(default_factory=SplitSpec)
+
+
+@dataclass
+class MethodSetting:
+    """One fit: the estimator parameters (``n_components`` included) and the grid of d
+    evaluated on its embeddings (leading columns; None = all of them)."""
+
+    params: dict[str, Any]
+    d_grid: list[int] | None = None
+
+
+@dataclass
+class MethodSpec:
+    label: str
+    method: str  # "none" or a dmlfe.estimators.make_estimator name
+    settings: list[MethodSetting]
+
+
+@dataclass
+class ClassifierSpec:
+    label: str
+    name: str
+    params: dict[str, Any]
+
+
+@dataclass
+class PipelineConfig:
+    name: str
+    path: Path
+    raw: dict[str, Any]
+    work_dir: str | None
+    data_dir: Path
+    datasets: list[DatasetSpec]
+    methods: list[MethodSpec]
+    classifiers: list[ClassifierSpec]
+    metrics: list[str]
+    select_metric: str
+
+
+# --------------------------------------------------------------------------- helpers
+def _as_list(v: Any) -> list[Any]:
+    return list(v) if isinstance(v, list | tuple) else [v]
+
+
+def _check_keys(path: Path, where: str, d: dict, allowed: set[str]) -> None:
+    extra = sorted(set(d) - allowed)
+    if extra:
+        prefix = f"{where}." if where else ""
+        raise _err(path, f"{prefix}{extra[0]}",
+                   f"unknown key; allowed keys here: {', '.join(sorted(allowed))}")
+
+
+def _mapping(path: Path, key: str, v: Any) -> dict:
+    if not isinstance(v, dict):
+        raise _err(path, key, f"must be a mapping, got {type(v).__name__} {v!r}")
+    return v
+
+
+def _resolve(base: Path, p: str) -> str:
+    q = Path(os.path.expanduser(str(p)))
+    return str(q if q.is_absolute() else (base / q).resolve())
+
+
+def _int(path: Path, key: str, v: Any, lo: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
+        raise _err(path, key, f"must be an integer >= {lo}, got {v!r}")
+    return int(v)
+
+
+# --------------------------------------------------------------------------- parts
+def _split(path: Path, key: str, v: Any) -> SplitSpec:
+    if v is None:
+        return SplitSpec()
+    v = _mapping(path, key, v)
+    if "stratified" in v:
+        _check_keys(path, key, v, {"stratified", "seed"})
+        fr = _mapping(path, f"{key}.stratified", v["stratified"])
+        _check_keys(path, f"{key}.stratified", fr, set(ROLES))
+        for role, x in fr.items():
+            if isinstance(x, bool) or not isinstance(x, numbers.Real) or not x > 0:
+                raise _err(path, f"{key}.stratified.{role}",
+                           f"must be a positive number (the part's share), got {x!r}")
+        for role in ("train", "test"):
+            if role not in fr:
+                raise _err(path, f"{key}.stratified", f"needs a {role!r} share")
+        seed = _int(path, f"{key}.seed", v.get("seed", 0), lo=0)
+        return SplitSpec(by="stratified", roles={}, fractions={k: float(x) for k, x in fr.items()},
+                         seed=seed)
+    _check_keys(path, key, v, set(ROLES))
+    for role in ("train", "test"):
+        if role not in v:
+            raise _err(path, key, f"needs a {role!r} entry (the store's split name for the "
+                       f"{role} documents), or use {{stratified: {{train: .., test: ..}}}}")
+    for role, x in v.items():
+        if not isinstance(x, str):
+            raise _err(path, f"{key}.{role}", f"must be a split name (str), got {x!r}")
+    return SplitSpec(by="store", roles=dict(v))
+
+
+def _dataset(path: Path, i: int, v: Any, data_dir: Path) -> DatasetSpec:
+    from dmlfe.ingestion import FORMATS
+
+    key = f"datasets[{i}]"
+    v = _mapping(path, key, v)
+    _check_keys(path, key, v, _DATASET_KEYS)
+    name = v.get("name")
+    if not isinstance(name, str) or not name or "/" in name:
+        raise _err(path, f"{key}.name", f"needs a name without '/', got {name!r}")
+    split = _split(path, f"{key}.split", v.get("split"))
+    if "store" in v:
+        extra = sorted({"format", "source", "options", "chunk_rows"} & set(v))
+        if extra:
+            raise _err(path, f"{key}.{extra[0]}", "does not apply with 'store' (an existing "
+                       "store is used as it is); remove one of them")
+        store = _resolve(path.parent, str(v["store"]))
+        return DatasetSpec(name=name, store=store, split=split)
+    fmt = v.get("format")
+    if fmt not in FORMATS:
+        raise _err(path, f"{key}.format", f"must be one of {', '.join(FORMATS)} (or give "
+                   f"'store: PATH'), got {fmt!r}")
+    src = v.get("source")
+    if fmt == "synthetic":
+        if src is not None:
+            raise _err(path, f"{key}.source", "the synthetic corpus takes no source")
+        sources = None
+    else:
+        if src is None:
+            raise _err(path, f"{key}.source", f"format {fmt!r} needs a source path (or a list)")
+        sources = [_resolve(data_dir, str(s)) for s in _as_list(src)]
+    options = dict(_mapping(path, f"{key}.options", v.get("options") or {}))
+    for opt in _PATH_OPTIONS:
+        if isinstance(options.get(opt), str):
+            options[opt] = _resolve(data_dir, options[opt])
+    if isinstance(options.get("ngram_range"), list):
+        options["ngram_range"] = tuple(options["ngram_range"])
+    chunk_rows = v.get("chunk_rows")
+    if chunk_rows is not None:
+        chunk_rows = _int(path, f"{key}.chunk_rows", chunk_rows)
+    return DatasetSpec(name=name, format=fmt, source=sources, options=options,
+                       chunk_rows=chunk_rows, split=split)
+
+
+def _estimator_params(method: str) -> set[str]:
+    from dmlfe.estimators import make_estimator
+
+    return set(make_estimator(method).get_params()) - _RESERVED
+
+
+def _method(path: Path, i: int, v: Any, defaults: dict[str, Any]) -> MethodSpec:
+    key = f"methods[{i}]"
+    if isinstance(v, str):
+        v = {"name": v}
+    v = dict(_mapping(path, key, v))
+    name = v.pop("name", None)
+    if not isinstance(name, str):
+        raise _err(path, f"{key}.name", f"needs a method name, got {name!r}")
+    method = name.lower().replace("-", "_")
+    label = str(v.pop("label", method))
+    if method == "none":
+        if v:
+            raise _err(path, f"{key}.{sorted(v)[0]}", "method 'none' (the classifier on the raw "
+                       "features) takes no parameters")
+        return MethodSpec(label=label, method="none", settings=[MethodSetting(params={})])
+    try:
+        accepted = _estimator_params(method)
+    except ValueError as exc:
+        raise _err(path, f"{key}.name", f"{exc} (or 'none' for no reduction)") from None
+    if method == "mddm":
+        method = "mddm_p"
+    for k in v:
+        if k not in accepted | {"d", "t"}:
+            raise _err(path, f"{key}.{k}", f"{method} takes no parameter {k!r}; its parameters: "
+                       f"{', '.join(sorted(accepted | {'d', 't'}))}")
+    if "d" in v and "t" in v:
+        raise _err(path, f"{key}.t", "give either d (number of components) or t (eigenvalue-sum "
+                   "threshold), not both")
+    params = {k: x for k, x in defaults.items() if k in accepted | {"t"}}
+    if method == "mddm_p":
+        params.pop("mu", None)  # MDDM takes mu for its 'f' variant only
+    if "d" in v:
+        params.pop("t", None)
+    params.update(v)
+    d_grid = None
+    if "d" in params:
+        ds = [_int(path, f"{key}.d", d) for d in _as_list(params.pop("d"))]
+        d_grid = sorted(set(ds))
+    ts = None
+    if "t" in params:
+        ts = _as_list(params.pop("t"))
+        for t in ts:
+            if isinstance(t, bool) or not isinstance(t, numbers.Real) or not 0 < t <= 1:
+                raise _err(path, f"{key}.t", f"must be a threshold in (0, 1], got {t!r}")
+    grid_keys = [k for k in params if isinstance(params[k], list)]
+    settings = []
+    for combo in itertools.product(*[params[k] for k in grid_keys]):
+        p = dict(params)
+        p.update(zip(grid_keys, combo, strict=True))
+        if d_grid is not None:
+            settings.append(MethodSetting({**p, "n_components": max(d_grid)}, d_grid))
+        elif ts is not None:
+            settings += [MethodSetting({**p, "n_components": float(t)}) for t in ts]
+        else:
+            settings.append(MethodSetting(p))
+    return MethodSpec(label=label, method=method, settings=settings)
+
+
+def _classifier(path: Path, i: int, v: Any) -> ClassifierSpec:
+    key = f"classifiers[{i}]"
+    if isinstance(v, str):
+        v = {"name": v}
+    v = dict(_mapping(path, key, v))
+    name = v.pop("name", None)
+    if name not in CLASSIFIERS:
+        raise _err(path, f"{key}.name", f"must be one of {', '.join(CLASSIFIERS)}, got {name!r}")
+    label = str(v.pop("label", name))
+    params = {**CLASSIFIERS[name][1], **v}
+    return ClassifierSpec(label=label, name=name, params=params)
+
+
+# --------------------------------------------------------------------------- entry
+def parse_config(raw: Any, path: str | os.PathLike[str] = "<pipeline>") -> PipelineConfig:
+    """Validate a parsed pipeline mapping; ``path`` names the file in errors and anchors
+    relative paths."""
+    path = Path(path)
+    if not isinstance(raw, dict):
+        raise PipelineConfigError(f"{path}: the pipeline must be a YAML mapping, got "
+                                  f"{type(raw).__name__}")
+    _check_keys(path, "", raw, _TOP_KEYS)
+    name = raw.get("name", path.stem)
+    if not isinstance(name, str) or not name:
+        raise _err(path, "name", f"must be a non-empty string, got {name!r}")
+    base = path.parent.resolve()
+    env = os.environ.get("DMLFE_DATA")
+    if env:
+        data_dir = Path(env).resolve()
+    else:
+        data_dir = Path(_resolve(base, str(raw.get("data_dir", "."))))
+
+    datasets_raw = raw.get("datasets")
+    if not isinstance(datasets_raw, list) or not datasets_raw:
+        raise _err(path, "datasets", "needs a list of one or more data sets")
+    datasets = [_dataset(path, i, d, data_dir) for i, d in enumerate(datasets_raw)]
+    seen: set[str] = set()
+    for i, d in enumerate(datasets):
+        if d.name in seen:
+            raise _err(path, f"datasets[{i}].name", f"{d.name!r} is used twice")
+        seen.add(d.name)
+
+    defaults = dict(_mapping(path, "defaults", raw.get("defaults") or {}))
+    methods_raw = raw.get("methods")
+    if not isinstance(methods_raw, list) or not methods_raw:
+        raise _err(path, "methods", "needs a list of one or more methods")
+    methods = [_method(path, i, m, defaults) for i, m in enumerate(methods_raw)]
+    labels = [m.label for m in methods]
+    for i, lab in enumerate(labels):
+        if labels.index(lab) != i:
+            raise _err(path, f"methods[{i}]", f"label {lab!r} is used twice; give one of them "
+                       "'label: OTHER'")
+
+    clf_raw = raw.get("classifiers", ["ridge"])
+    if not isinstance(clf_raw, list) or not clf_raw:
+        raise _err(path, "classifiers", "needs a list of one or more classifiers")
+    classifiers = [_classifier(path, i, c) for i, c in enumerate(clf_raw)]
+
+    metrics = raw.get("metrics", list(METRICS))
+    if not isinstance(metrics, list) or not metrics:
+        raise _err(path, "metrics", "needs a list of metric names")
+    for i, m in enumerate(metrics):
+        if m not in METRICS:
+            raise _err(path, f"metrics[{i}]", f"unknown metric {m!r}; choose from "
+                       f"{', '.join(METRICS)}")
+    select = _mapping(path, "select", raw.get("select") or {})
+    _check_keys(path, "select", select, {"metric"})
+    select_metric = select.get("metric", "micro_f1")
+    if select_metric not in METRICS:
+        raise _err(path, "select.metric", f"unknown metric {select_metric!r}; choose from "
+                   f"{', '.join(METRICS)}")
+    work_dir = raw.get("work_dir")
+    if work_dir is not None and not isinstance(work_dir, str):
+        raise _err(path, "work_dir", f"must be a path, got {work_dir!r}")
+    return PipelineConfig(name=name, path=path, raw=raw, work_dir=work_dir, data_dir=data_dir,
+                          datasets=datasets, methods=methods, classifiers=classifiers,
+                          metrics=list(metrics), select_metric=select_metric)
+
+
+def load_config(path: str | os.PathLike[str]) -> PipelineConfig:
+    """Read and validate a pipeline file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"pipeline file {path} not found")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise PipelineConfigError(f"{path}: not valid YAML: {exc}") from None
+    return parse_config(raw, path)

@@ -1,0 +1,174 @@
+"""PNG plots of a pipeline report (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, out: Path) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)  # after tight_layout; bbox_inches="tight" would lay out twice
+    _plt().close(fig)
+    return out
+
+
+def spectrum(fits: Sequence[Mapping[str, Any]], title: str, out: Path) -> Path:
+    """Eigenvalue spectrum of each fit: eigenvalue share per component (log scale) and the
+    cumulative share, with the kept d (and the threshold t) marked.
+
+    ``fits``: dicts with ``label``, ``eigenvalues``, ``n_components``, ``threshold``.
+    """
+    plt = _plt()
+    from matplotlib import ticker
+
+    n = len(fits)
+    cols = min(n, 3)
+    rows = int(np.ceil(n / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False)
+    for ax, f in zip(axes.ravel(), fits, strict=False):
+        w = np.asarray(f["eigenvalues"], dtype=np.float64)
+        pos = np.clip(w, 0.0, None)
+        total = pos.sum() if pos.sum() > 0 else 1.0
+        d = int(f["n_components"])
+        m = int(min(w.size, max(3 * d, 30)))
+        x = np.arange(1, m + 1)
+        share = pos[:m] / total
+        ax.semilogy(x, np.where(share > 0, share, np.nan), ".-", color="tab:blue", ms=3,
+                    label="eigenvalue share")
+        # plain exponent labels, no minor labels: mathtext tick labels are slow to lay out
+        ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%.0e"))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.set_xlabel("component")
+        ax.set_ylabel("eigenvalue / positive total", color="tab:blue")
+        ax2 = ax.twinx()
+        ax2.plot(x, np.cumsum(pos)[:m] / total, color="tab:orange", label="cumulative share")
+        ax2.set_ylim(0, 1.05)
+        ax2.set_ylabel("cumulative share", color="tab:orange")
+        ax.axvline(d, color="tab:red", ls="--")
+        t = f.get("threshold")
+        mark = f"d = {d}" + (f" (t = {t})" if t is not None else "")
+        if t is not None:
+            ax2.axhline(t, color="tab:gray", ls=":", lw=1)
+        ax.text(d, 0.04, f" {mark}", color="tab:red", transform=ax.get_xaxis_transform(),
+                va="bottom", ha="right" if d > 0.6 * m else "left", fontsize=9, zorder=5,
+                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
+        ax.set_title(f"{f['label']}", fontsize=10)
+    for ax in axes.ravel()[n:]:
+        ax.axis("off")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return _save(fig, out)
+
+
+def metric_vs_d(series: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]], metric: str,
+                title: str, out: Path) -> Path:
+    """``series[method][role] = [(d, value), ...]``: one line per method and role
+    (test solid, validation dashed)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (method, by_role) in enumerate(series.items()):
+        c = colors[i % len(colors)]
+        for role, pts in by_role.items():
+            pts = sorted(pts)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=c,
+                    ls="--" if role == "validation" else "-", label=f"{method} ({role})")
+    ax.set_xlabel("d (number of components)")
+    ax.set_ylabel(metric)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig, out)
+
+
+def method_bars(values: Mapping[str, Mapping[str, float]], title: str, out: Path,
+                lower_is_better: Mapping[str, bool] | None = None) -> Path:
+    """``values[metric][method]``: one panel per metric, one bar per method."""
+    plt = _plt()
+    metrics = list(values)
+    n = len(metrics)
+    cols = min(n, 3)
+    rows = int(np.ceil(n / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.2 * rows), squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, metric in zip(axes.ravel(), metrics, strict=False):
+        methods = list(values[metric])
+        v = [values[metric][m] for m in methods]
+        ax.bar(range(len(methods)), v, color=[colors[i % len(colors)] for i in range(len(v))])
+        ax.set_xticks(range(len(methods)), methods, rotation=45, ha="right", fontsize=8)
+        low = (lower_is_better or {}).get(metric)
+        ax.set_title(metric + (" (lower is better)" if low else ""), fontsize=10)
+        finite = [x for x in v if np.isfinite(x)]
+        if finite:
+            lo, hi = min(finite), max(finite)
+            pad = (hi - lo) * 0.15 or abs(hi) * 0.05 or 0.05
+            ax.set_ylim(max(0.0, lo - pad) if lo >= 0 else lo - pad, hi + pad)
+        ax.grid(axis="y", alpha=0.3)
+    for ax in axes.ravel()[n:]:
+        ax.axis("off")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return _save(fig, out)
+
+
+def cd_diagram(avg_ranks: Mapping[str, float], cd: float | None, title: str, out: Path) -> Path:
+    """Critical-difference diagram (Demšar 2006, fig. 1): methods at their average ranks
+    (1 = best, left), the CD bar, and thick lines joining methods whose ranks differ by
+    less than CD (not significantly different)."""
+    plt = _plt()
+    items = sorted(avg_ranks.items(), key=lambda kv: kv[1])
+    k = len(items)
+    names = [n for n, _ in items]
+    r = np.array([v for _, v in items])
+    half = (k + 1) // 2
+    height = 1.6 + 0.32 * max(half, k - half)
+    fig, ax = plt.subplots(figsize=(7.5, height))
+    lo, hi = 1, max(k, 2)
+    ax.set_xlim(lo - 0.9, hi + 0.9)
+    ax.set_ylim(-(max(half, k - half) + 1.2), 1.4)
+    ax.axis("off")
+    ax.hlines(0, lo, hi, color="k", lw=1)
+    for x in range(lo, hi + 1):
+        ax.vlines(x, 0, 0.12, color="k", lw=1)
+        ax.text(x, 0.2, str(x), ha="center", va="bottom", fontsize=9)
+    for i, (name, x) in enumerate(zip(names, r, strict=True)):
+        left = i < half
+        y = -(i + 1 if left else k - i) * 0.8
+        xe = lo - 0.5 if left else hi + 0.5
+        ax.plot([x, x, xe], [0, y, y], color="k", lw=0.8)
+        ax.text(xe + (-0.05 if left else 0.05), y, f"{name} ({x:.2f})",
+                ha="right" if left else "left", va="center", fontsize=9)
+    if cd is not None and np.isfinite(cd):
+        ax.plot([lo, lo + cd], [1.0, 1.0], color="tab:red", lw=2)
+        ax.vlines([lo, lo + cd], 0.9, 1.1, color="tab:red", lw=1)
+        ax.text(lo + cd / 2, 1.15, f"CD = {cd:.2f}", ha="center", va="bottom", fontsize=9,
+                color="tab:red")
+        # maximal groups of consecutive methods within CD of each other
+        groups, last_end = [], -1
+        for i in range(k):
+            j = i
+            while j + 1 < k and r[j + 1] - r[i] < cd:
+                j += 1
+            if j > i and j > last_end:
+                groups.append((i, j))
+                last_end = j
+        for g, (i, j) in enumerate(groups):
+            y = -0.25 - 0.18 * g
+            ax.plot([r[i] - 0.03, r[j] + 0.03], [y, y], color="tab:blue", lw=3)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return _save(fig, out)

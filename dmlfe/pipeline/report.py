@@ -1,0 +1,299 @@
+"""The report of a pipeline run: report.json, report.md and PNG plots.
+
+Which setting of a method is reported: for each data set, method and classifier,
+the setting (parameters and d) with the best value of ``select.metric`` on the
+validation documents when the data set has a validation split (the MOPE protocol),
+else on the test documents -- which the report then says, since a choice made on
+the test set flatters the method. The tables show the test figures of the
+chosen settings; every setting's figures are in report.json.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dmlfe._version import __version__
+from dmlfe.pipeline.cache import to_json, write_json_atomic
+from dmlfe.pipeline.config import METRICS, PipelineConfig
+from dmlfe.pipeline.ranks import compare
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", s).strip("_") or "x"
+
+
+def _fmt(v: Any, digits: int = 4) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        if not np.isfinite(v):
+            return str(v)
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _better(a: float, b: float, lower: bool) -> bool:
+    if np.isnan(b):
+        return not np.isnan(a)
+    return a < b if lower else a > b
+
+
+def collect(done: list[tuple[Any, Any, dict[str, Any]]]) -> dict[str, Any]:
+    """Records of the stages grouped by kind: ingest/split per data set, fits, results."""
+    out: dict[str, Any] = {"datasets": {}, "splits": {}, "fits": {}, "results": []}
+    for st, _run, rec in done:
+        meta = rec.get("meta", {})
+        if st.kind == "ingest":
+            out["datasets"][meta["dataset"]] = rec.get("info", {})
+        elif st.kind == "split":
+            out["splits"][meta["dataset"]] = {"counts": rec["counts"],
+                                              "label_counts": rec["label_counts"]}
+        elif st.kind == "fit":
+            out["fits"][st.key] = {
+                "key": st.key, "dataset": meta["dataset"], "method": meta["method_label"],
+                "estimator": meta["method"], "params": meta["params"],
+                **{k: rec[k] for k in ("n_components", "threshold", "eigenvalues", "solver",
+                                       "n_passes", "n_samples", "n_features", "seconds")},
+            }
+        elif st.kind == "classify":
+            out["results"].append({
+                "key": st.key, "dataset": meta["dataset"], "method": meta["method_label"],
+                "estimator": meta["method"], "params": meta["params"],
+                "d_requested": meta["d"], "d": rec["d"], "classifier": meta["classifier"],
+                "fit_key": meta["fit_key"], "metrics": rec["metrics"],
+                "seconds": rec["seconds"],
+            })
+    return out
+
+
+def choose(results: list[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
+    """The chosen setting of each (data set, method, classifier); see the module docstring."""
+    lower = METRICS[metric]
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in results:
+        groups[(r["dataset"], r["method"], r["classifier"])].append(r)
+    chosen = []
+    for (_ds, _m, _c), rs in groups.items():
+        role = "validation" if "validation" in rs[0]["metrics"] else "test"
+        best = None
+        for r in rs:
+            v = float(r["metrics"][role].get(metric, np.nan))
+            if best is None or _better(v, best[0], lower):
+                best = (v, r)
+        assert best is not None
+        chosen.append({**best[1], "selected_on": role, "selected_by": metric,
+                       "selection_value": best[0], "n_settings": len(rs)})
+    return chosen
+
+
+def _setting(r: dict[str, Any]) -> str:
+    p = {k: v for k, v in (r["params"] or {}).items() if k != "n_components"}
+    nc = (r["params"] or {}).get("n_components")
+    if isinstance(nc, float) and r["d_requested"] is None:
+        p["t"] = nc
+    if r["estimator"] != "none":
+        p["d"] = r["d"]
+    return ", ".join(f"{k}={v}" for k, v in p.items()) or "–"
+
+
+def write_report(cfg: PipelineConfig, done: list[tuple[Any, Any, dict[str, Any]]],
+                 out_dir: str | Path, *, work_dir: str | Path) -> dict[str, Any]:
+    """Write report.json, report.md and the PNGs under ``out_dir``; returns the JSON dict."""
+    from dmlfe.pipeline import plots
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in out_dir.glob("*.png"):
+        old.unlink()  # plots of an earlier run with other data sets or methods
+    col = collect(done)
+    chosen = choose(col["results"], cfg.select_metric)
+    datasets = [d.name for d in cfg.datasets]
+    methods = [m.label for m in cfg.methods]
+    classifiers = [c.label for c in cfg.classifiers]
+
+    # tables[classifier][metric][dataset][method] = test value of the chosen setting
+    tables: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    for c in classifiers:
+        tables[c] = {m: {d: {} for d in datasets} for m in METRICS}
+        for r in chosen:
+            if r["classifier"] != c:
+                continue
+            for m in METRICS:
+                v = r["metrics"].get("test", {}).get(m)
+                if v is not None:
+                    tables[c][m][r["dataset"]][r["method"]] = float(v)
+    ranks = {c: {m: compare({d: tables[c][m][d] for d in datasets if tables[c][m][d]},
+                            lower_is_better=METRICS[m])
+                 for m in cfg.metrics}
+             for c in classifiers}
+
+    plot_files: list[str] = []
+
+    def rel(p: Path) -> str:
+        plot_files.append(p.name)
+        return p.name
+
+    figures: dict[str, Any] = {"spectrum": {}, "metric_vs_d": {}, "methods": {}, "ranks": {}}
+    for ds in datasets:
+        keys = []
+        for r in chosen:
+            if r["dataset"] == ds and r["fit_key"] and r["fit_key"] not in keys \
+                    and r["classifier"] == classifiers[0]:
+                keys.append(r["fit_key"])
+        fits = [{**col["fits"][k], "label": col["fits"][k]["method"]} for k in keys
+                if k in col["fits"]]
+        fits.sort(key=lambda f: methods.index(f["method"]))
+        if fits:
+            figures["spectrum"][ds] = rel(plots.spectrum(
+                fits, f"{ds}: eigenvalue spectra (d kept marked)",
+                out_dir / f"spectrum-{_slug(ds)}.png"))
+        # metric versus d: methods with more than one d on this data set
+        series: dict[str, dict[str, list[tuple[int, float]]]] = {}
+        for m in methods:
+            rs = [r for r in col["results"] if r["dataset"] == ds and r["method"] == m
+                  and r["classifier"] == classifiers[0] and r["estimator"] != "none"]
+            if len({r["d"] for r in rs}) < 2:
+                continue
+            # one point per d: the best other parameters at that d (on the same role)
+            for role in ("validation", "test"):
+                best: dict[int, float] = {}
+                for r in rs:
+                    if role not in r["metrics"]:
+                        continue
+                    v = float(r["metrics"][role][cfg.select_metric])
+                    if r["d"] not in best or _better(v, best[r["d"]], METRICS[cfg.select_metric]):
+                        best[r["d"]] = v
+                if best:
+                    series.setdefault(m, {})[role] = sorted(best.items())
+        if series:
+            figures["metric_vs_d"][ds] = rel(plots.metric_vs_d(
+                series, cfg.select_metric, f"{ds}: {cfg.select_metric} versus d "
+                f"({classifiers[0]})", out_dir / f"metric-vs-d-{_slug(ds)}.png"))
+        vals = {m: {meth: tables[classifiers[0]][m][ds][meth] for meth in methods
+                    if meth in tables[classifiers[0]][m][ds]} for m in cfg.metrics}
+        if any(vals.values()):
+            figures["methods"][ds] = rel(plots.method_bars(
+                vals, f"{ds}: test figures ({classifiers[0]})",
+                out_dir / f"methods-{_slug(ds)}.png", METRICS))
+    for c in classifiers:
+        for m in cfg.metrics:
+            rk = ranks[c][m]
+            if rk.get("friedman"):
+                figures["ranks"].setdefault(c, {})[m] = rel(plots.cd_diagram(
+                    rk["average_ranks"], rk["friedman"]["cd"],
+                    f"{m}, {c}: average ranks over {len(rk['datasets'])} data sets "
+                    f"(Nemenyi CD, alpha {rk['friedman']['alpha']})",
+                    out_dir / f"ranks-{_slug(c)}-{_slug(m)}.png"))
+
+    stages = [{"kind": r.kind, "key": r.key, "label": r.label, "status": r.status,
+               "seconds": r.seconds} for _, r, _ in done]
+    report = {
+        "pipeline": cfg.name, "file": str(cfg.path), "dmlfe_version": __version__,
+        "generated": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "work_dir": str(Path(work_dir).resolve()), "config": cfg.raw,
+        "select_metric": cfg.select_metric, "metrics_shown": cfg.metrics,
+        "datasets": col["datasets"], "splits": col["splits"],
+        "fits": list(col["fits"].values()), "results": col["results"], "chosen": chosen,
+        "tables": tables, "ranks": ranks, "figures": figures, "stages": stages,
+    }
+    write_json_atomic(out_dir / "report.json", report)
+    md = _markdown(cfg, report, datasets, methods, classifiers)
+    (out_dir / "report.md").write_text(md, encoding="utf-8")
+    return to_json(report)
+
+
+def _markdown(cfg: PipelineConfig, rep: dict[str, Any], datasets: list[str],
+              methods: list[str], classifiers: list[str]) -> str:
+    L: list[str] = [f"# Pipeline `{cfg.name}`", ""]
+    n_ran = sum(s["status"] == "ran" for s in rep["stages"])
+    L += [f"File `{cfg.path}`, dmlfe {rep['dmlfe_version']}, {rep['generated']}. "
+          f"Stages: {len(rep['stages'])} ({n_ran} ran, {len(rep['stages']) - n_ran} reused "
+          "from the cache).", ""]
+    L += ["## Data sets", "", "| data set | documents | features | labels | splits |",
+          "|---|---:|---:|---:|---|"]
+    for ds in datasets:
+        info = rep["datasets"].get(ds, {})
+        shape = info.get("shape", ["?", "?"])
+        spl = rep["splits"].get(ds, {}).get("counts") or info.get("splits") or {}
+        how = ("stratified " if ds in rep["splits"] else "") + ", ".join(
+            f"{k} {v}" for k, v in spl.items())
+        L.append(f"| {ds} | {shape[0]} | {shape[1]} | {info.get('n_labels', '?')} | {how} |")
+    L.append("")
+    sel = rep["select_metric"]
+    on = {r["selected_on"] for r in rep["chosen"]}
+    multi = any(r["n_settings"] > 1 for r in rep["chosen"])
+    for c in classifiers:
+        L += [f"## Results: classifier `{c}`, test figures", ""]
+        if multi:
+            on_test = sorted({r["dataset"] for r in rep["chosen"]
+                              if r["n_settings"] > 1 and r["selected_on"] == "test"})
+            L += [f"Where a method has several settings, the one with the best {sel} on the "
+                  "validation documents is shown"
+                  + (f"; {', '.join(on_test)} ha{'s' if len(on_test) == 1 else 've'} no "
+                     "validation split, so the choice there was made on the test documents "
+                     "(optimistic)" if on_test else "") + ".", ""]
+        for m in cfg.metrics:
+            tbl = rep["tables"][c][m]
+            rk = rep["ranks"][c][m]
+            lower = METRICS[m]
+            L += [f"### {m} ({'lower' if lower else 'higher'} is better)", ""]
+            have = [d for d in datasets if tbl.get(d)]
+            L.append("| method | " + " | ".join(have) + " | avg rank |")
+            L.append("|---|" + "---:|" * (len(have) + 1))
+            best = {}
+            for d in have:
+                vs = list(tbl[d].values())
+                best[d] = min(vs) if lower else max(vs)
+            for meth in methods:
+                cells = []
+                for d in have:
+                    v = tbl[d].get(meth)
+                    s = _fmt(v)
+                    cells.append(f"**{s}**" if v is not None and v == best[d] else s)
+                ar = rk.get("average_ranks", {}).get(meth)
+                L.append(f"| {meth} | " + " | ".join(cells) + f" | {_fmt(ar, 2)} |")
+            fr = rk.get("friedman")
+            if fr:
+                L += ["", f"Friedman over N = {fr['n']} data sets, k = {fr['k']} methods: "
+                      f"chi2_F = {fr['chi2']:.3f} (p = {fr['p_chi2']:.3g}), Iman-Davenport "
+                      f"F_F = {fr['ff']:.3f} with ({fr['df1']}, {fr['df2']}) d.f. "
+                      f"(p = {fr['p_ff']:.3g}); Nemenyi critical difference "
+                      f"CD = {fr['cd']:.3f} (alpha = {fr['alpha']})."]
+                fig = rep["figures"]["ranks"].get(c, {}).get(m)
+                if fig:
+                    L += ["", f"![{m} ranks]({fig})"]
+            L.append("")
+    L += ["## Chosen settings", "",
+          f"| data set | method | classifier | setting | {sel} ({'/'.join(sorted(on))}) | "
+          "candidates |", "|---|---|---|---|---:|---:|"]
+    for r in rep["chosen"]:
+        L.append(f"| {r['dataset']} | {r['method']} | {r['classifier']} | {_setting(r)} | "
+                 f"{_fmt(r['selection_value'])} | {r['n_settings']} |")
+    L.append("")
+    if multi:
+        L += ["## Every setting", "", f"| data set | method | classifier | setting | "
+              f"{sel} (validation) | {sel} (test) |", "|---|---|---|---|---:|---:|"]
+        for r in rep["results"]:
+            val = r["metrics"].get("validation", {}).get(sel)
+            L.append(f"| {r['dataset']} | {r['method']} | {r['classifier']} | {_setting(r)} | "
+                     f"{_fmt(val)} | {_fmt(r['metrics']['test'].get(sel))} |")
+        L.append("")
+    L += ["## Fits", "", "| data set | method | d | threshold | solver | passes | seconds |",
+          "|---|---|---:|---:|---|---:|---:|"]
+    for f in rep["fits"]:
+        L.append(f"| {f['dataset']} | {f['method']} | {f['n_components']} | "
+                 f"{_fmt(f['threshold'], 4)} | {f['solver']} | {f['n_passes']} | "
+                 f"{f['seconds']:.2f} |")
+    L.append("")
+    L += ["## Plots", ""]
+    for kind, title in (("spectrum", "Eigenvalue spectra"), ("metric_vs_d", f"{sel} versus d"),
+                        ("methods", "Method comparison")):
+        for ds, fig in rep["figures"][kind].items():
+            L += [f"### {title}: {ds}", "", f"![{kind} {ds}]({fig})", ""]
+    return "\n".join(L)

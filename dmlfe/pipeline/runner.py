@@ -1,0 +1,465 @@
+"""``dmlfe run``: the stages of a pipeline, cached, resumable, on one client.
+
+Stages, in order for each data set (see :mod:`dmlfe.pipeline.config`):
+
+* ``ingest``   corpus -> store (skipped for ``store: PATH``);
+* ``split``    the label-stratified parts (``split: {stratified: ...}`` only);
+* ``fit``      one estimator setting on the training documents -> saved model;
+* ``transform`` the model's embeddings of the training/validation/test documents;
+* ``classify`` a classifier on the first d embedding columns (or the raw features for
+  method ``none``), its predictions scored on validation and test -> a JSON record.
+
+The plan (every stage with its key) is made before anything runs, so progress
+reads ``stage i/N``. A stage whose record exists is reused; the report is rebuilt
+from the records at the end of every run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dmlfe.pipeline.cache import StageCache, stage_key, to_json, write_json_atomic
+from dmlfe.pipeline.config import (
+    CLASSIFIERS,
+    ClassifierSpec,
+    DatasetSpec,
+    PipelineConfig,
+    PipelineConfigError,
+    load_config,
+)
+
+
+@dataclass
+class Stage:
+    """One planned unit of work."""
+
+    kind: str
+    key: str
+    label: str
+    action: Callable[[Path], dict[str, Any]] = field(repr=False)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StageRun:
+    kind: str
+    key: str
+    label: str
+    status: str  # "ran" or "cached"
+    seconds: float
+
+
+@dataclass
+class RunResult:
+    """What :func:`run_pipeline` did: the stages (ran or reused) and the report."""
+
+    work_dir: Path
+    report_dir: Path
+    stages: list[StageRun]
+    report: dict[str, Any]
+
+    @property
+    def ran(self) -> list[StageRun]:
+        return [s for s in self.stages if s.status == "ran"]
+
+    @property
+    def reused(self) -> list[StageRun]:
+        return [s for s in self.stages if s.status == "cached"]
+
+
+def make_classifier(spec: ClassifierSpec) -> Any:
+    """The classifier of a ``classifiers`` entry (dmlfe.evaluation.classifiers)."""
+    from dmlfe.evaluation import classifiers as mod
+
+    cls = getattr(mod, CLASSIFIERS[spec.name][0])
+    params = dict(spec.params)
+    if spec.name == "br":
+        est = params.get("estimator", "logistic")
+        if est not in (None, "logistic"):
+            raise ValueError(f"estimator={est!r}: binary relevance takes 'logistic' (L2 "
+                             "logistic regression, C by cross-validation on the training set)")
+        params["estimator"] = None
+    return cls(**params)
+
+
+def _rows_view(store: Any, rows: np.ndarray) -> Any:
+    """The documents at positions ``rows`` of ``store``, as a Store with its block layout.
+
+    Store.subset selects by split name only; a stratified part is an arbitrary row
+    set, so the view is built the way subset builds its own (private block list).
+    """
+    from dmlfe.store.reader import Store
+
+    rows = np.sort(np.asarray(rows, dtype=np.int64))
+    blocks, start = [], 0
+    for r0, r1, local in store._blocks:
+        size = (r1 - r0) if local is None else len(local)
+        lo, hi = np.searchsorted(rows, [start, start + size])
+        if hi > lo:
+            pos = rows[lo:hi] - start
+            sel = pos if local is None else np.asarray(local)[pos]
+            blocks.append((r0, r1, np.asarray(sel, dtype=np.int64)))
+        start += size
+    if not blocks:
+        blocks = [(0, 0, np.zeros(0, dtype=np.int64))]
+    return Store(store.path, store._meta, store._chunk_rows, blocks)
+
+
+def _raw_features(view: Any) -> Any:
+    """A view's X in memory as one CSR matrix (method ``none``)."""
+    import scipy.sparse as sp
+
+    parts = [b["X"] for b in view.iter_blocks()]
+    return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, view.n_features))
+
+
+def _setting_text(params: dict[str, Any], d: int | None) -> str:
+    p = {k: v for k, v in params.items() if k != "n_components"}
+    nc = params.get("n_components")
+    if d is not None:
+        p["d"] = d
+    elif isinstance(nc, float):
+        p["t"] = nc
+    elif nc is not None:
+        p["d"] = nc
+    return ", ".join(f"{k}={v}" for k, v in p.items())
+
+
+class PipelineRun:
+    """Plans and runs one pipeline (use :func:`run_pipeline`)."""
+
+    def __init__(self, cfg: PipelineConfig, work_dir: Path, *, client: Any = None,
+                 fresh: bool = False, progress: bool = True,
+                 stage_hook: Callable[[Stage], None] | None = None) -> None:
+        self.cfg = cfg
+        self.work_dir = Path(work_dir)
+        self.cache = StageCache(self.work_dir / "cache")
+        self.client = client
+        self.fresh = fresh
+        self.progress = progress
+        self.stage_hook = stage_hook
+        self._stores: dict[str, Path] = {}
+        self._split_keys: dict[str, str] = {}
+        self._views: dict[str, dict[str, Any]] = {}
+        self._labels: dict[tuple[str, str], np.ndarray] = {}
+        self._raw: dict[tuple[str, str], Any] = {}
+
+    # ------------------------------------------------------------------ plan
+    def plan(self) -> list[Stage]:
+        for i, c in enumerate(self.cfg.classifiers):
+            try:
+                make_classifier(c)
+            except ImportError as exc:
+                raise RuntimeError(f"the classifiers are not available ({exc})") from exc
+            except (TypeError, ValueError) as exc:
+                raise PipelineConfigError(f"{self.cfg.path}: classifiers[{i}]: {exc}") from None
+        stages: list[Stage] = []
+        for i, ds in enumerate(self.cfg.datasets):
+            stages += self._plan_dataset(i, ds)
+        return stages
+
+    def _plan_dataset(self, i: int, ds: DatasetSpec) -> list[Stage]:
+        stages: list[Stage] = []
+        if ds.store is not None:
+            from dmlfe.stats.cache import store_identity
+            from dmlfe.store import open_store
+
+            try:
+                store = open_store(ds.store)
+            except (FileNotFoundError, ValueError) as exc:
+                raise PipelineConfigError(f"{self.cfg.path}: datasets[{i}].store: {exc}") from None
+            data_key = stage_key("store", store_identity(ds.store, store))
+            self._stores[ds.name] = Path(ds.store)
+        else:
+            sources = []
+            for p in (ds.source or []) + [v for k, v in ds.options.items() if k == "labels"]:
+                if not Path(p).exists():
+                    raise FileNotFoundError(
+                        f"{self.cfg.path}: datasets[{i}] ({ds.name}): {p} not found; set "
+                        "DMLFE_DATA or the pipeline's data_dir to the folder of the corpora")
+                sources.append({"path": p, "bytes": _size(Path(p))})
+            conf = {"format": ds.format, "sources": sources, "options": ds.options,
+                    "chunk_rows": ds.chunk_rows}
+            data_key = stage_key("ingest", conf)
+            self._stores[ds.name] = self.cache.dir("ingest", data_key) / "store.zarr"
+            stages.append(Stage("ingest", data_key, f"{ds.name}",
+                                lambda d, ds=ds: self._ingest(ds, d), {"dataset": ds.name}))
+        split_key = stage_key("split", ds.split.to_dict(), [data_key])
+        self._split_keys[ds.name] = split_key
+        if ds.split.by == "stratified":
+            stages.append(Stage("split", split_key, f"{ds.name} stratified",
+                                lambda d, ds=ds: self._split(ds, d), {"dataset": ds.name}))
+        for m in self.cfg.methods:
+            for s in m.settings:
+                base = {"dataset": ds.name, "method_label": m.label, "method": m.method,
+                        "params": s.params}
+                if m.method == "none":
+                    for c in self.cfg.classifiers:
+                        conf = {"method": "none", "classifier": [c.name, c.params]}
+                        key = stage_key("classify", conf, [split_key])
+                        stages.append(Stage(
+                            "classify", key, f"{ds.name} none {c.label}",
+                            lambda d, ds=ds, c=c: self._classify(ds, c, None, None, d),
+                            {**base, "d": None, "classifier": c.label, "fit_key": None}))
+                    continue
+                text = _setting_text(s.params, None)
+                fit_key = stage_key("fit", {"method": m.method, "params": s.params}, [split_key])
+                stages.append(Stage("fit", fit_key, f"{ds.name} {m.label} ({text})",
+                                    lambda d, ds=ds, m=m, s=s: self._fit(ds, m.method, s.params, d),
+                                    dict(base)))
+                tr_key = stage_key("transform", {"roles": ds.split.role_names}, [fit_key])
+                stages.append(Stage("transform", tr_key, f"{ds.name} {m.label} ({text})",
+                                    lambda d, ds=ds, k=fit_key: self._transform(ds, k, d),
+                                    {**base, "fit_key": fit_key}))
+                for dd in (s.d_grid or [None]):
+                    for c in self.cfg.classifiers:
+                        conf = {"classifier": [c.name, c.params], "d": dd}
+                        key = stage_key("classify", conf, [tr_key])
+                        stages.append(Stage(
+                            "classify", key,
+                            f"{ds.name} {m.label} ({_setting_text(s.params, dd)}) {c.label}",
+                            lambda d, ds=ds, c=c, k=tr_key, dd=dd: self._classify(ds, c, k, dd, d),
+                            {**base, "d": dd, "classifier": c.label, "fit_key": fit_key}))
+        return stages
+
+    # ------------------------------------------------------------------ data
+    def _store(self, ds: DatasetSpec) -> Any:
+        from dmlfe.store import open_store
+
+        return open_store(self._stores[ds.name])
+
+    def views(self, ds: DatasetSpec) -> dict[str, Any]:
+        """Role -> Store view (train, validation, test) of a data set."""
+        if ds.name not in self._views:
+            store = self._store(ds)
+            if ds.split.by == "store":
+                v = {role: store.subset(name) for role, name in ds.split.roles.items()}
+            else:
+                d = self.cache.dir("split", self._split_keys[ds.name])
+                with np.load(d / "rows.npz") as z:
+                    v = {role: _rows_view(store, z[role]) for role in ds.split.role_names}
+            self._views[ds.name] = v
+        return self._views[ds.name]
+
+    def labels(self, ds: DatasetSpec, role: str) -> np.ndarray:
+        if (ds.name, role) not in self._labels:
+            Y = self.views(ds)[role].Y.compute(scheduler="sync")
+            self._labels[(ds.name, role)] = np.asarray(Y, dtype=np.uint8)
+        return self._labels[(ds.name, role)]
+
+    def raw(self, ds: DatasetSpec, role: str) -> Any:
+        if (ds.name, role) not in self._raw:
+            self._raw[(ds.name, role)] = _raw_features(self.views(ds)[role])
+        return self._raw[(ds.name, role)]
+
+    # ------------------------------------------------------------------ stage actions
+    def _ingest(self, ds: DatasetSpec, d: Path) -> dict[str, Any]:
+        from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, ingest
+        from dmlfe.store import open_store
+
+        src: Any = ds.source
+        if src is not None and len(src) == 1:
+            src = src[0]
+        out = ingest(src, format=ds.format, out=d / "store.zarr",
+                     chunk_rows=ds.chunk_rows or DEFAULT_CHUNK_ROWS, client=self.client,
+                     overwrite=True, progress=self.progress, **ds.options)
+        info = open_store(out).info()
+        keep = ("shape", "nnz", "n_labels", "labels", "splits", "docs_without_labels",
+                "empty_docs", "features")
+        return {"store": "store.zarr", "info": {k: info[k] for k in keep}}
+
+    def _split(self, ds: DatasetSpec, d: Path) -> dict[str, Any]:
+        from dmlfe.pipeline.splits import split_roles
+
+        store = self._store(ds)
+        Y = np.asarray(store.Y.compute(scheduler="sync"))
+        parts = split_roles(Y, ds.split.fractions, seed=ds.split.seed)
+        np.savez(d / "rows.npz", **parts)
+        return {"rows": "rows.npz",
+                "counts": {r: int(v.size) for r, v in parts.items()},
+                "label_counts": {r: Y[v].sum(axis=0).astype(int).tolist()
+                                 for r, v in parts.items()}}
+
+    def _fit(self, ds: DatasetSpec, method: str, params: dict[str, Any], d: Path
+             ) -> dict[str, Any]:
+        from dmlfe.estimators import make_estimator
+
+        t0 = time.perf_counter()
+        if ds.split.by == "store":
+            # the store path lets the fit reuse the statistics saved beside the store
+            est = make_estimator(method, client=self.client, split=ds.split.roles["train"],
+                                 **params)
+            est.fit(str(self._stores[ds.name]))
+        else:
+            view = self.views(ds)["train"]
+            est = make_estimator(method, client=self.client, **params)
+            est.fit(view.X, view.Y)
+        seconds = time.perf_counter() - t0
+        est.set_params(client=None)
+        est.save(d / "model", overwrite=True)
+        nc = params.get("n_components")
+        return {"model": "model", "n_components": int(est.n_components_),
+                "threshold": nc if isinstance(nc, float) else None,
+                "eigenvalues": np.asarray(est.eigenvalues_, dtype=np.float64).tolist(),
+                "solver": est.solver_, "n_passes": int(est.n_passes_),
+                "n_samples": int(est.n_samples_), "n_features": int(est.n_features_in_),
+                "seconds": round(seconds, 3)}
+
+    def _transform(self, ds: DatasetSpec, fit_key: str, d: Path) -> dict[str, Any]:
+        from dmlfe.model_io import load_model
+        from dmlfe.projection import write_embeddings
+
+        model = load_model(self.cache.dir("fit", fit_key) / "model")
+        roles = {}
+        for role, view in self.views(ds).items():
+            Z = model.transform(view.X)
+            write_embeddings(Z, d / f"{role}.zarr", ids=view.ids, client=self.client,
+                             overwrite=True, attrs={"role": role, "dataset": ds.name})
+            roles[role] = {"path": f"{role}.zarr", "n": int(Z.shape[0]), "d": int(Z.shape[1])}
+        return {"roles": roles}
+
+    def _embeddings(self, tr_key: str, role: str, d: int | None) -> np.ndarray:
+        import zarr
+
+        g = zarr.open_group(str(self.cache.dir("transform", tr_key) / f"{role}.zarr"), mode="r")
+        Z = g["Z"]
+        return np.asarray(Z[:, : (d if d is not None else Z.shape[1])], dtype=np.float64)
+
+    def _classify(self, ds: DatasetSpec, c: ClassifierSpec, tr_key: str | None, d: int | None,
+                  out: Path) -> dict[str, Any]:
+        from dmlfe.metrics import metric_report
+
+        def features(role: str) -> Any:
+            return self.raw(ds, role) if tr_key is None else self._embeddings(tr_key, role, d)
+
+        t0 = time.perf_counter()
+        Ztr = features("train")
+        clf = make_classifier(c)
+        clf.fit(Ztr, self.labels(ds, "train"))
+        metrics = {}
+        for role in ds.split.role_names:
+            if role == "train":
+                continue
+            Z = features(role)
+            P = np.asarray(clf.predict(Z))
+            S = np.asarray(clf.decision_function(Z), dtype=np.float64)
+            rep = metric_report(self.labels(ds, role), P, S)
+            metrics[role] = {k: float(v) for k, v in rep.items()}
+        return {"d": int(Ztr.shape[1]), "n_train": int(Ztr.shape[0]), "metrics": metrics,
+                "seconds": round(time.perf_counter() - t0, 3)}
+
+    # ------------------------------------------------------------------ run
+    def execute(self, stages: list[Stage]) -> list[tuple[Stage, StageRun, dict[str, Any]]]:
+        done = []
+        n = len(stages)
+        width = len(str(n))
+        for i, st in enumerate(stages, 1):
+            t0 = time.perf_counter()
+            if self.cache.done(st.kind, st.key) and not self.fresh:
+                status = "cached"
+            else:
+                if self.stage_hook is not None:
+                    self.stage_hook(st)
+                d = self.cache.start(st.kind, st.key)
+                record = st.action(d)
+                record = {"kind": st.kind, "key": st.key, "label": st.label,
+                          "meta": to_json(st.meta), **record}
+                self.cache.finish(st.kind, st.key, record)
+                status = "ran"
+            secs = time.perf_counter() - t0
+            if self.progress:
+                how = "cached" if status == "cached" else f"ran in {secs:.1f} s"
+                print(f"[dmlfe run] stage {i:>{width}}/{n} {st.kind:<9} {st.label}: {how}",
+                      file=sys.stderr, flush=True)
+            done.append((st, StageRun(st.kind, st.key, st.label, status, round(secs, 3)),
+                         self.cache.record(st.kind, st.key)))
+        return done
+
+
+def _size(p: Path) -> int:
+    if p.is_file():
+        return p.stat().st_size
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+def _current_report(report_dir: Path, plan_key: str) -> dict[str, Any] | None:
+    """The existing report when it was made from exactly these stages and this file."""
+    import json
+
+    try:
+        rep = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if rep.get("plan_key") != plan_key or not (report_dir / "report.md").is_file():
+        return None
+    figs = [f for kind in rep.get("figures", {}).values() for v in kind.values()
+            for f in (v.values() if isinstance(v, dict) else [v])]
+    if not all((report_dir / f).is_file() for f in figs):
+        return None
+    for s in rep.get("stages", []):
+        s["status"] = "cached"  # this run's view: nothing ran
+    return rep
+
+
+def default_work_dir(cfg: PipelineConfig) -> Path:
+    return Path(cfg.work_dir) if cfg.work_dir else Path("dmlfe-work") / cfg.name
+
+
+def run_pipeline(config: str | os.PathLike[str] | PipelineConfig, *,
+                 work_dir: str | os.PathLike[str] | None = None, client: Any = None,
+                 fresh: bool = False, progress: bool = True,
+                 stage_hook: Callable[[Stage], None] | None = None) -> RunResult:
+    """Run a pipeline file: every stage not already cached, then the report.
+
+    Parameters
+    ----------
+    config : path of a pipeline YAML file, or a parsed :class:`PipelineConfig`
+    work_dir : path, optional
+        Cache and report folder (default: the file's ``work_dir``, else
+        ``dmlfe-work/NAME``).
+    client : distributed.Client, optional
+        Where every stage runs (one client for the whole run).
+    fresh : bool
+        Run every stage again, replacing its cached result.
+    progress : bool
+        ``stage i/N KIND LABEL: cached | ran in S s`` lines on stderr.
+    stage_hook : callable, optional
+        Called with each :class:`Stage` just before it runs (tests use it to
+        interrupt a run).
+
+    Returns
+    -------
+    RunResult
+        ``stages`` (with ``ran`` / ``reused``), ``report`` (the report.json content)
+        and ``report_dir``.
+    """
+    from dmlfe.pipeline.report import write_report
+
+    cfg = config if isinstance(config, PipelineConfig) else load_config(config)
+    wd = Path(work_dir) if work_dir is not None else default_work_dir(cfg)
+    wd.mkdir(parents=True, exist_ok=True)
+    run = PipelineRun(cfg, wd, client=client, fresh=fresh, progress=progress,
+                      stage_hook=stage_hook)
+    stages = run.plan()
+    done = run.execute(stages)
+    report_dir = wd / "report"
+    plan_key = stage_key("report", {"config": cfg.raw, "stages": [st.key for st in stages]})
+    report = None
+    if not any(r.status == "ran" for _, r, _ in done):
+        report = _current_report(report_dir, plan_key)
+    if report is None:
+        report = write_report(cfg, done, report_dir, work_dir=wd)
+        report["plan_key"] = plan_key
+        write_json_atomic(report_dir / "report.json", report)
+    if progress:
+        print(f"[dmlfe run] report: {report_dir / 'report.md'}", file=sys.stderr, flush=True)
+    return RunResult(work_dir=wd, report_dir=report_dir,
+                     stages=[r for _, r, _ in done], report=report)

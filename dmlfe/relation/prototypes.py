@@ -1,0 +1,177 @@
+"""Choosing prototype documents and gathering their sparse rows.
+
+Every choice is a function of the *global* row index (the document's position in
+the training set), the labels and a seed -- never of how the rows are chunked or
+how many workers there are -- so the same seed gives the same prototypes for any
+chunk size and cluster (mope section 3.5: "select a collection of p seed
+prototypes").
+
+* ``"all"``: every training document (p = n; the exact kernel route).
+* ``"random"``: p documents uniformly without replacement (numpy ``default_rng``).
+* ``"stratified"``: label-stratified: documents grouped by their label set (rows of
+  Y), p allocated to the groups in proportion to their sizes (largest remainders,
+  ties to the larger group, then the earlier one), uniform within a group.
+* ``"kmeans++"``: k-means++ seeding (Arthur & Vassilvitskii 2007) on the sparse
+  vectors, by :func:`sklearn.cluster.kmeans_plusplus` with one trial per step. It
+  runs on the driver over a candidate pool (every document when n <= ``pool_size``,
+  else a seeded uniform sample of ``pool_size`` of them) gathered as one CSR matrix.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from dask import delayed
+
+from dmlfe.compute import compute_one
+from dmlfe.stats.pass_ import is_dask
+
+SELECTIONS = ("all", "random", "stratified", "kmeans++")
+
+#: Default most candidates k-means++ seeding looks at (their rows are gathered on the driver).
+KMEANS_POOL = 20_000
+
+
+def _take_rows(xb: Any, local: np.ndarray) -> sp.csr_matrix:
+    return sp.csr_matrix(sp.csr_matrix(xb, dtype=np.float64)[local])
+
+
+def gather_rows(X: Any, idx: Any, client: Any = None) -> sp.csr_matrix:
+    """The rows ``idx`` (global row indices, any order) of X as one float64 CSR matrix.
+
+    A dask X is read block by block on the workers; only the selected rows come back.
+    """
+    idx = np.asarray(idx, dtype=np.int64).ravel()
+    n = int(X.shape[0])
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        raise ValueError(f"prototype row index out of range: X has {n} rows, got indices "
+                         f"{idx.min()} .. {idx.max()}")
+    if not is_dask(X):
+        Xm = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else sp.csr_matrix(
+            np.asarray(X, dtype=np.float64))
+        return sp.csr_matrix(Xm[idx])
+    order = np.argsort(idx, kind="stable")
+    sidx = idx[order]
+    bounds = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
+    blocks = X.to_delayed().ravel()
+    parts = []
+    for i, xb in enumerate(blocks):
+        lo, hi = np.searchsorted(sidx, [bounds[i], bounds[i + 1]])
+        if hi > lo:
+            parts.append(delayed(_take_rows)(xb, sidx[lo:hi] - bounds[i]))
+    got = compute_one(delayed(list)(parts), client=client) if parts else []
+    D = int(X.shape[1])
+    rows = sp.vstack(got, format="csr") if got else sp.csr_matrix((0, D))
+    out = sp.csr_matrix(rows[np.argsort(order, kind="stable")], dtype=np.float64)
+    out.sort_indices()
+    return out
+
+
+def _labels(Y: Any, client: Any) -> np.ndarray:
+    if Y is None:
+        raise ValueError("prototype_selection='stratified' needs the labels Y")
+    if is_dask(Y):
+        Y = compute_one(Y, client=client)
+    Y = Y.toarray() if sp.issparse(Y) else np.asarray(Y)
+    return Y.reshape(Y.shape[0], -1)
+
+
+def _stratified(Y: np.ndarray, p: int, rng: np.random.Generator) -> np.ndarray:
+    keys, inverse, counts = np.unique((Y != 0).astype(np.uint8), axis=0, return_inverse=True,
+                                      return_counts=True)
+    inverse = inverse.ravel()
+    n = Y.shape[0]
+    quota = p * counts / n
+    alloc = np.floor(quota).astype(np.int64)
+    rest = p - int(alloc.sum())
+    if rest:
+        # largest remainders; ties to the larger group, then the earlier key
+        order = np.lexsort((np.arange(len(counts)), -counts, -(quota - alloc)))
+        alloc[order[:rest]] += 1
+    chosen = []
+    for g in range(len(counts)):
+        if alloc[g]:
+            members = np.flatnonzero(inverse == g)
+            chosen.append(rng.choice(members, size=int(alloc[g]), replace=False))
+    return np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
+
+
+def _kmeanspp(X: Any, n: int, p: int, rng: np.random.Generator, seed: int,
+              pool_size: int, client: Any) -> np.ndarray:
+    from sklearn.cluster import kmeans_plusplus
+
+    if n <= pool_size:
+        pool = np.arange(n, dtype=np.int64)
+    else:
+        pool = np.sort(rng.choice(n, size=max(pool_size, p), replace=False))
+    Xp = gather_rows(X, pool, client)
+    _, picked = kmeans_plusplus(Xp, n_clusters=p, random_state=seed, n_local_trials=1)
+    picked = np.unique(np.asarray(picked, dtype=np.int64))
+    if picked.size < p:
+        # identical documents can be drawn twice: top up uniformly from the rest
+        rest = np.setdiff1d(np.arange(pool.size), picked)
+        picked = np.concatenate([picked, rng.choice(rest, size=p - picked.size, replace=False)])
+    return pool[picked]
+
+
+def select_prototypes(
+    X: Any,
+    Y: Any = None,
+    *,
+    n_prototypes: int | None = None,
+    selection: str = "all",
+    random_state: int = 0,
+    pool_size: int = KMEANS_POOL,
+    client: Any = None,
+) -> np.ndarray:
+    """Global row indices (ascending, int64) of the prototype documents.
+
+    Parameters
+    ----------
+    X : dask array of CSR row blocks, scipy.sparse matrix or ndarray
+        The training documents (only read by ``"kmeans++"``).
+    Y : array-like or dask array (n, q), optional
+        Labels (``"stratified"`` only).
+    n_prototypes : int, optional
+        p; None means every training document (p = n).
+    selection : {"all", "random", "stratified", "kmeans++"}
+        See the module docstring. ``"all"`` needs ``n_prototypes`` None or n.
+    random_state : int
+        Seed; the choice depends only on it, n (and Y / the rows for the
+        label- and data-driven choices), never on the chunking.
+    pool_size : int
+        ``"kmeans++"``: most candidate documents gathered on the driver.
+    """
+    if selection not in SELECTIONS:
+        raise ValueError(f"prototype_selection={selection!r} is not one of {SELECTIONS}")
+    n = int(X.shape[0])
+    if n == 0:
+        raise ValueError("no training documents to choose prototypes from")
+    if n_prototypes is None:
+        p = n
+    else:
+        if isinstance(n_prototypes, bool) or int(n_prototypes) != n_prototypes:
+            raise TypeError(f"n_prototypes must be an int or None, got {n_prototypes!r}")
+        p = int(n_prototypes)
+        if not 1 <= p <= n:
+            raise ValueError(f"n_prototypes={p} must lie between 1 and the number of training "
+                             f"documents ({n}); use None for all of them")
+    if selection == "all" or p == n:
+        if selection == "all" and p != n:
+            raise ValueError(f"prototype_selection='all' takes every training document (n = "
+                             f"{n}) but n_prototypes={p}; choose 'random', 'stratified' or "
+                             "'kmeans++' for fewer")
+        return np.arange(n, dtype=np.int64)
+    rng = np.random.default_rng(int(random_state))
+    if selection == "random":
+        idx = rng.choice(n, size=p, replace=False)
+    elif selection == "stratified":
+        Yd = _labels(Y, client)
+        if Yd.shape[0] != n:
+            raise ValueError(f"Y has {Yd.shape[0]} rows but X has {n}")
+        idx = _stratified(Yd, p, rng)
+    else:
+        idx = _kmeanspp(X, n, p, rng, int(random_state), int(pool_size), client)
+    return np.sort(np.asarray(idx, dtype=np.int64))

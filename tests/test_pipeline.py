@@ -1,0 +1,285 @@
+"""`dmlfe run`: pipeline files, the stage cache, resuming, reports, ranks and splits."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from scipy import stats
+
+from dmlfe.pipeline import (
+    PipelineConfigError,
+    compare,
+    critical_difference,
+    friedman,
+    load_config,
+    q_alpha,
+    rank_matrix,
+    run_pipeline,
+    split_roles,
+    stratified_split,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+# Two small synthetic data sets: one with the store's own train/test split, one cut
+# into label-stratified thirds (the MOPE protocol: validation chooses d).
+TINY = {
+    "name": "tiny",
+    "datasets": [
+        {"name": "syn", "format": "synthetic", "chunk_rows": 200,
+         "options": {"n_docs": 600, "n_labels": 6, "seed": 1, "max_features": 150,
+                     "fit_split": "train"}},
+        {"name": "syn3", "format": "synthetic", "chunk_rows": 200,
+         "options": {"n_docs": 600, "n_labels": 6, "seed": 2, "max_features": 150},
+         "split": {"stratified": {"train": 1, "validation": 1, "test": 1}, "seed": 0}},
+    ],
+    "methods": ["none", {"name": "pca", "d": [5, 10]}, {"name": "mddm_p", "t": 0.99},
+                {"name": "mvmd", "beta": 0.5, "t": 0.99}],
+    "classifiers": ["ridge"],
+    "metrics": ["hamming_loss", "example_f1", "micro_f1"],
+}
+# per data set: none 1 classify; pca fit + transform + 2 classify; mddm_p and mvmd 3 each;
+# ingest on both; the stratified split on the second
+N_STAGES = 2 * (1 + 1 + 4 + 3 + 3) + 1
+
+
+def _write(tmp: Path, cfg: dict, name: str = "p.yaml") -> Path:
+    p = tmp / name
+    p.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    return p
+
+
+def _numbers(report: dict) -> dict:
+    return {(r["dataset"], r["method"], r["d"]): r["metrics"] for r in report["results"]}
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    import dask
+
+    tmp = tmp_path_factory.mktemp("pipe")
+    cfg = _write(tmp, TINY)
+    with dask.config.set(scheduler="threads"):
+        res = run_pipeline(cfg, work_dir=tmp / "work", progress=False)
+    return tmp, cfg, res
+
+
+def test_complete_report(first_run):
+    tmp, _cfg, res = first_run
+    assert len(res.stages) == N_STAGES and len(res.ran) == N_STAGES
+    rep_dir = tmp / "work" / "report"
+    rep = json.loads((rep_dir / "report.json").read_text())
+    assert rep == json.loads(json.dumps(res.report))
+    # every method x data set has test figures of the shown metrics, as fractions
+    for ds in ("syn", "syn3"):
+        for m in ("hamming_loss", "example_f1", "micro_f1"):
+            row = rep["tables"]["ridge"][m][ds]
+            assert set(row) == {"none", "pca", "mddm_p", "mvmd"}
+            assert all(0.0 <= v <= 1.0 for v in row.values())
+    # the stratified data set chose pca's d on validation, the other on test
+    chosen = {(c["dataset"], c["method"]): c for c in rep["chosen"]}
+    assert chosen[("syn3", "pca")]["selected_on"] == "validation"
+    assert chosen[("syn", "pca")]["selected_on"] == "test"
+    pca3 = [r for r in rep["results"] if r["dataset"] == "syn3" and r["method"] == "pca"]
+    best = max(pca3, key=lambda r: r["metrics"]["validation"]["micro_f1"])
+    assert chosen[("syn3", "pca")]["d"] == best["d"]
+    assert {r["d"] for r in pca3} == {5, 10}
+    # thirds of 600 documents
+    assert sum(rep["splits"]["syn3"]["counts"].values()) == 600
+    assert all(190 <= v <= 210 for v in rep["splits"]["syn3"]["counts"].values())
+    # average ranks over the two data sets, recomputed here from the table
+    tbl = rep["tables"]["ridge"]["micro_f1"]
+    methods = ["none", "pca", "mddm_p", "mvmd"]
+    S = np.array([[tbl[d][m] for m in methods] for d in ("syn", "syn3")])
+    expect = stats.rankdata(-S, axis=1).mean(axis=0)
+    got = rep["ranks"]["ridge"]["micro_f1"]["average_ranks"]
+    np.testing.assert_allclose([got[m] for m in methods], expect)
+    md = (rep_dir / "report.md").read_text()
+    for word in ("syn3", "mvmd", "avg rank", "Friedman", "CD ="):
+        assert word in md
+    pngs = sorted(p.name for p in rep_dir.glob("*.png"))
+    for prefix in ("spectrum-syn", "spectrum-syn3", "metric-vs-d-syn3", "methods-syn",
+                   "ranks-ridge-micro_f1"):
+        assert f"{prefix}.png" in pngs
+    for p in rep_dir.glob("*.png"):
+        data = p.read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 2000, p
+        assert p.name in md
+
+
+def test_second_run_reuses_everything(first_run):
+    import dask
+
+    tmp, cfg, res = first_run
+    with dask.config.set(scheduler="threads"):
+        again = run_pipeline(cfg, work_dir=tmp / "work", progress=False)
+    assert again.ran == []
+    assert len(again.reused) == N_STAGES
+    assert _numbers(again.report) == _numbers(res.report)
+
+
+def test_changed_parameter_reruns_dependants_only(first_run, tmp_path, cluster_client, capsys):
+    """Through the CLI entry point, on the session's LocalCluster."""
+    from dmlfe.pipeline.cli import add_run_parser
+
+    tmp, _cfg, res = first_run
+    work = tmp_path / "work"
+    shutil.copytree(tmp / "work", work)
+    cfg = json.loads(json.dumps(TINY))
+    cfg["methods"][3]["beta"] = 0.25
+    path = _write(tmp_path, cfg)
+    parser = argparse.ArgumentParser(prog="dmlfe")
+    add_run_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["run", str(path), "--work-dir", str(work), "--scheduler",
+                              cluster_client.scheduler.address])
+    assert args.func(args) == 0
+    out, err = capsys.readouterr()
+    assert "report:" in out and "12 ran" not in out
+    rep = json.loads((work / "report" / "report.json").read_text())
+    ran = [s for s in rep["stages"] if s["status"] == "ran"]
+    # mvmd's fit, transform and classify on each of the two data sets
+    assert sorted(s["kind"] for s in ran) == sorted(["fit", "transform", "classify"] * 2)
+    assert all(" mvmd " in s["label"] and "beta=0.25" in s["label"] for s in ran)
+    assert re.search(rf"stage +1/{N_STAGES} ingest +syn: cached", err), err
+    assert re.search(rf"stage +{N_STAGES}/{N_STAGES} classify .*mvmd.*: ran in", err), err
+    old, new = _numbers(res.report), _numbers(rep)
+    for k, v in new.items():
+        if k[1] != "mvmd":
+            assert old[k] == v
+
+
+def test_interrupted_run_resumes(first_run, tmp_path):
+    import dask
+
+    tmp, cfg, res = first_run
+    work = tmp_path / "work"
+    shutil.copytree(tmp / "work", work)
+    stages = res.stages
+    # an interruption at stage 18: the later stages never completed (no record); one of
+    # them left a partial output folder behind
+    for s in stages[17:]:
+        (work / "cache" / s.kind / s.key / "stage.json").unlink()
+    (work / "cache" / stages[19].kind / stages[19].key / "junk").write_text("partial")
+
+    calls = []
+
+    def crash_on_third(stage):
+        calls.append(stage.key)
+        if len(calls) == 3:
+            raise KeyboardInterrupt("simulated interruption")
+
+    with dask.config.set(scheduler="threads"), pytest.raises(KeyboardInterrupt):
+        run_pipeline(cfg, work_dir=work, progress=False, stage_hook=crash_on_third)
+    with dask.config.set(scheduler="threads"):
+        resumed = run_pipeline(cfg, work_dir=work, progress=False)
+    assert len(resumed.reused) == 17 + 2
+    assert [s.key for s in resumed.ran] == [s.key for s in stages[19:]]
+    assert not (work / "cache" / stages[19].kind / stages[19].key / "junk").exists()
+    assert _numbers(resumed.report) == _numbers(res.report)
+
+
+@pytest.mark.parametrize(("edit", "key"), [
+    (lambda c: c["methods"].append({"name": "mvmd", "betta": 0.5, "label": "x"}),
+     "methods[4].betta"),
+    (lambda c: c["methods"].append({"name": "pca", "d": 10, "t": 0.9, "label": "y"}),
+     "methods[4].t"),
+    (lambda c: c["methods"].append({"name": "nosuch"}), "methods[4].name"),
+    (lambda c: c["datasets"][1].update(format="csv"), "datasets[1].format"),
+    (lambda c: c["datasets"][1]["split"]["stratified"].update(test=-1),
+     "datasets[1].split.stratified.test"),
+    (lambda c: c.update(metrics=["micro_f1", "f2"]), "metrics[1]"),
+    (lambda c: c.update(classifiers=[{"name": "svm"}]), "classifiers[0].name"),
+    (lambda c: c.update(select={"metric": "accuracy"}), "select.metric"),
+    (lambda c: c.update(method=[]), "method"),
+    (lambda c: c["methods"].append({"name": "pca", "d": [10, 0], "label": "z"}),
+     "methods[4].d"),
+])
+def test_config_errors_name_file_and_key(tmp_path, edit, key):
+    cfg = json.loads(json.dumps(TINY))
+    edit(cfg)
+    path = _write(tmp_path, cfg, "bad.yaml")
+    with pytest.raises(PipelineConfigError) as info:
+        load_config(path)
+    msg = str(info.value)
+    assert str(path) in msg and f": {key}:" in msg, msg
+
+
+def test_shipped_pipelines_validate():
+    for name in ("demo", "reuters21578", "mulan", "imdb"):
+        cfg = load_config(ROOT / "pipelines" / f"{name}.yaml")
+        assert cfg.name == name
+    mulan = load_config(ROOT / "pipelines" / "mulan.yaml")
+    assert [m.label for m in mulan.methods] == ["pca", "mddm_p", "mddm_f", "cca", "mlsi",
+                                                "mlda", "dmlda", "mvmd", "none"]
+    mvmd = mulan.methods[7].settings[0].params
+    assert mvmd == {"n_components": 0.999, "beta": 0.5}
+
+
+# --------------------------------------------------------------------------- ranks
+def test_demsar_worked_example():
+    """Demšar (2006), section 3.2.2: four C4.5 variants on 14 data sets."""
+    fr = friedman([3.143, 2.000, 2.893, 1.964], n=14)  # sums to k(k+1)/2 = 10
+    assert fr.chi2 == pytest.approx(9.28, abs=0.01)
+    assert fr.ff == pytest.approx(3.69, abs=0.01)
+    assert (fr.df1, fr.df2) == (3, 39)
+    assert fr.cd == pytest.approx(1.25, abs=0.005)
+    # Demšar's table 5(a), q_0.05 for k = 2..10
+    table = [1.960, 2.343, 2.569, 2.728, 2.850, 2.949, 3.031, 3.102, 3.164]
+    for k, q in zip(range(2, 11), table, strict=True):
+        assert q_alpha(k) == pytest.approx(q, abs=0.002)
+    assert critical_difference(4, 14) == pytest.approx(2.569 * np.sqrt(20 / 84), abs=1e-3)
+
+
+def test_ranks_with_ties_and_direction():
+    S = np.array([[0.9, 0.8, 0.8], [0.1, 0.3, 0.2]])
+    np.testing.assert_array_equal(rank_matrix(S), [[1, 2.5, 2.5], [3, 1, 2]])
+    np.testing.assert_array_equal(rank_matrix(S, lower_is_better=True), [[3, 1.5, 1.5],
+                                                                         [1, 3, 2]])
+
+
+def test_compare_matches_scipy_friedman():
+    rng = np.random.default_rng(3)
+    S = rng.random((8, 4))  # no ties: scipy's tie correction is then 1
+    table = {f"d{i}": {f"m{j}": S[i, j] for j in range(4)} for i in range(8)}
+    res = compare(table)
+    chi2, p = stats.friedmanchisquare(*S.T)
+    assert res["friedman"]["chi2"] == pytest.approx(chi2)
+    assert res["friedman"]["p_chi2"] == pytest.approx(p)
+    R = stats.rankdata(-S, axis=1).mean(axis=0)
+    np.testing.assert_allclose(list(res["average_ranks"].values()), R)
+
+
+# --------------------------------------------------------------------------- splits
+def _labels(n=3000, q=12, seed=0):
+    rng = np.random.default_rng(seed)
+    p = np.linspace(0.01, 0.4, q)
+    Y = (rng.random((n, q)) < p).astype(np.uint8)
+    return Y
+
+
+def test_stratified_split_is_deterministic_and_balanced():
+    Y = _labels()
+    a = stratified_split(Y, [1, 1, 1], seed=7)
+    b = stratified_split(Y, [1, 1, 1], seed=7)
+    c = stratified_split(Y, [1, 1, 1], seed=8)
+    np.testing.assert_array_equal(a, b)
+    assert (a != c).any()
+    assert set(np.unique(a)) == {0, 1, 2}
+    sizes = np.bincount(a, minlength=3)
+    assert np.abs(sizes - 1000).max() <= 5
+    for lab in range(Y.shape[1]):
+        per_part = np.bincount(a[Y[:, lab] == 1], minlength=3)
+        # each label's documents split in thirds, up to a couple of documents
+        assert np.abs(per_part - Y[:, lab].sum() / 3).max() <= 2.5, (lab, per_part)
+    # a plain random split is much less even on the rarest label
+    roles = split_roles(Y, {"train": 0.6, "test": 0.4}, seed=0)
+    assert sorted(np.concatenate(list(roles.values()))) == list(range(len(Y)))
+    assert abs(roles["train"].size - 1800) <= 2
