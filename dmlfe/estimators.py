@@ -311,6 +311,12 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
             P, w = res.components, res.eigenvalues
             self.solver_ = res.solver
             self.n_genuine_ = n_genuine(w)
+            self.converged_ = bool(res.converged)
+            if not res.converged:
+                warnings.warn(
+                    f"{self._method}: the {res.solver} solver stopped after {res.n_passes} "
+                    "passes before its residuals met the tolerance; the leading components "
+                    "are approximate (see converged_)", RuntimeWarning, stacklevel=2)
         else:
             if solver == "lowrank" and not template.is_pure_lowrank:
                 # e.g. an indefinite label kernel: A is only available densely
@@ -324,6 +330,7 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
             self.solver_ = res.solver
             self.regularization_ = float(res.regularization)
             self.n_genuine_ = int(res.n_genuine)
+            self.converged_ = True
 
         self.components_ = np.ascontiguousarray(P.T)
         self.eigenvalues_ = np.asarray(w, dtype=np.float64)

@@ -53,7 +53,7 @@ ARRAYS_NPZ = "arrays.npz"
 FITTED_SCALARS = (
     "n_components_", "solver_", "n_passes_", "regularization_", "centred_", "n_features_in_",
     "n_samples_", "n_genuine_", "method_params_", "training_store_", "route_", "route_reason_",
-    "relation_",
+    "relation_", "converged_", "stats_from_cache_",
 )
 #: Fitted arrays kept in arrays.npz.
 FITTED_ARRAYS = ("components_", "eigenvalues_", "mean_")

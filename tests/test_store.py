@@ -507,3 +507,27 @@ def test_parquet_roundtrip_hashing(tmp_path):
     )
     _assert_same_store(src, back)
     assert pq.read_table(tmp_path / "h.parquet")["split"].null_count == 25
+
+
+def test_take_rows_of_a_store_and_of_a_view(tmp_path):
+    rng = np.random.default_rng(3)
+    X = sp.random(50, 7, density=0.3, format="csr", random_state=4)
+    Y = (rng.uniform(size=(50, 3)) < 0.4).astype(np.uint8)
+    ids = [f"d{i}" for i in range(50)]
+    splits = ["train" if i % 3 else "test" for i in range(50)]
+    with StoreWriter(tmp_path / "s.zarr", chunk_rows=8) as w:
+        pieces = [write_piece(w.tmp_path, k, X[s:s + 8], Y[s:s + 8], ids[s:s + 8],
+                              splits[s:s + 8]) for k, s in enumerate(range(0, 50, 8))]
+        w.finalize(pieces, n_features=7, label_names=["a", "b", "c"])
+    store = open_store(tmp_path / "s.zarr")
+    rows = np.array([41, 3, 17, 8, 9, 0])
+    part = store.take(rows)
+    order = np.sort(rows)
+    assert (part.X.compute() != X[order]).nnz == 0
+    np.testing.assert_array_equal(part.Y.compute(), Y[order])
+    train = store.subset("train")
+    train_rows = np.flatnonzero(np.array(splits) == "train")
+    sub = train.take([0, 5, 6])
+    assert list(sub.ids.compute()) == [ids[i] for i in train_rows[[0, 5, 6]]]
+    with pytest.raises(ValueError, match="row positions"):
+        store.take([50])

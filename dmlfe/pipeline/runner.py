@@ -90,29 +90,6 @@ def make_classifier(spec: ClassifierSpec) -> Any:
     return cls(**params)
 
 
-def _rows_view(store: Any, rows: np.ndarray) -> Any:
-    """The documents at positions ``rows`` of ``store``, as a Store with its block layout.
-
-    Store.subset selects by split name only; a stratified part is an arbitrary row
-    set, so the view is built the way subset builds its own (private block list).
-    """
-    from dmlfe.store.reader import Store
-
-    rows = np.sort(np.asarray(rows, dtype=np.int64))
-    blocks, start = [], 0
-    for r0, r1, local in store._blocks:
-        size = (r1 - r0) if local is None else len(local)
-        lo, hi = np.searchsorted(rows, [start, start + size])
-        if hi > lo:
-            pos = rows[lo:hi] - start
-            sel = pos if local is None else np.asarray(local)[pos]
-            blocks.append((r0, r1, np.asarray(sel, dtype=np.int64)))
-        start += size
-    if not blocks:
-        blocks = [(0, 0, np.zeros(0, dtype=np.int64))]
-    return Store(store.path, store._meta, store._chunk_rows, blocks)
-
-
 def _raw_features(view: Any) -> Any:
     """A view's X in memory as one CSR matrix (method ``none``)."""
     import scipy.sparse as sp
@@ -245,7 +222,7 @@ class PipelineRun:
             else:
                 d = self.cache.dir("split", self._split_keys[ds.name])
                 with np.load(d / "rows.npz") as z:
-                    v = {role: _rows_view(store, z[role]) for role in ds.split.role_names}
+                    v = {role: store.take(z[role]) for role in ds.split.role_names}
             self._views[ds.name] = v
         return self._views[ds.name]
 

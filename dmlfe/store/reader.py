@@ -305,6 +305,26 @@ class Store:
             blocks = [(0, 0, np.zeros(0, dtype=np.int64))]
         return Store(self.path, self._meta, self._chunk_rows, blocks)
 
+    def take(self, rows) -> Store:
+        """The documents at positions ``rows`` of this store (or view), in row order,
+        with the same block structure (e.g. a random or label-stratified part)."""
+        rows = np.unique(np.asarray(rows, dtype=np.int64))
+        if rows.size and (rows[0] < 0 or rows[-1] >= self.n_docs):
+            raise ValueError(f"row positions must lie in [0, {self.n_docs}); got "
+                             f"{rows[0]}..{rows[-1]}")
+        blocks, start = [], 0
+        for r0, r1, local in self._blocks:
+            size = (r1 - r0) if local is None else len(local)
+            lo, hi = np.searchsorted(rows, [start, start + size])
+            if hi > lo:
+                pos = rows[lo:hi] - start
+                sel = pos if local is None else np.asarray(local)[pos]
+                blocks.append((r0, r1, np.asarray(sel, dtype=np.int64)))
+            start += size
+        if not blocks:
+            blocks = [(0, 0, np.zeros(0, dtype=np.int64))]
+        return Store(self.path, self._meta, self._chunk_rows, blocks)
+
     def iter_blocks(self) -> Iterator[dict]:
         """Read the blocks one by one in this process (no dask): dicts with X, Y, ids,
         split (or None) and the extra columns under ``"obs"``."""
