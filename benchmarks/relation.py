@@ -111,8 +111,7 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=100, help="d of PCA and MVMD")
     ap.add_argument("--unigram-features", type=int, default=3000)
     ap.add_argument("--chunk-rows", type=int, default=4600,
-                    help="store chunk rows (the hashed ingest needs a train document in "
-                    "every part, see benchmarks/fit.py)")
+                    help="store chunk rows")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--quick", action="store_true",
                     help="p = 300 and 1000, 1000 unigram terms, d = 50")
