@@ -294,10 +294,6 @@ def corpora(args: argparse.Namespace) -> list[dict]:
             "options": {**base, "vectorizer": "hashing", "n_features": 2**20,
                         "ngram_range": (1, 3)},
             "max_dense_features": args.max_dense_features,
-            # Workaround: with fit_split + hashing, a part holding no train document makes
-            # sklearn's HashingVectorizer.transform([]) raise StopIteration in the
-            # document-frequency pass (dmlfe/vectorize/counts.py); ModApte's test stories
-            # come last, so smaller parts hit it.
             "chunk_rows": args.b_chunk_rows,
         },
     }
