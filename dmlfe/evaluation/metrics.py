@@ -61,6 +61,8 @@ from dask import delayed
 from dmlfe.compute import compute_one, tree_reduce
 
 __all__ = [
+    "LABEL_SET_METRICS",
+    "RANKING_METRICS",
     "auc_skipped",
     "average_precision",
     "coverage",
