@@ -128,13 +128,3 @@ def get_client(
         opts.setdefault("dashboard_address", ":0")  # any free port, never a clash
         with LocalCluster(**opts) as lc, Client(lc) as client:
             yield client
-
-
-def current_client() -> Any | None:
-    """The default distributed client of this process, or None."""
-    try:
-        from distributed import default_client
-
-        return default_client()
-    except (ImportError, ValueError):
-        return None

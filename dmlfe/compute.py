@@ -22,14 +22,12 @@ def tree_reduce(items: Sequence[Delayed], combine: Callable[..., Any], width: in
     if not items:
         raise ValueError("nothing to reduce: the data set has no chunks")
     level = list(items)
-    depth = 0
     while len(level) > 1:
-        depth += 1
         level = [
             delayed(combine, pure=True)(*level[i : i + width])
             for i in range(0, len(level), width)
         ]
-    return level[0] if depth else delayed(combine, pure=True)(level[0])
+    return level[0]
 
 
 def run(*objs: Any, desc: str = "", progress: bool = False, client: Any = None) -> tuple:

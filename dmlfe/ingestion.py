@@ -327,7 +327,7 @@ def _ingest_text(source, format, opts, vec_opts, writer, report, provenance, chu
         idf = smooth_idf(dense_df(total, params.n_features), total.n_docs)
         n_features = params.n_features
         feature_names = None
-        hashing = {**params.to_dict(), "n_features": n_features}
+        hashing = params.to_dict()
     else:
         feature_names, df = build_vocabulary(total, params)
         vocab = {t: j for j, t in enumerate(feature_names)}

@@ -143,21 +143,9 @@ def _split_outside_quotes(text: str, sep: str = ",") -> list[str]:
     """Split ``text`` at ``sep`` where it is not inside quotes; pieces keep their quotes."""
     pieces: list[str] = []
     start = 0
-    quote = ""
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-        elif ch == sep:
-            pieces.append(text[start:i])
-            start = i + 1
-        i += 1
+    while (cut := _find_outside_quotes(text, sep, start)) >= 0:
+        pieces.append(text[start:cut])
+        start = cut + 1
     pieces.append(text[start:])
     return pieces
 
