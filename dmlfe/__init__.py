@@ -19,6 +19,8 @@ from dmlfe.estimators import (
     PCA,
     PLS,
     KernelMDDM,
+    estimator_class,
+    make_estimator,
 )
 from dmlfe.evaluation import BinaryRelevance, MLkNN, MultiLabelRidge, PerLabelFLDA
 from dmlfe.ingestion import ingest
@@ -28,5 +30,14 @@ from dmlfe.store import open_store
 __all__ = [
     "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA",
     "CCA", "DMLDA", "KernelMDDM", "LSI", "MDDM", "MLDA", "MLSI", "MVMD", "OPLS", "PCA", "PLS",
-    "__version__", "ingest", "metrics", "load_model", "open_store",
+    "__version__", "estimator_class", "ingest", "load_model", "make_estimator", "metrics",
+    "open_store",
 ]
+
+
+def __getattr__(name: str):
+    # estimators of methods registered after import (dmlfe.methods.registry)
+    try:
+        return estimator_class(name)
+    except AttributeError:
+        raise AttributeError(f"module 'dmlfe' has no attribute {name!r}") from None

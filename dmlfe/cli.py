@@ -9,6 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from dmlfe._version import __version__
+from dmlfe.cluster import add_cluster_arguments, client_from_args
+from dmlfe.demo import demo_pipeline_path
+from dmlfe.estimators import MultiLabelProjection, make_estimator
+from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, ingest
+from dmlfe.methods.registry import all_methods, method_choices, resolve_method
+from dmlfe.model_io import check_compatible, load_model
+from dmlfe.params import Param
+from dmlfe.pipeline.cli import add_run_parser, cmd_run
+from dmlfe.projection import write_embeddings
+from dmlfe.relation import relation_block_rows
+from dmlfe.solvers.dimension import check_n_components
+from dmlfe.store import export_parquet, import_parquet, open_store
 
 
 def _ngram(s: str) -> tuple[int, int]:
@@ -28,17 +40,6 @@ def _df(s: str) -> float | int:
             return float(s)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected an int or a float, got {s!r}") from None
-
-
-def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("where to run")
-    x = g.add_mutually_exclusive_group()
-    x.add_argument("--scheduler", metavar="ADDR", help="address of a running dask scheduler")
-    x.add_argument("--cluster", metavar="PROFILE",
-                   help="cluster profile: a name in cluster_configs/ or a .yaml path")
-    g.add_argument("--workers", type=int, default=None,
-                   help="LocalCluster workers (default: one per core)")
-    g.add_argument("--quiet", action="store_true", help="no progress messages")
 
 
 def _add_ingest_flags(p: argparse.ArgumentParser) -> None:
@@ -90,19 +91,11 @@ def _ingest_options(args: argparse.Namespace) -> dict[str, Any]:
     return opts
 
 
-def _client(args: argparse.Namespace):
-    from dmlfe.cluster import get_client
-
-    return get_client(scheduler=args.scheduler, cluster=args.cluster, n_workers=args.workers)
-
-
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, ingest
-
     if args.format != "synthetic" and not args.source:
         raise SystemExit(f"dmlfe ingest: format {args.format!r} needs a SOURCE path")
     source = args.source if len(args.source) != 1 else args.source[0]
-    with _client(args) as client:
+    with client_from_args(args) as client:
         path = ingest(
             source or None, format=args.format, out=args.out,
             chunk_rows=args.chunk_rows or DEFAULT_CHUNK_ROWS, client=client,
@@ -114,8 +107,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def _print_info(path: str | Path, as_json: bool) -> None:
-    from dmlfe.store import open_store
-
     info = open_store(path).info()
     if as_json:
         print(json.dumps(info, indent=2, default=str))
@@ -146,33 +137,22 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """``dmlfe run`` on the demo pipeline (pipelines/demo.yaml)."""
-    from dmlfe.demo import demo_pipeline_path
-    from dmlfe.pipeline.cli import cmd_run
-
     args.pipeline = str(demo_pipeline_path())
     return cmd_run(args)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from dmlfe.store import export_parquet
-
     export_parquet(args.store, args.out)
     print(f"wrote {args.out}")
     return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from dmlfe.store import import_parquet
-
-    with _client(args) as client:
+    with client_from_args(args) as client:
         path = import_parquet(args.source, args.out, chunk_rows=args.chunk_rows, client=client)
     print(f"wrote store {path}")
     return 0
 
-
-#: Method names ``dmlfe fit --method`` accepts (``mddm`` is MDDMp).
-FIT_METHODS = ("pca", "lsi", "mddm", "mddm_p", "mddm_f", "mvmd", "cca", "pls", "opls", "mlsi",
-               "mlda", "dmlda", "kmddm", "kmddm_p", "kmddm_f")
 
 #: Relation-route estimator parameter -> its ``dmlfe fit`` flag.
 _RELATION_FLAGS = {
@@ -181,21 +161,32 @@ _RELATION_FLAGS = {
     "tau": "--tau", "n_neighbors": "--n-neighbors", "random_state": "--random-state",
 }
 
-#: Estimator parameter -> its ``dmlfe fit`` flag.
-_METHOD_FLAGS = {
-    "beta": "--beta", "mu": "--mu", "gamma_x": "--gamma-x", "gamma_y": "--gamma-y",
-    "gamma_xy": "--gamma-xy", "label_kernel": "--label-kernel", "rbf_gamma": "--rbf-gamma",
-}
+
+def method_flags() -> dict[str, tuple[Param, list[str]]]:
+    """Method parameter -> (its declaration, the methods that take it), for every
+    parameter of a registered method that declares a command-line flag."""
+    out: dict[str, tuple[Param, list[str]]] = {}
+    for spec in all_methods().values():
+        for p in spec.parameters:
+            if p.flag is not None:
+                out.setdefault(p.name, (p, []))[1].append(spec.name)
+    return out
 
 
-def _threshold(s: str) -> float:
-    try:
-        t = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {s!r}") from None
-    if not 0.0 < t <= 1.0:
-        raise argparse.ArgumentTypeError(f"the threshold must lie in (0, 1], got {s}")
-    return t
+def _variant_families() -> list[str]:
+    return list(dict.fromkeys(s.family for s in all_methods().values() if s.variant))
+
+
+def _n_components(kind: type) -> Any:
+    """argparse type of --dim (int) and --threshold (float): the one n_components rule."""
+
+    def parse(s: str) -> int | float:
+        try:
+            return check_n_components(kind(s))
+        except (TypeError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(f"{s!r}: {exc}") from None
+
+    return parse
 
 
 def _positive_int(s: str) -> int:
@@ -208,23 +199,26 @@ def _positive_int(s: str) -> int:
     return v
 
 
-def _fit_estimator(args: argparse.Namespace):
+def _fit_estimator(args: argparse.Namespace) -> MultiLabelProjection:
     """The estimator ``dmlfe fit`` asked for; ValueError names a bad method or option."""
-    from dmlfe.estimators import make_estimator
-    from dmlfe.methods.registry import get_method
-
     method = args.method.lower().replace("-", "_")
-    if method not in FIT_METHODS:
-        raise ValueError(f"unknown method {args.method!r}; choose one of {', '.join(FIT_METHODS)}")
+    choices = method_choices()
+    if method not in choices:
+        raise ValueError(f"unknown method {args.method!r}; choose one of {', '.join(choices)}")
     if args.variant is not None:
-        if method in ("mddm", "kmddm"):
-            method = f"{method}_{args.variant}"
-        elif method in ("mddm_p", "mddm_f", "kmddm_p", "kmddm_f") and method[-1] != args.variant:
+        families = _variant_families()
+        spec = resolve_method(method)
+        if spec.variant is None:
+            others = f" (or {', '.join(families[1:])})" if len(families) > 1 else ""
+            raise ValueError(f"--variant applies to --method {families[0]} only{others}, not "
+                             f"{args.method}")
+        if method != spec.family and spec.variant != args.variant:
             raise ValueError(f"--variant {args.variant} contradicts --method {args.method}")
-        elif "mddm" not in method:
-            raise ValueError(f"--variant applies to --method mddm only, not {args.method}")
+        method = spec.family
     kw: dict[str, Any] = {"solver": args.solver, "split": args.split,
                           "progress": not args.quiet}
+    if args.variant is not None:
+        kw["variant"] = args.variant
     if args.dim is not None:
         kw["n_components"] = args.dim
     elif args.threshold is not None:
@@ -240,16 +234,16 @@ def _fit_estimator(args: argparse.Namespace):
     if kw.get("n_prototypes") is not None and "prototype_selection" not in kw:
         kw["prototype_selection"] = "random"
     est = make_estimator(method, **kw)
-    accepted = get_method(est._method).params
-    for param, flag in _METHOD_FLAGS.items():
-        value = getattr(args, param)
+    accepted = est._spec().params
+    for name, (param, _) in method_flags().items():
+        value = getattr(args, name)
         if value is None:
             continue
-        if param not in accepted:
-            opts = ", ".join(_METHOD_FLAGS[k] for k in accepted if k in _METHOD_FLAGS)
-            raise ValueError(f"{flag} does not apply to method {est._method}; "
+        if name not in accepted:
+            opts = ", ".join(p.option for p in est._spec().parameters if p.flag is not None)
+            raise ValueError(f"{param.option} does not apply to method {est._method}; "
                              + (f"its options: {opts}" if opts else "it takes no method options"))
-        est.set_params(**{param: value})
+        est.set_params(**{name: value})
     return est
 
 
@@ -259,8 +253,6 @@ def _check_out(out: str, overwrite: bool) -> None:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    from dmlfe.store import open_store
-
     # bad methods or options, a missing store, an unknown split or an existing output
     # fail here, before a cluster is started
     est = _fit_estimator(args)
@@ -268,7 +260,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if args.split is not None:
         store.subset(args.split)
     _check_out(args.out, args.overwrite)
-    with _client(args) as client:
+    with client_from_args(args) as client:
         est.set_params(client=client)
         try:
             est.fit(args.store)
@@ -302,26 +294,19 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 
 def cmd_transform(args: argparse.Namespace) -> int:
-    from dmlfe.model_io import check_compatible, load_model
-    from dmlfe.projection import write_embeddings
-    from dmlfe.store import open_store
-
     model = load_model(args.model)
     store = open_store(args.store)
-    if model.relation_map_ is not None:
-        from dmlfe.estimators import RELATION_BLOCK_BYTES
-
-        # blocks whose dense relation features (rows x p) stay small on the workers
-        rows = max(64, RELATION_BLOCK_BYTES // (8 * model.relation_map_.n_prototypes))
-        if rows < store.chunk_rows:
-            store = open_store(args.store, chunk_rows=rows)
     if args.split is not None:
         store = store.subset(args.split)
+    if model.relation_map_ is not None:
+        # blocks whose dense relation features (rows x p) stay small on the workers
+        store = store.reblock(relation_block_rows(model.relation_map_.n_prototypes,
+                                                  store.chunk_rows))
     check_compatible(model, store)
     _check_out(args.out, args.overwrite)
     attrs = {"model": str(Path(args.model).resolve()), "method": model._method,
              "store": str(store.path), "split": args.split}
-    with _client(args) as client:
+    with client_from_args(args) as client:
         Z = model.transform(store.X)
         out = write_embeddings(Z, args.out, ids=store.ids, format=args.format, client=client,
                                overwrite=args.overwrite, attrs=attrs)
@@ -335,14 +320,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"dmlfe {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    from dmlfe.ingestion import FORMATS
-
     pi = sub.add_parser("ingest", help="read a corpus into a chunked sparse store")
     pi.add_argument("source", nargs="*", help="corpus file(s); none for --format synthetic")
     pi.add_argument("--format", required=True, choices=FORMATS)
     pi.add_argument("--out", required=True, help="the store to write (a directory)")
     _add_ingest_flags(pi)
-    _add_cluster_flags(pi)
+    add_cluster_arguments(pi)
     pi.set_defaults(func=cmd_ingest)
 
     pn = sub.add_parser("info", help="describe a store")
@@ -355,10 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
     pd.add_argument("--work-dir", default=None, help="cache and report folder "
                     "(default dmlfe-work/demo)")
     pd.add_argument("--fresh", action="store_true", help="run every stage again")
-    _add_cluster_flags(pd)
+    add_cluster_arguments(pd)
     pd.set_defaults(func=cmd_demo)
-
-    from dmlfe.pipeline.cli import add_run_parser
 
     add_run_parser(sub)
 
@@ -371,31 +352,31 @@ def build_parser() -> argparse.ArgumentParser:
     pm.add_argument("source")
     pm.add_argument("--out", required=True)
     pm.add_argument("--chunk-rows", type=int, default=10_000)
-    _add_cluster_flags(pm)
+    add_cluster_arguments(pm)
     pm.set_defaults(func=cmd_import)
 
     pf = sub.add_parser("fit", help="learn a projection from a store and save the model")
     pf.add_argument("store")
     pf.add_argument("--method", required=True, metavar="NAME",
-                    help=f"one of {', '.join(FIT_METHODS)} (mddm = mddm_p)")
+                    help=f"one of {', '.join(method_choices())} (a family name such as mddm "
+                    "= its first variant)")
     d = pf.add_mutually_exclusive_group()
-    d.add_argument("--dim", type=_positive_int, default=None, help="number of components d")
-    d.add_argument("--threshold", type=_threshold, default=None,
+    d.add_argument("--dim", type=_n_components(int), default=None, help="number of components d")
+    d.add_argument("--threshold", type=_n_components(float), default=None,
                    help="smallest d whose eigenvalues hold this share of the total "
                    "(default 0.999)")
     mo = pf.add_argument_group("method options (default: the method's own)")
-    mo.add_argument("--beta", type=float, default=None, help="mvmd, mlsi")
-    mo.add_argument("--mu", type=float, default=None, help="mddm_f")
-    mo.add_argument("--gamma-x", type=float, default=None, help="cca, opls, mlsi")
-    mo.add_argument("--gamma-y", type=float, default=None, help="cca")
-    mo.add_argument("--gamma-xy", type=float, default=None, help="mlsi, mlda, dmlda")
-    mo.add_argument("--label-kernel", choices=["linear", "rbf"], default=None, help="mddm")
-    mo.add_argument("--rbf-gamma", type=float, default=None, help="mddm with --label-kernel rbf")
-    mo.add_argument("--variant", choices=["p", "f"], default=None, help="mddm, kmddm")
+    for name, (param, methods) in method_flags().items():
+        options = {k: v for k, v in param.flag.items() if k != "help"}
+        text = ", ".join(methods) + (f": {param.flag['help']}" if "help" in param.flag else "")
+        mo.add_argument(param.option, dest=name, default=None, help=text, **options)
+    families = _variant_families()
+    variants = list(dict.fromkeys(s.variant for s in all_methods().values() if s.variant))
+    mo.add_argument("--variant", choices=variants, default=None, help=", ".join(families))
     ro = pf.add_argument_group(
         "route (relation = similarities to prototype documents, a p x p problem at any D)")
     ro.add_argument("--route", choices=["feature", "relation", "auto"], default=None,
-                    help="default: feature (kmddm: relation); auto picks relation when the "
+                    help="default: auto (kmddm: relation); auto picks relation when the "
                     "method needs X^T X and D is large relative to p and above "
                     "--max-dense-features")
     ro.add_argument("--prototypes", dest="n_prototypes", type=_positive_int, default=None,
@@ -424,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="matrix-free solver with a threshold: most eigenpairs (default 500)")
     pf.add_argument("--out", required=True, help="the model directory to write")
     pf.add_argument("--overwrite", action="store_true", help="replace an existing model")
-    _add_cluster_flags(pf)
+    add_cluster_arguments(pf)
     pf.set_defaults(func=cmd_fit)
 
     pt = sub.add_parser("transform", help="project a store's documents with a saved model")
@@ -434,7 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--format", choices=["zarr", "parquet"], default="zarr")
     pt.add_argument("--split", default=None, help="project the documents of this split only")
     pt.add_argument("--overwrite", action="store_true", help="replace existing embeddings")
-    _add_cluster_flags(pt)
+    add_cluster_arguments(pt)
     pt.set_defaults(func=cmd_transform)
     return p
 

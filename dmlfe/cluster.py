@@ -15,6 +15,7 @@ Three ways to say where work runs:
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from typing import Any
 
 import dask
 import yaml
+from distributed import Client, LocalCluster
 
 _SOURCE_CONFIGS = Path(__file__).resolve().parent.parent / "cluster_configs"
 
@@ -105,8 +107,6 @@ def get_client(
         A LocalCluster this function started is closed on exit; a remote
         scheduler is only disconnected from.
     """
-    from distributed import Client, LocalCluster
-
     if scheduler and cluster:
         raise ValueError("give either scheduler= (an address) or cluster= (a profile), not both")
     cfg: dict[str, Any] = load_profile(cluster) if cluster else {}
@@ -128,3 +128,20 @@ def get_client(
         opts.setdefault("dashboard_address", ":0")  # any free port, never a clash
         with LocalCluster(**opts) as lc, Client(lc) as client:
             yield client
+
+
+def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
+    """The command line's "where to run" flags (``--scheduler``, ``--cluster``, ...)."""
+    g = p.add_argument_group("where to run")
+    x = g.add_mutually_exclusive_group()
+    x.add_argument("--scheduler", metavar="ADDR", help="address of a running dask scheduler")
+    x.add_argument("--cluster", metavar="PROFILE",
+                   help="cluster profile: a name in cluster_configs/ or a .yaml path")
+    g.add_argument("--workers", type=int, default=None,
+                   help="LocalCluster workers (default: one per core)")
+    g.add_argument("--quiet", action="store_true", help="no progress messages")
+
+
+def client_from_args(args: argparse.Namespace) -> Any:
+    """:func:`get_client` for the flags of :func:`add_cluster_arguments`."""
+    return get_client(scheduler=args.scheduler, cluster=args.cluster, n_workers=args.workers)

@@ -1,14 +1,255 @@
-"""The one way dmlfe runs a dask pass: one compute, optional progress, tree reductions."""
+"""The one home of dmlfe's dask plumbing.
+
+Everything that turns an input into row blocks and runs a pass over them lives
+here, as public names, so that the statistics pass (:mod:`dmlfe.stats.pass_`),
+the matrix-free solvers (:mod:`dmlfe.solvers.matrix_free`), projection
+(:mod:`dmlfe.projection`) and the relation route (:mod:`dmlfe.relation`) share
+one implementation:
+
+* inputs: :func:`is_dask`, :func:`as_row_blocks`, :func:`check_row_blocks`,
+  :func:`as_2d_labels`, :func:`align_rows`;
+* blocks: :data:`BlockFn`, :func:`to_float_block`, :func:`block_width`;
+* passes: :func:`tree_reduce`, :func:`run`, :func:`compute_one` -- one compute
+  per pass, optional progress, reductions on the workers.
+
+This module imports nothing from the rest of dmlfe.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import dask
+import dask.array as da
+import numpy as np
+import scipy.sparse as sp
 from dask.delayed import Delayed, delayed
+from dask.diagnostics import ProgressBar
+from distributed import wait
+
+#: A per-block feature map: called on one row block of X (CSR or ndarray), it
+#: returns that block's rows in another feature space (sparse or dense, any width).
+BlockFn: TypeAlias = Callable[[Any], Any]
+
+
+# --------------------------------------------------------------------------- #
+# Inputs
+# --------------------------------------------------------------------------- #
+def is_dask(a: Any) -> bool:
+    """Whether ``a`` is a dask array.
+
+    Parameters
+    ----------
+    a : object
+        Anything.
+
+    Returns
+    -------
+    bool
+        True for a :class:`dask.array.Array`, False otherwise.
+    """
+    return isinstance(a, da.Array)
+
+
+def as_row_blocks(a: Any, row_chunks: Sequence[int]) -> da.Array:
+    """Wrap an in-memory matrix as a dask array of row blocks.
+
+    The blocks keep the input's kind (CSR stays CSR), so every function that
+    accepts a store's X accepts the result.
+
+    Parameters
+    ----------
+    a : scipy.sparse matrix or ndarray
+        The in-memory matrix (rows are documents).
+    row_chunks : sequence of int
+        Rows of each block; they must sum to ``a.shape[0]``.
+
+    Returns
+    -------
+    dask.array.Array
+        ``a`` as one delayed block per entry of ``row_chunks`` (CSR blocks for a
+        sparse ``a``).
+
+    Raises
+    ------
+    ValueError
+        If ``row_chunks`` does not sum to the number of rows.
+    """
+    row_chunks = tuple(int(c) for c in row_chunks)
+    if sum(row_chunks) != a.shape[0]:
+        raise ValueError(
+            f"row chunks {row_chunks[:5]}... sum to {sum(row_chunks)} but the matrix has "
+            f"{a.shape[0]} rows"
+        )
+    if sp.issparse(a):
+        a = sp.csr_matrix(a)
+        meta: Any = sp.csr_matrix((0, a.shape[1]), dtype=a.dtype)
+    else:
+        a = np.asarray(a)
+        meta = np.empty((0,) * a.ndim, dtype=a.dtype)
+    blocks = []
+    start = 0
+    for c in row_chunks:
+        piece = a[start : start + c]
+        shape = (c,) + tuple(a.shape[1:])
+        blocks.append(da.from_delayed(delayed(piece), shape=shape, dtype=a.dtype, meta=meta))
+        start += c
+    return da.concatenate(blocks, axis=0)
+
+
+def check_row_blocks(X: da.Array) -> da.Array:
+    """Check a dask X and give it whole rows per block.
+
+    Parameters
+    ----------
+    X : dask.array.Array
+        Documents x features, 2-D, with known row-chunk sizes.
+
+    Returns
+    -------
+    dask.array.Array
+        ``X`` itself, or ``X`` rechunked to a single column chunk when it had
+        several (per-block reductions need whole rows).
+
+    Raises
+    ------
+    ValueError
+        If ``X`` is not 2-D or its row-chunk sizes are unknown (NaN).
+    """
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (documents x features); got shape {X.shape}")
+    if any(np.isnan(c) for c in X.chunks[0]):
+        raise ValueError(
+            "X has unknown row-chunk sizes; call X.compute_chunk_sizes() or open the store "
+            "again so that the row blocks have known lengths"
+        )
+    if len(X.chunks[1]) > 1:
+        # One column chunk per row block: the per-block reductions need whole rows.
+        X = X.rechunk({1: -1})
+    return X
+
+
+def as_2d_labels(Y: Any) -> Any:
+    """A label matrix as 2-D: a 1-D Y becomes one column.
+
+    Parameters
+    ----------
+    Y : array-like or dask array, shape (n,) or (n, q)
+        Labels (in memory or dask; not converted).
+
+    Returns
+    -------
+    array-like or dask array, shape (n, q)
+        ``Y`` itself when 2-D, ``Y.reshape(-1, 1)`` when 1-D.
+
+    Raises
+    ------
+    ValueError
+        If ``Y`` has more than two dimensions.
+    """
+    if Y.ndim == 1:
+        return Y.reshape(-1, 1)
+    if Y.ndim != 2:
+        raise ValueError(f"Y must be 2-D (documents x labels); got shape {Y.shape}")
+    return Y
+
+
+def align_rows(X: Any, Y: Any) -> tuple[Any, Any]:
+    """Bring X and Y to the same form: both in memory, or both dask with the same row chunks.
+
+    Parameters
+    ----------
+    X : dask array, scipy.sparse matrix or ndarray
+        Documents x features.
+    Y : dask array or array-like, shape (n,) or (n, q)
+        Labels of the same documents (a 1-D Y becomes one column).
+
+    Returns
+    -------
+    (X, Y)
+        Unchanged when both are in memory. When either is a dask array, an
+        in-memory X is wrapped with Y's row chunks (:func:`as_row_blocks`), X is
+        checked (:func:`check_row_blocks`) and Y is wrapped or rechunked to X's
+        row chunks and a single column chunk.
+
+    Raises
+    ------
+    ValueError
+        If the row counts differ, or X fails :func:`check_row_blocks`.
+    """
+    Y = as_2d_labels(Y)
+    if X.shape[0] != Y.shape[0]:
+        raise ValueError(
+            f"X has {X.shape[0]} rows (documents) but Y has {Y.shape[0]}; they must describe "
+            "the same documents in the same order"
+        )
+    if not is_dask(X) and not is_dask(Y):
+        return X, Y
+    if not is_dask(X):
+        X = as_row_blocks(X, Y.chunks[0])
+    X = check_row_blocks(X)
+    if not is_dask(Y):
+        Y = da.from_array(np.asarray(Y), chunks=(X.chunks[0], -1))
+    elif Y.chunks[0] != X.chunks[0] or len(Y.chunks[1]) > 1:
+        Y = Y.rechunk((X.chunks[0], -1))
+    return X, Y
+
+
+# --------------------------------------------------------------------------- #
+# Blocks
+# --------------------------------------------------------------------------- #
+def to_float_block(xb: Any) -> Any:
+    """One row block as float64, keeping its kind.
+
+    Parameters
+    ----------
+    xb : scipy.sparse matrix or array-like
+        A row block of X (or of a ``block_fn``'s output).
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix or ndarray
+        A float64 CSR matrix for a sparse block, a float64 ndarray otherwise.
+    """
+    if sp.issparse(xb):
+        return sp.csr_matrix(xb, dtype=np.float64)
+    return np.asarray(xb, dtype=np.float64)
+
+
+def block_width(block_fn: BlockFn | None, n_features: int, dtype: Any) -> int | None:
+    """Number of columns a pass sees: ``block_fn``'s output width, probed on an empty block.
+
+    Parameters
+    ----------
+    block_fn : callable or None
+        The per-block feature map; None means X's own columns.
+    n_features : int
+        Columns of X.
+    dtype : dtype
+        X's dtype, for the empty CSR probe block (0 x ``n_features``).
+
+    Returns
+    -------
+    int or None
+        ``n_features`` without a ``block_fn``; else the width of
+        ``block_fn``'s output on the empty block, or None when the map does not
+        accept one (the width is then checked block by block).
+    """
+    if block_fn is None:
+        return n_features
+    try:
+        out = block_fn(sp.csr_matrix((0, n_features), dtype=dtype))
+        return int(out.shape[1])
+    except Exception:  # the hook need not accept empty blocks: checked per block then
+        return None
+
+
+# --------------------------------------------------------------------------- #
+# Passes
+# --------------------------------------------------------------------------- #
 
 
 def tree_reduce(items: Sequence[Delayed], combine: Callable[..., Any], width: int = 8) -> Delayed:
@@ -40,8 +281,6 @@ def run(*objs: Any, desc: str = "", progress: bool = False, client: Any = None) 
     t0 = time.perf_counter()
     if client is None:
         if progress:
-            from dask.diagnostics import ProgressBar
-
             print(f"[dmlfe] {desc}", file=sys.stderr)
             with ProgressBar(out=sys.stderr, dt=1.0):
                 out = dask.compute(*objs)
@@ -63,8 +302,6 @@ def compute_one(obj: Any, client: Any = None, progress: bool = False, desc: str 
 
 
 def _watch(futures: list, desc: str, t0: float) -> None:
-    from distributed import wait
-
     client = futures[0].client
     while True:
         try:

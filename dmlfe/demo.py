@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from dmlfe.pipeline.runner import run_pipeline
+
 _SOURCE_PIPELINES = Path(__file__).resolve().parent.parent / "pipelines"
 
 
@@ -31,7 +33,5 @@ def run_demo(work_dir: str | os.PathLike[str] | None = "dmlfe-work/demo", *, cli
              fresh: bool = False, progress: bool = True) -> Any:
     """Run the demo pipeline; returns the :class:`dmlfe.pipeline.RunResult` (its
     ``report_dir`` holds report.md, report.json and the plots)."""
-    from dmlfe.pipeline.runner import run_pipeline
-
     return run_pipeline(demo_pipeline_path(), work_dir=work_dir, client=client, fresh=fresh,
                         progress=progress)

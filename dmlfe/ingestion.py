@@ -29,8 +29,13 @@ from dask.delayed import delayed
 
 from dmlfe._version import __version__
 from dmlfe.compute import run, tree_reduce
+from dmlfe.readers.arff import read_meka, read_mulan
 from dmlfe.readers.base import IngestReport, TextBatch
+from dmlfe.readers.reuters import read_reuters21578
+from dmlfe.readers.synthetic import SyntheticCorpus
+from dmlfe.readers.tabular import read_jsonl, read_parquet
 from dmlfe.staging import read_part, stage
+from dmlfe.store import StoreWriter, write_piece
 from dmlfe.vectorize.counts import (
     TermCounts,
     dense_df,
@@ -135,8 +140,6 @@ def ingest(
             if not p.exists():
                 raise FileNotFoundError(f"source {p} does not exist")
 
-    from dmlfe.store import StoreWriter
-
     out = Path(out)
     report = IngestReport()
     provenance = {
@@ -184,9 +187,6 @@ def _say(progress: bool, msg: str) -> None:
 
 def _ingest_numeric(source, format, opts, writer, report, provenance, chunk_rows, client,
                     progress) -> Path:
-    from dmlfe.readers.arff import read_meka, read_mulan
-    from dmlfe.store import write_piece
-
     paths = _as_paths(source)
     if format == "mulan":
         if not opts.get("labels"):
@@ -218,11 +218,7 @@ def _ingest_numeric(source, format, opts, writer, report, provenance, chunk_rows
 
 def _text_stream(source, format, opts, report, chunk_rows):
     if format == "reuters21578":
-        from dmlfe.readers.reuters import read_reuters21578
-
         return read_reuters21578(Path(source), batch_size=chunk_rows, report=report, **opts)
-    from dmlfe.readers.tabular import read_jsonl, read_parquet
-
     reader = read_jsonl if format == "jsonl" else read_parquet
     paths = _as_paths(source)
     if len(paths) != 1:
@@ -258,8 +254,6 @@ def _counts_path(tmp_path: str, index: int) -> str:
 
 
 def _vectorize_task(spec, index, tmp_path, vocab, idf, label_names, params) -> dict:
-    from dmlfe.store import write_piece
-
     b = load_part(spec)  # ids, labels, splits (cheap); the text is not tokenised again
     path = _counts_path(tmp_path, index)
     counts, terms = load_counts(path)
@@ -290,8 +284,6 @@ def _ingest_text(source, format, opts, vec_opts, writer, report, provenance, chu
     params = VectorizerParams(kind=kind, **vec_opts)
 
     if format == "synthetic":
-        from dmlfe.readers.synthetic import SyntheticCorpus
-
         corpus = SyntheticCorpus(**opts)
         n_parts = corpus.n_parts(chunk_rows)
         specs = [("synthetic", corpus, i, chunk_rows) for i in range(n_parts)]

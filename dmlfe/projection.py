@@ -23,11 +23,14 @@ from typing import Any
 import dask
 import dask.array as da
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import scipy.sparse as sp
+import zarr
 from dask import delayed
 
 from dmlfe._version import __version__
-from dmlfe.stats.pass_ import BlockFn, _check_x_dask, _to_float_block, compute_one, is_dask
+from dmlfe.compute import BlockFn, check_row_blocks, compute_one, is_dask, to_float_block
 
 
 def _project_block(
@@ -35,7 +38,7 @@ def _project_block(
 ) -> np.ndarray:
     if block_fn is not None:
         xb = block_fn(xb)
-    xb = _to_float_block(xb)
+    xb = to_float_block(xb)
     z = np.asarray(xb @ P, dtype=np.float64)
     if offset is not None:
         z = z - offset
@@ -90,7 +93,7 @@ def project(
         X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
         Z = _project_block(X, P, offset, block_fn)
         return da.from_array(Z, chunks=(max(Z.shape[0], 1), d))
-    X = _check_x_dask(X)
+    X = check_row_blocks(X)
     # One graph key each for P and the offset, shared by every block task.
     P_ref = delayed(P)
     off_ref = None if offset is None else delayed(offset)
@@ -152,9 +155,6 @@ def _ids_array(ids: Any, n: int) -> Any:
 
 
 def _write_parquet_part(z: np.ndarray, ids: Any, path: str, start: int) -> int:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     if ids is None:
         ids = np.arange(start, start + z.shape[0]).astype(str)
     cols = {"id": pa.array(np.asarray(ids).astype(str).tolist(), type=pa.string())}
@@ -229,8 +229,6 @@ def write_embeddings(
 
 
 def _write_zarr(Z: da.Array, ids: Any, tmp: Path, meta: dict[str, Any], client: Any) -> None:
-    import zarr
-
     Z, rows = _regular_rows(Z.astype(np.float64))
     n, d = Z.shape
     group = zarr.open_group(str(tmp), mode="w")

@@ -7,6 +7,7 @@ that the workers then read in parallel, in bounded memory on the driver.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -99,8 +100,6 @@ def read_part(path: str | Path) -> TextBatch:
 def stage(batches: Iterable[TextBatch], folder: Path, chunk_rows: int,
           progress: bool = False) -> StagedCorpus:
     """Write the stream as Parquet parts of ``chunk_rows`` documents under ``folder``."""
-    import sys
-
     folder.mkdir(parents=True, exist_ok=True)
     staged = StagedCorpus()
     for i, batch in enumerate(rebatch(batches, chunk_rows)):

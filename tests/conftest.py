@@ -82,3 +82,20 @@ def labels_dask(Y, rows: int):
     import numpy as np
 
     return da.from_array(np.asarray(Y), chunks=(rows, -1))
+
+
+def write_store(path, X, Y, splits, chunk_rows: int = 16):
+    """A real store of (X, Y) with these splits, written in three pieces."""
+    from dmlfe.store import StoreWriter, write_piece
+
+    n = X.shape[0]
+    ids = [f"doc{i:03d}" for i in range(n)]
+    cuts = [0, n // 3, n]
+    with StoreWriter(path, chunk_rows=chunk_rows) as w:
+        pieces = [
+            write_piece(w.tmp_path, k, X[a:b], Y[a:b], ids[a:b], list(splits[a:b]), {})
+            for k, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True))
+        ]
+        return w.finalize(pieces, n_features=X.shape[1],
+                          label_names=[f"L{j}" for j in range(Y.shape[1])],
+                          feature_names=[f"f{j}" for j in range(X.shape[1])])

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 import scipy.sparse as sp
-from conftest import data_path
+from conftest import data_path, write_store
 from distributed.diagnostics.plugin import SchedulerPlugin
 from sklearn.base import clone
 from test_methods import ALL, BETA, GAMMA, MU, random_data, ref_problem, ref_solve
@@ -205,22 +205,6 @@ def test_fit_from_dask_is_one_compute(name):
 
 
 # --------------------------------------------------------------------------- store
-
-
-def write_store(path, X: sp.csr_matrix, Y: np.ndarray, splits, chunk_rows: int = 16):
-    from dmlfe.store import StoreWriter, write_piece
-
-    n = X.shape[0]
-    ids = [f"doc{i:03d}" for i in range(n)]
-    cuts = [0, n // 3, n]
-    with StoreWriter(path, chunk_rows=chunk_rows) as w:
-        pieces = [
-            write_piece(w.tmp_path, k, X[a:b], Y[a:b], ids[a:b], list(splits[a:b]), {})
-            for k, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True))
-        ]
-        return w.finalize(pieces, n_features=X.shape[1],
-                          label_names=[f"L{j}" for j in range(Y.shape[1])],
-                          feature_names=[f"f{j}" for j in range(X.shape[1])])
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,8 @@ import scipy.sparse as sp
 from conftest import sparse_dask
 from scipy.linalg import subspace_angles
 
-from dmlfe.solvers.matrix_free import ScatterOperator, fix_signs, matrix_free_eigh
+from dmlfe.solvers.matrix_free import ScatterOperator, matrix_free_eigh
+from dmlfe.solvers.result import flip_signs
 from dmlfe.stats.pass_ import compute_stats
 
 
@@ -131,10 +132,10 @@ def test_on_the_cluster(cluster_client):
     np.testing.assert_allclose(res.components, local.components, atol=1e-10)
 
 
-def test_fix_signs_and_argument_errors():
+def test_flip_signs_and_argument_errors():
     M = np.array([[1.0, -3.0], [-2.0, 0.5], [0.0, 3.0]])
     # column 0: largest |.| is -2 -> flipped; column 1: tie -3 / 3, first wins -> flipped.
-    np.testing.assert_array_equal(fix_signs(M), np.array([[-1.0, 3.0], [2.0, -0.5], [0.0, -3.0]]))
+    np.testing.assert_array_equal(flip_signs(M), np.array([[-1.0, 3.0], [2.0, -0.5], [0.0, -3.0]]))
     X, _ = corpus()
     with pytest.raises(ValueError, match="negative"):
         ScatterOperator(X, xx_coef=-1.0)

@@ -36,11 +36,11 @@ from dmlfe.methods.registry import METHODS, get_method
 from dmlfe.solvers.dense import (
     eigh,
     eigh_generalized,
-    flip_signs,
     solve_dense,
     thin_svd,
 )
 from dmlfe.solvers.dimension import choose_dimension, n_genuine
+from dmlfe.solvers.result import flip_signs
 from dmlfe.stats.sufficient import SufficientStats
 
 BETA = 0.5

@@ -5,17 +5,15 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
-from types import SimpleNamespace
 
 import dask
 import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import labels_dask, sparse_dask
+from conftest import labels_dask, sparse_dask, write_store
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-from dmlfe.stats import cache as cache_mod
 from dmlfe.stats.cache import load_or_compute_stats, stats_dir_for
 from dmlfe.stats.pass_ import add_partials, compute_stats
 
@@ -296,15 +294,12 @@ def test_cache_ignores_a_corrupt_entry(tmp_path):
     assert_stats(stats, X, Y, with_xtx=False)
 
 
-def test_store_path_cache_is_a_sibling_and_keys_the_split(tmp_path, monkeypatch):
+def test_store_path_cache_is_a_sibling_and_keys_the_split(tmp_path):
     X, Y = data()
     split = np.where(np.arange(X.shape[0]) % 3 == 0, "test", "train")
-    store_path = tmp_path / "corpus.zarr"
-    store_path.mkdir()
-    fake = SimpleNamespace(
-        X=sparse_dask(X, 50), Y=labels_dask(Y, 50), split=split, attrs={"source": "unit"}
-    )
-    monkeypatch.setattr(cache_mod, "_open_store", lambda path: fake)
+    store_path = write_store(tmp_path / "corpus.zarr", sp.csr_matrix(X), Y, split,
+                             chunk_rows=50)
+    inside = sorted(p.relative_to(store_path) for p in store_path.rglob("*"))
 
     train, n1 = count_computes(lambda: load_or_compute_stats(str(store_path), split="train"))
     train2, n2 = count_computes(lambda: load_or_compute_stats(store_path, split="train"))
@@ -319,7 +314,8 @@ def test_store_path_cache_is_a_sibling_and_keys_the_split(tmp_path, monkeypatch)
     metas = [json.loads(p.read_text()) for p in sib.glob("*.json")]
     assert sorted(m["params"]["split"][0] for m in metas) == ["test", "train"]
     assert all(m["params"]["data"]["path"] == str(store_path.resolve()) for m in metas)
-    assert not list(store_path.iterdir())  # nothing written inside the store
+    assert sorted(p.relative_to(store_path) for p in store_path.rglob("*")) == inside  # nothing
+    # written inside the store
 
     # A feature map must be described to be cached, and is then keyed apart.
     with pytest.raises(ValueError, match="route="):

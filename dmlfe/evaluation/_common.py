@@ -12,8 +12,10 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import NotFittedError
 
 from dmlfe.compute import compute_one, tree_reduce
+from dmlfe.labels import first_non_binary
 
 
 def as_embeddings(Z: Any) -> np.ndarray | da.Array:
@@ -45,14 +47,13 @@ def check_finite(zb: np.ndarray, offset: int) -> None:
 def check_labels(yb: np.ndarray, offset: int = 0) -> np.ndarray:
     """0/1 label block as int8; raise naming the first bad entry (global row)."""
     yb = np.asarray(yb)
-    if yb.dtype != np.bool_:
-        bad = ~((yb == 0) | (yb == 1))
-        if bad.any():
-            r, c = np.argwhere(bad)[0]
-            raise ValueError(
-                f"Y[row {offset + r}, label {c}] = {yb[r, c].item()!r}: Y must be a 0/1 "
-                "documents x labels indicator matrix"
-            )
+    bad = first_non_binary(yb)
+    if bad is not None:
+        r, c = bad
+        raise ValueError(
+            f"Y[row {offset + r}, label {c}] = {yb[r, c].item()!r}: Y must be a 0/1 "
+            "documents x labels indicator matrix"
+        )
     return yb.astype(np.int8)
 
 
@@ -111,8 +112,6 @@ class MultiLabelBase(ClassifierMixin, BaseEstimator):
 
     def _check_query(self, Z: Any) -> np.ndarray | da.Array:
         if not hasattr(self, "n_labels_"):
-            from sklearn.exceptions import NotFittedError
-
             raise NotFittedError(f"{type(self).__name__} is not fitted; call fit(Z, Y) first")
         Z = as_embeddings(Z)
         if Z.shape[1] != self.n_features_in_:

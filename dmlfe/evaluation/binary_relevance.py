@@ -9,6 +9,8 @@ from typing import Any
 import dask.array as da
 import numpy as np
 from sklearn.base import clone
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
 from dmlfe.evaluation._common import MultiLabelBase, as_embeddings, labels_in_memory, map_rows
 
@@ -87,10 +89,6 @@ class BinaryRelevance(MultiLabelBase):
                              "scikit-learn classifier (no fit method)")
 
     def _default(self, y: np.ndarray) -> tuple[Any, float]:
-        # Imported here: these sklearn modules are slow to import on every worker.
-        from sklearn.linear_model import LogisticRegression
-        from sklearn.model_selection import GridSearchCV, StratifiedKFold
-
         base = LogisticRegression(max_iter=2000)
         folds = int(min(self.cv, y.sum(), len(y) - y.sum()))
         if folds < 2:

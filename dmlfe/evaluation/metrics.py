@@ -57,8 +57,10 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 from dask import delayed
+from scipy.stats import rankdata
 
 from dmlfe.compute import compute_one, tree_reduce
+from dmlfe.labels import first_non_binary
 
 __all__ = [
     "LABEL_SET_METRICS",
@@ -97,14 +99,13 @@ def _dense(a: Any, name: str) -> np.ndarray:
 
 def _binary(a: Any, name: str) -> np.ndarray:
     a = _dense(a, name)
-    if a.dtype != np.bool_:
-        bad = ~((a == 0) | (a == 1))
-        if bad.any():
-            r, c = np.argwhere(bad)[0]
-            raise ValueError(
-                f"{name}[row {r}, label {c}] = {a[r, c].item()!r}: {name} must be a 0/1 indicator "
-                "matrix (threshold scores with the classifier's predict first)"
-            )
+    bad = first_non_binary(a)
+    if bad is not None:
+        r, c = bad
+        raise ValueError(
+            f"{name}[row {r}, label {c}] = {a[r, c].item()!r}: {name} must be a 0/1 indicator "
+            "matrix (threshold scores with the classifier's predict first)"
+        )
     return a.astype(bool)
 
 
@@ -302,8 +303,6 @@ def auc_skipped(Y_true: Any) -> int:
 def macro_auc(Y_true: Any, scores: Any) -> float:
     """Mean over labels of the ROC AUC (Mann-Whitney; ties count 1/2); labels with no
     positive or no negative document are skipped."""
-    from scipy.stats import rankdata
-
     T, S = _scored(Y_true, scores)
     keep = _auc_labels(T)
     if not keep.any():

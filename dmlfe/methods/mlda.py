@@ -52,6 +52,22 @@ def mlda_weighted_labels(Y: np.ndarray | sp.spmatrix, C: np.ndarray) -> np.ndarr
     return out
 
 
+class WeightedLabels:
+    """Picklable label map Y -> Y' (mvmd eq. 44) for a chunked pass over the label blocks.
+
+    ``describe()`` identifies it in the statistics cache key.
+    """
+
+    def __init__(self, C: np.ndarray) -> None:
+        self.C = np.asarray(C, dtype=np.float64)
+
+    def __call__(self, Yb: np.ndarray | sp.spmatrix) -> np.ndarray:
+        return mlda_weighted_labels(Yb, self.C)
+
+    def describe(self) -> dict:
+        return {"mlda_weighted": self.C.round(15).tolist()}
+
+
 def weighted_scatter(X: np.ndarray | sp.spmatrix, w: np.ndarray) -> np.ndarray:
     """X^T diag(w) X (D x D, float64) for one block of rows; sum it over blocks."""
     w = np.asarray(w, dtype=np.float64).ravel()

@@ -1,11 +1,25 @@
-"""Method registry: name -> builder, the statistics it needs and its parameters."""
+"""The method registry: each method declared once.
+
+A :class:`MethodSpec` says everything the rest of dmlfe needs to know about a method:
+its name and aliases, its builder (a pure function statistics -> trace template), its
+parameters (defaults are the builder's own keyword defaults; constraints, docs and
+command-line flags are declared here), which statistics it needs, and which
+estimator class carries it. The estimator classes (:mod:`dmlfe.estimators`), their
+docstrings, ``make_estimator``, the ``dmlfe fit --method`` choices and flags and the
+pipeline configuration's parameter lists are all generated from these declarations.
+
+Adding a method = writing its builder and calling :func:`register_method` (below, for
+dmlfe's own methods).
+"""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+import numpy as np
 
 from dmlfe.methods.cca import cca, opls, pls
 from dmlfe.methods.kernel_mddm import kernel_mddm_f, kernel_mddm_p
@@ -13,44 +27,67 @@ from dmlfe.methods.mddm import mddm_f, mddm_p
 from dmlfe.methods.mlda import dmlda, mlda
 from dmlfe.methods.mlsi import mlsi
 from dmlfe.methods.mvmd import mvmd
-from dmlfe.methods.template import TraceTemplate
+from dmlfe.methods.template import TraceTemplate, psd_sqrt
 from dmlfe.methods.unsupervised import lsi, pca
+from dmlfe.params import FROM_BUILDER, Param, interval, labels_of, optional
+from dmlfe.relation.kernels import PSD_SIMILARITIES, canonical_similarity
+
+#: Builder arguments that are inputs, not parameters.
+_INPUTS = frozenset({"stats", "xtwx", "dense", "kernel"})
 
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """What the estimators and the statistics pass need to know about a method.
+    """What the estimators, the fit plan and the statistics pass need to know about a method.
 
     Attributes
     ----------
     name : str
-        Registry key.
+        Registry key (lower case, ``_`` separated).
     build : callable
-        ``build(stats, **params) -> TraceTemplate`` (MLDA/DMLDA also take ``xtwx``).
+        ``build(stats, **params) -> TraceTemplate``; MLDA/DMLDA also take ``xtwx``,
+        kernel methods ``kernel``, and methods with an operator form ``dense``.
     centred : bool
         Whether projection subtracts the training mean.
     needs_xtx : bool
         The dense template needs X^T X (D x D) in the statistics.
     operator_form : bool
-        A can be applied without X^T X (matrix-free passes or, when
-        ``lowrank_only``, nothing but X^T Y); builders then accept ``dense=False``.
+        A can be applied without X^T X (matrix-free passes or, when ``lowrank_only``,
+        nothing but X^T Y); the builder then accepts ``dense=False``.
     lowrank_only : bool
         A = F F^T from X^T Y alone and B = I: thin SVD, no D x D, no extra pass.
     needs_weighted_xtx : bool
         Needs the row-weighted scatter X^T diag(w) X, w = row sums of the labels.
     labels : str
-        Label matrix the statistics are computed on: "01" (the stored 0/1 Y;
-        MVMD recodes +-1 itself from the 0/1 statistics) or "mlda_weighted"
-        (Y' of mvmd eq. 44, see :func:`dmlfe.methods.mlda.mlda_weighted_labels`).
+        Label matrix the statistics are computed on: "01" (the stored 0/1 Y; MVMD
+        recodes +-1 itself from the 0/1 statistics) or "mlda_weighted" (Y' of mvmd
+        eq. 44, see :func:`dmlfe.methods.mlda.mlda_weighted_labels`).
     generalized : bool
         The constraint B is not the identity.
-    params : dict
-        Parameter name -> default.
     reference : str
         Paper and equations.
+    parameters : tuple of Param
+        The method's own parameters, defaults filled from the builder.
     needs_kernel : bool
-        Kernel methods on relation features: the builder also takes ``kernel``, the
-        p x p similarity matrix of the prototypes (relation route only).
+        Kernel method on relation features: the builder takes ``kernel``, the p x p
+        similarity matrix of the prototypes (relation route only).
+    aliases : tuple of str
+        Other accepted names.
+    estimator : str
+        Class name of the estimator (``dmlfe.<estimator>``); several methods may share
+        one, told apart by ``variant``.
+    variant : str or None
+        Value of the estimator's ``variant`` parameter that selects this method.
+    summary : str
+        One paragraph for the estimator's docstring.
+    estimator_defaults : dict
+        The estimator's own defaults for common parameters (e.g. KernelMDDM's route).
+    check_params : callable, optional
+        ``check_params(params)`` on all of the estimator's parameters, for rules that
+        involve common ones (raises ValueError).
+    lowrank_form : callable, optional
+        ``lowrank_form(params) -> bool``: whether A = F F^T holds for these parameters
+        (default: always, for ``lowrank_only`` / ``operator_form`` methods).
     """
 
     name: str
@@ -63,208 +100,267 @@ class MethodSpec:
     labels: str
     generalized: bool
     reference: str
-    params: dict[str, Any] = field(default_factory=dict)
+    parameters: tuple[Param, ...] = ()
     needs_kernel: bool = False
+    aliases: tuple[str, ...] = ()
+    estimator: str = ""
+    variant: str | None = None
+    summary: str = ""
+    estimator_defaults: dict[str, Any] = field(default_factory=dict)
+    check_params: Callable[[dict[str, Any]], None] | None = None
+    lowrank_form: Callable[[dict[str, Any]], bool] | None = None
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """Parameter name -> default."""
+        return {p.name: p.default for p in self.parameters}
+
+    @property
+    def family(self) -> str:
+        """The name that selects the estimator's first variant (``mddm`` for ``mddm_p``)."""
+        if self.variant is None:
+            return self.name
+        return self.name.removesuffix(f"_{self.variant}")
+
+    def has_lowrank_form(self, params: dict[str, Any]) -> bool:
+        return self.operator_form and (self.lowrank_form is None or self.lowrank_form(params))
 
 
-def _defaults(fn: Callable[..., TraceTemplate]) -> dict[str, Any]:
-    """Keyword parameters of a builder with their defaults (not stats/xtwx/dense)."""
-    sig = inspect.signature(fn)
-    skip = {"stats", "xtwx", "dense", "kernel"}
-    return {
-        k: p.default
-        for k, p in sig.parameters.items()
-        if k not in skip and p.default is not inspect.Parameter.empty
-    }
+def _with_builder_defaults(build: Callable[..., TraceTemplate],
+                           parameters: tuple[Param, ...], name: str) -> tuple[Param, ...]:
+    sig = inspect.signature(build)
+    keywords = {k: p.default for k, p in sig.parameters.items()
+                if k not in _INPUTS and p.default is not inspect.Parameter.empty}
+    declared = {p.name for p in parameters}
+    if declared != set(keywords):
+        raise ValueError(f"method {name}: declared parameters {sorted(declared)} differ from "
+                         f"the builder's keywords {sorted(keywords)}")
+    return tuple(p.with_default(keywords[p.name]) if p.default is FROM_BUILDER else p
+                 for p in parameters)
 
 
-def _spec(name: str, fn: Callable[..., TraceTemplate], **kw: Any) -> MethodSpec:
-    return MethodSpec(name=name, build=fn, params=_defaults(fn), **kw)
+#: Feature-space methods, in registration order.
+METHODS: dict[str, MethodSpec] = {}
+#: Kernel methods on relation features (relation route only).
+KERNEL_METHODS: dict[str, MethodSpec] = {}
+_ALIASES: dict[str, str] = {}
 
 
-METHODS: dict[str, MethodSpec] = {
-    s.name: s
-    for s in [
-        _spec(
-            "pca",
-            pca,
-            centred=True,
-            needs_xtx=True,
-            operator_form=True,
-            lowrank_only=False,
-            needs_weighted_xtx=False,
-            labels="01",
-            generalized=False,
-            reference="mvmd eq. 10-11; mope eq. 1",
-        ),
-        _spec(
-            "lsi",
-            lsi,
-            centred=False,
-            needs_xtx=True,
-            operator_form=True,
-            lowrank_only=False,
-            needs_weighted_xtx=False,
-            labels="01",
-            generalized=False,
-            reference="mope eq. 2",
-        ),
-        _spec(
-            "mddm_p",
-            mddm_p,
-            centred=True,
-            needs_xtx=False,
-            operator_form=True,
-            lowrank_only=True,
-            needs_weighted_xtx=False,
-            labels="01",
-            generalized=False,
-            reference="mddm eq. 5-7, section 3.3; mvmd eq. 17-18",
-        ),
-        _spec(
-            "mddm_f",
-            mddm_f,
-            centred=True,
-            needs_xtx=True,
-            operator_form=False,
-            lowrank_only=False,
-            needs_weighted_xtx=False,
-            labels="01",
-            generalized=True,
-            reference="mddm eq. 16-17; mvmd eq. 19-20",
-        ),
-        _spec(
-            "mvmd",
-            mvmd,
-            centred=True,
-            needs_xtx=True,
-            operator_form=True,
-            lowrank_only=False,
-            needs_weighted_xtx=False,
-            labels="01",
-            generalized=False,
-            reference="mvmd eq. 30-37",
-        ),
-        _spec(
-            "cca",
-            cca,
-            centred=True,
-            needs_xtx=True,
-            operator_form=False,
-            lowrank_only=False,
-            needs_weighted_xtx=False,
-            labels="01",
-            generalized=True,
-            reference="mvmd eq. 40; mope eq. 14",
-        ),
-        _spec(
-            "pls",
-            pls,
-            centred=True,
-            needs_xtx=False,
-            operator_form=True,
-            lowrank_only=True,
-            needs_weighted_xtx=False,
-            labels="01",
-            generalized=False,
-            reference="mope eq. 15",
-        ),
-        _spec(
-            "opls",
-            opls,
-            centred=True,
-            needs_xtx=True,
-            operator_form=False,
-            lowrank_only=False,
-            needs_weighted_xtx=False,
-            labels="01",
-            generalized=True,
-            reference="mope section 2.2.2",
-        ),
-        _spec(
-            "mlsi",
-            mlsi,
-            centred=True,
-            needs_xtx=True,
-            operator_form=False,
-            lowrank_only=False,
-            needs_weighted_xtx=False,
-            labels="01",
-            generalized=True,
-            reference="mvmd eq. 39",
-        ),
-        _spec(
-            "mlda",
-            mlda,
-            centred=False,
-            needs_xtx=False,
-            operator_form=False,
-            lowrank_only=False,
-            needs_weighted_xtx=True,
-            labels="mlda_weighted",
-            generalized=True,
-            reference="mvmd eq. 41-44, 47",
-        ),
-        _spec(
-            "dmlda",
-            dmlda,
-            centred=False,
-            needs_xtx=True,
-            operator_form=False,
-            lowrank_only=False,
-            needs_weighted_xtx=True,
-            labels="01",
-            generalized=True,
-            reference="mvmd eq. 45-47",
-        ),
-    ]
-}
+def _key(name: str) -> str:
+    return str(name).lower().replace("-", "_")
 
-#: Kernel methods on relation features (relation route only), kept apart from the
-#: feature-space family in :data:`METHODS`.
-KERNEL_METHODS: dict[str, MethodSpec] = {
-    s.name: s
-    for s in [
-        _spec(
-            "kmddm_p",
-            kernel_mddm_p,
-            centred=True,
-            needs_xtx=False,
-            operator_form=False,
-            lowrank_only=False,
-            needs_weighted_xtx=False,
-            labels="01",
-            generalized=True,
-            reference="mddm eq. 10-14 (section 3.1.2)",
-            needs_kernel=True,
-        ),
-        _spec(
-            "kmddm_f",
-            kernel_mddm_f,
-            centred=True,
-            needs_xtx=True,
-            operator_form=False,
-            lowrank_only=False,
-            needs_weighted_xtx=False,
-            labels="01",
-            generalized=True,
-            reference="mddm eq. 18-20 (section 3.2.2)",
-            needs_kernel=True,
-        ),
-    ]
-}
+
+def register_method(spec: MethodSpec) -> MethodSpec:
+    """Add a method to the registry; its estimator, CLI choice and flags follow from it.
+
+    The spec's parameter defaults are filled from the builder's keyword defaults, and
+    the declared parameters must be exactly the builder's keywords.
+    """
+    name = _key(spec.name)
+    if name in all_methods() or name in _ALIASES:
+        raise ValueError(f"a method named {name!r} is registered already")
+    spec = replace(spec, name=name,
+                   parameters=_with_builder_defaults(spec.build, spec.parameters, name),
+                   estimator=spec.estimator or name.upper())
+    for other in all_methods().values():
+        if other.estimator == spec.estimator and other.variant is None:
+            raise ValueError(f"estimator {spec.estimator} already has a method ({other.name}) "
+                             "without variants; give both a variant")
+    (KERNEL_METHODS if spec.needs_kernel else METHODS)[name] = spec
+    for alias in spec.aliases:
+        _ALIASES[_key(alias)] = name
+    return spec
+
+
+def unregister_method(name: str) -> None:
+    """Remove a method (for tests and plug-ins that replace one)."""
+    spec = get_method(name)
+    (KERNEL_METHODS if spec.needs_kernel else METHODS).pop(spec.name)
+    for alias in spec.aliases:
+        _ALIASES.pop(_key(alias), None)
+
+
+def all_methods() -> dict[str, MethodSpec]:
+    """Every registered method, feature-space ones first."""
+    return {**METHODS, **KERNEL_METHODS}
 
 
 def get_method(name: str) -> MethodSpec:
-    """Look a method up by name (case-insensitive; "mddmp"/"mddmf" accepted)."""
-    key = name.lower().replace("-", "_")
-    key = {"mddmp": "mddm_p", "mddmf": "mddm_f", "kmddmp": "kmddm_p",
-           "kmddmf": "kmddm_f"}.get(key, key)
-    if key in METHODS:
-        return METHODS[key]
-    if key in KERNEL_METHODS:
-        return KERNEL_METHODS[key]
-    raise ValueError(
-        f"unknown method {name!r}; choose one of "
-        f"{', '.join(sorted(METHODS) + sorted(KERNEL_METHODS))}"
-    )
+    """Look a method up by name or alias (case-insensitive; ``-`` = ``_``)."""
+    key = _key(name)
+    key = _ALIASES.get(key, key)
+    found = all_methods().get(key)
+    if found is None:
+        raise ValueError(f"unknown method {name!r}; choose one of {', '.join(all_methods())}")
+    return found
+
+
+def estimator_methods(estimator: str) -> list[MethodSpec]:
+    """The methods an estimator class carries, in registration order."""
+    return [s for s in all_methods().values() if s.estimator == estimator]
+
+
+def resolve_method(name: str, variant: str | None = None) -> MethodSpec:
+    """A method by name, where a family name (``mddm``) picks ``variant`` (default: first)."""
+    key = _key(name)
+    for spec in all_methods().values():
+        if spec.variant is not None and spec.family == key:
+            family = estimator_methods(spec.estimator)
+            if variant is None:
+                return family[0]
+            for s in family:
+                if s.variant == variant:
+                    return s
+            raise ValueError(f"{spec.estimator} variant must be one of "
+                             f"{[s.variant for s in family]}, got {variant!r}")
+    spec = get_method(key)
+    if variant is not None and spec.variant != variant:
+        if spec.variant is None:
+            raise ValueError(f"method {spec.name} has no variants (variant={variant!r})")
+        raise ValueError(f"variant={variant!r} contradicts method {spec.name}")
+    return spec
+
+
+def method_choices() -> list[str]:
+    """Every name ``--method`` accepts: each family name before its variants."""
+    out: list[str] = []
+    for spec in all_methods().values():
+        if spec.variant is not None and spec.family not in out:
+            out.append(spec.family)
+        out.append(spec.name)
+    return out
+
+
+# --------------------------------------------------------------------------- parameters
+def _fraction_doc(what: str) -> str:
+    return f"float in [0, 1]\n    {what}"
+
+
+BETA = Param("beta", FROM_BUILDER, interval(0.0, 1.0),
+             _fraction_doc("Balance between the variance (0) and the label-dependence (1) terms."),
+             flag={"type": float})
+MU = Param("mu", FROM_BUILDER, interval(0.0, 1.0),
+           _fraction_doc("Weight of the data scatter in the constraint (variant 'f')."),
+           flag={"type": float})
+GAMMA_X = Param("gamma_x", FROM_BUILDER, interval(0.0, None),
+                "float >= 0\n    Ridge added to the feature scatter X^T X.", flag={"type": float})
+GAMMA_Y = Param("gamma_y", FROM_BUILDER, interval(0.0, None),
+                "float >= 0\n    Ridge added to the label scatter Y^T Y.", flag={"type": float})
+GAMMA_XY = Param("gamma_xy", FROM_BUILDER, interval(0.0, None),
+                 "float >= 0\n    Ridge of the label-side matrix.", flag={"type": float})
+GAMMA_XY_POSITIVE = Param("gamma_xy", FROM_BUILDER, interval(0.0, None, closed="right"),
+                          "float > 0\n    Ridge of Yc Yc^T (keeps it invertible).",
+                          flag={"type": float})
+LABEL_KERNEL = Param(
+    "label_kernel", FROM_BUILDER, labels_of("linear", "rbf", matrix=True),
+    "{'linear', 'rbf'} or ndarray (q, q)\n    L = Y B Y^T with B = I, an RBF kernel over the "
+    "label columns, or B given (mddm section 3.3).",
+    flag={"choices": ["linear", "rbf"]})
+RBF_GAMMA = Param("rbf_gamma", FROM_BUILDER, optional(interval(0.0, None)),
+                  "float, optional\n    Width of the 'rbf' label kernel (default 1 / n).",
+                  flag={"type": float})
+
+
+def _psd_label_kernel(params: dict[str, Any]) -> bool:
+    """A = Xc^T Yc B Yc^T Xc has the form F F^T only for a positive semi-definite B."""
+    kernel = params.get("label_kernel")
+    return isinstance(kernel, str) or psd_sqrt(np.asarray(kernel, dtype=np.float64)) is not None
+
+
+def _kernel_checks(params: dict[str, Any]) -> None:
+    if params.get("route") == "feature":
+        raise ValueError("KernelMDDM is a kernel method on relation features; it needs "
+                         "route='relation' (or 'auto')")
+    kind = canonical_similarity(params["similarity"])
+    if kind not in PSD_SIMILARITIES:
+        raise ValueError(
+            f"KernelMDDM needs a positive semi-definite kernel for its constraint (mddm eq. "
+            f"13/20), one of {PSD_SIMILARITIES}; similarity={params['similarity']!r} is not. "
+            "Use MDDM(route='relation', similarity=...) to run MDDM on those relation "
+            "features instead")
+    if params.get("solver") in ("randomized", "lanczos"):
+        raise ValueError(f"KernelMDDM solves a generalised p x p problem densely; "
+                         f"solver={params['solver']!r} is not available")
+
+
+_MDDM_SUMMARY = (
+    "Multi-label dimensionality reduction via dependence maximisation (mddm section 3).\n\n"
+    "variant='p': orthonormal projection, eigenvectors of Xc^T Yc B Yc^T Xc (mddm eq. 5-7;\n"
+    "the thin SVD of Xc^T Yc for the linear label kernel). variant='f': uncorrelated\n"
+    "features, generalised problem with mu Xc^T Xc + (1 - mu) I (mddm eq. 16-17).")
+_KMDDM_SUMMARY = (
+    "Kernel MDDM on relation features (mddm sections 3.1.2 and 3.2.2).\n\n"
+    "variant='p': Q H L H Q c = lambda Q c (mddm eq. 13); variant='f':\n"
+    "Q H L H Q c = lambda (mu Q Q + (1 - mu) Q) c (eq. 20), Q the kernel of the\n"
+    "prototypes; see dmlfe.methods.kernel_mddm for the reading with p < n prototypes.\n"
+    "Always the relation route; the similarity must give a positive semi-definite\n"
+    "kernel (linear, cosine, gaussian).")
+_KMDDM_DEFAULTS = {"route": "relation", "similarity": "gaussian"}
+
+
+for _spec in (
+    MethodSpec("pca", pca, centred=True, needs_xtx=True, operator_form=True, lowrank_only=False,
+               needs_weighted_xtx=False, labels="01", generalized=False,
+               reference="mvmd eq. 10-11; mope eq. 1",
+               summary="Principal component analysis on centred X (mvmd eq. 10-11; mope eq. 1)."
+                       "\n\nUnsupervised: Y is accepted and ignored by the objective."),
+    MethodSpec("lsi", lsi, centred=False, needs_xtx=True, operator_form=True, lowrank_only=False,
+               needs_weighted_xtx=False, labels="01", generalized=False, reference="mope eq. 2",
+               summary="Latent semantic indexing: PCA's objective on uncentred X (mope eq. 2)."),
+    MethodSpec("mddm_p", mddm_p, centred=True, needs_xtx=False, operator_form=True,
+               lowrank_only=True, needs_weighted_xtx=False, labels="01", generalized=False,
+               reference="mddm eq. 5-7, section 3.3; mvmd eq. 17-18",
+               parameters=(LABEL_KERNEL, RBF_GAMMA), aliases=("mddmp",), estimator="MDDM",
+               variant="p", summary=_MDDM_SUMMARY, lowrank_form=_psd_label_kernel),
+    MethodSpec("mddm_f", mddm_f, centred=True, needs_xtx=True, operator_form=False,
+               lowrank_only=False, needs_weighted_xtx=False, labels="01", generalized=True,
+               reference="mddm eq. 16-17; mvmd eq. 19-20",
+               parameters=(MU, LABEL_KERNEL, RBF_GAMMA), aliases=("mddmf",), estimator="MDDM",
+               variant="f", summary=_MDDM_SUMMARY),
+    MethodSpec("mvmd", mvmd, centred=True, needs_xtx=True, operator_form=True,
+               lowrank_only=False, needs_weighted_xtx=False, labels="01", generalized=False,
+               reference="mvmd eq. 30-37", parameters=(BETA,),
+               summary="Maximum variance and maximum dependence (mvmd eq. 30-37): eigenvectors "
+                       "of\nG = (1 - beta) Xc^T Xc + beta Xc^T Yc Yc^T Xc with +-1 label "
+                       "coding."),
+    MethodSpec("cca", cca, centred=True, needs_xtx=True, operator_form=False, lowrank_only=False,
+               needs_weighted_xtx=False, labels="01", generalized=True,
+               reference="mvmd eq. 40; mope eq. 14", parameters=(GAMMA_X, GAMMA_Y),
+               summary="Regularised canonical correlation analysis (mvmd eq. 40; mope eq. 14)."),
+    MethodSpec("pls", pls, centred=True, needs_xtx=False, operator_form=True, lowrank_only=True,
+               needs_weighted_xtx=False, labels="01", generalized=False,
+               reference="mope eq. 15",
+               summary="Partial least squares directions: eigenvectors of Xc^T Yc Yc^T Xc\n"
+                       "(mope eq. 15), by the thin SVD of Xc^T Yc."),
+    MethodSpec("opls", opls, centred=True, needs_xtx=True, operator_form=False,
+               lowrank_only=False, needs_weighted_xtx=False, labels="01", generalized=True,
+               reference="mope section 2.2.2", parameters=(GAMMA_X,),
+               summary="Orthonormalised PLS (mope section 2.2.2): Xc^T Yc (Yc^T Yc)^-1 Yc^T Xc "
+                       "against\nXc^T Xc + gamma_x I."),
+    MethodSpec("mlsi", mlsi, centred=True, needs_xtx=True, operator_form=False,
+               lowrank_only=False, needs_weighted_xtx=False, labels="01", generalized=True,
+               reference="mvmd eq. 39", parameters=(BETA, GAMMA_X, GAMMA_XY_POSITIVE),
+               summary="Multi-label latent semantic indexing (mvmd eq. 39)."),
+    MethodSpec("mlda", mlda, centred=False, needs_xtx=False, operator_form=False,
+               lowrank_only=False, needs_weighted_xtx=True, labels="mlda_weighted",
+               generalized=True, reference="mvmd eq. 41-44, 47", parameters=(GAMMA_XY,),
+               summary="Multi-label LDA with label-correlation weights (mvmd eq. 41-44); X "
+                       "and Y\nuncentred."),
+    MethodSpec("dmlda", dmlda, centred=False, needs_xtx=True, operator_form=False,
+               lowrank_only=False, needs_weighted_xtx=True, labels="01", generalized=True,
+               reference="mvmd eq. 45-47", parameters=(GAMMA_XY,),
+               summary="Direct multi-label LDA (mvmd eq. 45-47); X and Y uncentred."),
+    MethodSpec("kmddm_p", kernel_mddm_p, centred=True, needs_xtx=False, operator_form=False,
+               lowrank_only=False, needs_weighted_xtx=False, labels="01", generalized=True,
+               reference="mddm eq. 10-14 (section 3.1.2)", parameters=(LABEL_KERNEL, RBF_GAMMA),
+               needs_kernel=True, aliases=("kmddmp",), estimator="KernelMDDM", variant="p",
+               summary=_KMDDM_SUMMARY, estimator_defaults=_KMDDM_DEFAULTS,
+               check_params=_kernel_checks),
+    MethodSpec("kmddm_f", kernel_mddm_f, centred=True, needs_xtx=True, operator_form=False,
+               lowrank_only=False, needs_weighted_xtx=False, labels="01", generalized=True,
+               reference="mddm eq. 18-20 (section 3.2.2)",
+               parameters=(MU, LABEL_KERNEL, RBF_GAMMA), needs_kernel=True,
+               aliases=("kmddmf",), estimator="KernelMDDM", variant="f", summary=_KMDDM_SUMMARY,
+               estimator_defaults=_KMDDM_DEFAULTS, check_params=_kernel_checks),
+):
+    register_method(_spec)

@@ -8,11 +8,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from dmlfe.cluster import add_cluster_arguments, client_from_args
+from dmlfe.pipeline.config import load_config
+from dmlfe.pipeline.runner import run_pipeline
+
 
 def add_run_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``run`` sub-command to the ``dmlfe`` parser's subparsers."""
-    from dmlfe.cli import _add_cluster_flags
-
     p = subparsers.add_parser(
         "run", help="run a pipeline file: ingest, fit, transform, classify, report",
         description="Run the stages of a pipeline file on one cluster; stages already done "
@@ -24,19 +26,15 @@ def add_run_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
                    "dmlfe-work/NAME)")
     p.add_argument("--fresh", action="store_true",
                    help="run every stage again, replacing the cached results")
-    _add_cluster_flags(p)
+    add_cluster_arguments(p)
     p.set_defaults(func=cmd_run)
     return p
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the pipeline; prints where the report is."""
-    from dmlfe.cli import _client
-    from dmlfe.pipeline.config import load_config
-    from dmlfe.pipeline.runner import run_pipeline
-
     cfg = load_config(args.pipeline)  # a bad file fails before a cluster starts
-    with _client(args) as client:
+    with client_from_args(args) as client:
         res = run_pipeline(cfg, work_dir=args.work_dir, client=client, fresh=args.fresh,
                            progress=not args.quiet)
     print(f"pipeline {cfg.name}: {len(res.stages)} stages, {len(res.ran)} ran, "

@@ -40,6 +40,11 @@ from typing import Any
 
 import yaml
 
+from dmlfe.fit.params import COMMON
+from dmlfe.ingestion import FORMATS
+from dmlfe.methods.registry import resolve_method
+from dmlfe.solvers.dimension import check_n_components
+
 #: Metric names of :func:`dmlfe.metrics.metric_report`, and whether lower is better.
 METRICS: dict[str, bool] = {
     "hamming_loss": True, "example_accuracy": False, "example_precision": False,
@@ -181,6 +186,19 @@ def _int(path: Path, key: str, v: Any, lo: int = 1) -> int:
     return int(v)
 
 
+def _n_components(path: Path, key: str, v: Any, kind: type) -> int | float:
+    """A d (``kind`` Integral) or t (float) entry, by the one n_components rule."""
+    if kind is float and isinstance(v, numbers.Real) and not isinstance(v, bool):
+        v = float(v)  # t: 1 in YAML is the threshold 1.0
+    if isinstance(v, bool) or not isinstance(v, kind):
+        what = "an integer d" if kind is numbers.Integral else "a float threshold t"
+        raise _err(path, key, f"must be {what}, got {v!r}")
+    try:
+        return check_n_components(v)
+    except (TypeError, ValueError) as exc:
+        raise _err(path, key, str(exc)) from None
+
+
 # --------------------------------------------------------------------------- parts
 def _split(path: Path, key: str, v: Any) -> SplitSpec:
     if v is None:
@@ -212,8 +230,6 @@ def _split(path: Path, key: str, v: Any) -> SplitSpec:
 
 
 def _dataset(path: Path, i: int, v: Any, data_dir: Path) -> DatasetSpec:
-    from dmlfe.ingestion import FORMATS
-
     key = f"datasets[{i}]"
     v = _mapping(path, key, v)
     _check_keys(path, key, v, _DATASET_KEYS)
@@ -255,9 +271,9 @@ def _dataset(path: Path, i: int, v: Any, data_dir: Path) -> DatasetSpec:
 
 
 def _estimator_params(method: str) -> set[str]:
-    from dmlfe.estimators import make_estimator
-
-    return set(make_estimator(method).get_params()) - _RESERVED
+    """The parameters a pipeline may set for ``method``: the common ones and its own."""
+    spec = resolve_method(method)
+    return ({p.name for p in COMMON} | set(spec.params)) - _RESERVED
 
 
 def _method(path: Path, i: int, v: Any, defaults: dict[str, Any]) -> MethodSpec:
@@ -279,8 +295,7 @@ def _method(path: Path, i: int, v: Any, defaults: dict[str, Any]) -> MethodSpec:
         accepted = _estimator_params(method)
     except ValueError as exc:
         raise _err(path, f"{key}.name", f"{exc} (or 'none' for no reduction)") from None
-    if method == "mddm":
-        method = "mddm_p"
+    method = resolve_method(method).name
     for k in v:
         if k not in accepted | {"d", "t"}:
             raise _err(path, f"{key}.{k}", f"{method} takes no parameter {k!r}; its parameters: "
@@ -289,21 +304,17 @@ def _method(path: Path, i: int, v: Any, defaults: dict[str, Any]) -> MethodSpec:
         raise _err(path, f"{key}.t", "give either d (number of components) or t (eigenvalue-sum "
                    "threshold), not both")
     params = {k: x for k, x in defaults.items() if k in accepted | {"t"}}
-    if method == "mddm_p":
-        params.pop("mu", None)  # MDDM takes mu for its 'f' variant only
     if "d" in v:
         params.pop("t", None)
     params.update(v)
     d_grid = None
     if "d" in params:
-        ds = [_int(path, f"{key}.d", d) for d in _as_list(params.pop("d"))]
+        ds = [_n_components(path, f"{key}.d", d, numbers.Integral)
+              for d in _as_list(params.pop("d"))]
         d_grid = sorted(set(ds))
     ts = None
     if "t" in params:
-        ts = _as_list(params.pop("t"))
-        for t in ts:
-            if isinstance(t, bool) or not isinstance(t, numbers.Real) or not 0 < t <= 1:
-                raise _err(path, f"{key}.t", f"must be a threshold in (0, 1], got {t!r}")
+        ts = [_n_components(path, f"{key}.t", t, float) for t in _as_list(params.pop("t"))]
     grid_keys = [k for k in params if isinstance(params[k], list)]
     settings = []
     for combo in itertools.product(*[params[k] for k in grid_keys]):

@@ -10,6 +10,7 @@ import numpy as np
 
 
 def _plt() -> Any:
+    # Lazy: matplotlib is heavy and only report plotting needs it; Agg is set before pyplot.
     import matplotlib
 
     matplotlib.use("Agg")
@@ -32,6 +33,7 @@ def spectrum(fits: Sequence[Mapping[str, Any]], title: str, out: Path) -> Path:
     ``fits``: dicts with ``label``, ``eigenvalues``, ``n_components``, ``threshold``.
     """
     plt = _plt()
+    # Lazy like _plt(): importing matplotlib at module level would load it for every user.
     from matplotlib import ticker
 
     n = len(fits)

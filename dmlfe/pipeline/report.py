@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from dmlfe._version import __version__
+from dmlfe.pipeline import plots
 from dmlfe.pipeline.cache import to_json, write_json_atomic
 from dmlfe.pipeline.config import METRICS, PipelineConfig
 from dmlfe.pipeline.ranks import compare
@@ -105,8 +106,6 @@ def _setting(r: dict[str, Any]) -> str:
 def write_report(cfg: PipelineConfig, done: list[tuple[Any, Any, dict[str, Any]]],
                  out_dir: str | Path, *, work_dir: str | Path) -> dict[str, Any]:
     """Write report.json, report.md and the PNGs under ``out_dir``; returns the JSON dict."""
-    from dmlfe.pipeline import plots
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob("*.png"):

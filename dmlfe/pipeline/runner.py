@@ -16,6 +16,7 @@ from the records at the end of every run.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -25,7 +26,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
+import zarr
 
+from dmlfe.estimators import make_estimator
+from dmlfe.evaluation import classifiers as mod
+from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, ingest
+from dmlfe.metrics import metric_report
+from dmlfe.model_io import load_model
 from dmlfe.pipeline.cache import StageCache, stage_key, to_json, write_json_atomic
 from dmlfe.pipeline.config import (
     CLASSIFIERS,
@@ -35,6 +43,10 @@ from dmlfe.pipeline.config import (
     PipelineConfigError,
     load_config,
 )
+from dmlfe.pipeline.report import write_report
+from dmlfe.pipeline.splits import split_roles
+from dmlfe.projection import write_embeddings
+from dmlfe.store import open_store
 
 
 @dataclass
@@ -77,8 +89,6 @@ class RunResult:
 
 def make_classifier(spec: ClassifierSpec) -> Any:
     """The classifier of a ``classifiers`` entry (dmlfe.evaluation.classifiers)."""
-    from dmlfe.evaluation import classifiers as mod
-
     cls = getattr(mod, CLASSIFIERS[spec.name][0])
     params = dict(spec.params)
     if spec.name == "br":
@@ -92,8 +102,6 @@ def make_classifier(spec: ClassifierSpec) -> Any:
 
 def _raw_features(view: Any) -> Any:
     """A view's X in memory as one CSR matrix (method ``none``)."""
-    import scipy.sparse as sp
-
     parts = [b["X"] for b in view.iter_blocks()]
     return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, view.n_features))
 
@@ -146,14 +154,11 @@ class PipelineRun:
     def _plan_dataset(self, i: int, ds: DatasetSpec) -> list[Stage]:
         stages: list[Stage] = []
         if ds.store is not None:
-            from dmlfe.stats.cache import store_identity
-            from dmlfe.store import open_store
-
             try:
                 store = open_store(ds.store)
             except (FileNotFoundError, ValueError) as exc:
                 raise PipelineConfigError(f"{self.cfg.path}: datasets[{i}].store: {exc}") from None
-            data_key = stage_key("store", store_identity(ds.store, store))
+            data_key = stage_key("store", store.fingerprint)
             self._stores[ds.name] = Path(ds.store)
         else:
             sources = []
@@ -209,8 +214,6 @@ class PipelineRun:
 
     # ------------------------------------------------------------------ data
     def _store(self, ds: DatasetSpec) -> Any:
-        from dmlfe.store import open_store
-
         return open_store(self._stores[ds.name])
 
     def views(self, ds: DatasetSpec) -> dict[str, Any]:
@@ -239,9 +242,6 @@ class PipelineRun:
 
     # ------------------------------------------------------------------ stage actions
     def _ingest(self, ds: DatasetSpec, d: Path) -> dict[str, Any]:
-        from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, ingest
-        from dmlfe.store import open_store
-
         src: Any = ds.source
         if src is not None and len(src) == 1:
             src = src[0]
@@ -254,8 +254,6 @@ class PipelineRun:
         return {"store": "store.zarr", "info": {k: info[k] for k in keep}}
 
     def _split(self, ds: DatasetSpec, d: Path) -> dict[str, Any]:
-        from dmlfe.pipeline.splits import split_roles
-
         store = self._store(ds)
         Y = np.asarray(store.Y.compute(scheduler="sync"))
         parts = split_roles(Y, ds.split.fractions, seed=ds.split.seed)
@@ -267,8 +265,6 @@ class PipelineRun:
 
     def _fit(self, ds: DatasetSpec, method: str, params: dict[str, Any], d: Path
              ) -> dict[str, Any]:
-        from dmlfe.estimators import make_estimator
-
         t0 = time.perf_counter()
         if ds.split.by == "store":
             # the store path lets the fit reuse the statistics saved beside the store
@@ -291,9 +287,6 @@ class PipelineRun:
                 "seconds": round(seconds, 3)}
 
     def _transform(self, ds: DatasetSpec, fit_key: str, d: Path) -> dict[str, Any]:
-        from dmlfe.model_io import load_model
-        from dmlfe.projection import write_embeddings
-
         model = load_model(self.cache.dir("fit", fit_key) / "model")
         roles = {}
         for role, view in self.views(ds).items():
@@ -304,16 +297,12 @@ class PipelineRun:
         return {"roles": roles}
 
     def _embeddings(self, tr_key: str, role: str, d: int | None) -> np.ndarray:
-        import zarr
-
         g = zarr.open_group(str(self.cache.dir("transform", tr_key) / f"{role}.zarr"), mode="r")
         Z = g["Z"]
         return np.asarray(Z[:, : (d if d is not None else Z.shape[1])], dtype=np.float64)
 
     def _classify(self, ds: DatasetSpec, c: ClassifierSpec, tr_key: str | None, d: int | None,
                   out: Path) -> dict[str, Any]:
-        from dmlfe.metrics import metric_report
-
         def features(role: str) -> Any:
             return self.raw(ds, role) if tr_key is None else self._embeddings(tr_key, role, d)
 
@@ -369,8 +358,6 @@ def _size(p: Path) -> int:
 
 def _current_report(report_dir: Path, plan_key: str) -> dict[str, Any] | None:
     """The existing report when it was made from exactly these stages and this file."""
-    import json
-
     try:
         rep = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -418,8 +405,6 @@ def run_pipeline(config: str | os.PathLike[str] | PipelineConfig, *,
         ``stages`` (with ``ran`` / ``reused``), ``report`` (the report.json content)
         and ``report_dir``.
     """
-    from dmlfe.pipeline.report import write_report
-
     cfg = config if isinstance(config, PipelineConfig) else load_config(config)
     wd = Path(work_dir) if work_dir is not None else default_work_dir(cfg)
     wd.mkdir(parents=True, exist_ok=True)

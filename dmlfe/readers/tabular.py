@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+import pyarrow.parquet as pq
+
 from dmlfe.readers.base import DataFormatError, IngestReport, TextBatch
 
 __all__ = ["read_jsonl", "read_parquet"]
@@ -366,8 +368,6 @@ def read_parquet(
         wrong type or a repeated id (file and 0-based row within the file named), or
         a file that is not Parquet.
     """
-    import pyarrow.parquet as pq
-
     p = Path(path)
     report = report if report is not None else IngestReport()
     files = _parquet_files(p)

@@ -13,11 +13,12 @@ eigenproblem p x p (p <= n training documents). The pieces:
   :func:`build_relation_map`.
 """
 
-from dmlfe.relation.features import RelationMap, build_relation_map, ship
+from dmlfe.relation.features import RelationMap, build_relation_map, relation_block_rows, ship
 from dmlfe.relation.kernels import SIMILARITIES
 from dmlfe.relation.prototypes import SELECTIONS, gather_rows, select_prototypes
 
 __all__ = [
     "SELECTIONS", "SIMILARITIES", "RelationMap", "build_relation_map", "gather_rows",
+    "relation_block_rows",
     "select_prototypes", "ship",
 ]

@@ -21,6 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from dask import delayed
 
+from dmlfe.compute import is_dask
 from dmlfe.relation.kernels import (
     DEFAULT_EQ9_TAU,
     DEFAULT_NEIGHBORS,
@@ -33,10 +34,17 @@ from dmlfe.relation.kernels import (
 )
 from dmlfe.relation.kernels import prototype_scales as _local_scales
 from dmlfe.relation.prototypes import gather_rows, select_prototypes
-from dmlfe.stats.pass_ import is_dask
 
 #: Rows per slice when the map is applied on the driver (bounds the dense m x p block).
 DRIVER_ROWS = 4096
+#: Store reads for the relation route use blocks of about this many bytes of dense
+#: relation features (n_block x p x 8), so a worker's block stays small.
+RELATION_BLOCK_BYTES = 2**27
+
+
+def relation_block_rows(n_prototypes: int, chunk_rows: int) -> int:
+    """Rows per block whose dense relation features (rows x p float64) stay small."""
+    return max(64, min(int(chunk_rows), RELATION_BLOCK_BYTES // (8 * max(n_prototypes, 1))))
 
 
 class RelationMap:

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from dask import delayed
+from sklearn.cluster import kmeans_plusplus
 
-from dmlfe.compute import compute_one
-from dmlfe.stats.pass_ import is_dask
+from dmlfe.compute import compute_one, is_dask
 
 SELECTIONS = ("all", "random", "stratified", "kmeans++")
 
@@ -100,8 +100,6 @@ def _stratified(Y: np.ndarray, p: int, rng: np.random.Generator) -> np.ndarray:
 
 def _kmeanspp(X: Any, n: int, p: int, rng: np.random.Generator, seed: int,
               pool_size: int, client: Any) -> np.ndarray:
-    from sklearn.cluster import kmeans_plusplus
-
     if n <= pool_size:
         pool = np.arange(n, dtype=np.int64)
     else:

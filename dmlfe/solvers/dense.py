@@ -7,14 +7,15 @@
   the D x r matrix F, eigenvalues s^2; no D x D matrix is formed.
 
 All paths return eigenvalues in descending order and components with a
-deterministic sign: the entry of largest magnitude of each component is positive
-(as scikit-learn's ``svd_flip`` does), so refits give identical models.
+deterministic sign (:func:`dmlfe.solvers.result.flip_signs`: the entry of largest
+magnitude of each component is positive, as scikit-learn's ``svd_flip`` does), so
+refits give identical models. :func:`solve_dense` returns the
+:class:`~dmlfe.solvers.result.EigenResult` every solver returns.
 """
 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as sla
@@ -26,49 +27,12 @@ from dmlfe.solvers.dimension import (
     choose_dimension,
     n_genuine,
 )
+from dmlfe.solvers.result import EigenResult, flip_signs
 
 #: B is "near-singular" when its smallest/largest eigenvalue ratio is below this.
 COND_RTOL = 1e-10
 #: Ridge added to a near-singular B, as a fraction of its mean eigenvalue trace(B)/D.
 REG_EPS = 1e-8
-
-
-@dataclass
-class EigenResult:
-    """Solution of a trace template.
-
-    Attributes
-    ----------
-    components : ndarray (D, d)
-        Projection P (columns p_i; B-orthonormal for generalised problems).
-    eigenvalues : ndarray
-        All computed eigenvalues, descending (D of them, or r on the thin-SVD path).
-    n_components : int
-        d.
-    n_genuine : int
-        How many eigenvalues are above round-off.
-    solver : str
-        "eigh", "eigh_generalized" or "thin_svd".
-    regularization : float
-        Multiple of I added to B (0.0 when none was needed).
-    """
-
-    components: np.ndarray
-    eigenvalues: np.ndarray
-    n_components: int
-    n_genuine: int
-    solver: str
-    regularization: float = 0.0
-
-
-def flip_signs(V: np.ndarray) -> np.ndarray:
-    """Make the largest-|.| entry of every column positive (first one on ties)."""
-    if V.size == 0:
-        return V
-    idx = np.argmax(np.abs(V), axis=0)
-    signs = np.sign(V[idx, np.arange(V.shape[1])])
-    signs[signs == 0] = 1.0
-    return V * signs
 
 
 def _descending(w: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -196,4 +160,6 @@ def solve_dense(
         n_genuine=k,
         solver=solver,
         regularization=reg,
+        n_passes=0,
+        converged=True,
     )

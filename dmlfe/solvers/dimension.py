@@ -1,8 +1,16 @@
-"""Which eigenvalues are genuine, and how many components to keep."""
+"""Which eigenvalues are genuine, and how many components to keep.
+
+The one dimension rule of every solver: :func:`check_n_components` validates
+``n_components``, :func:`choose_dimension` turns it into d (over the whole
+spectrum, or over the leading eigenvalues and the trace), :func:`n_genuine`
+counts the eigenvalues above round-off.
+"""
 
 from __future__ import annotations
 
 import numbers
+import warnings
+from typing import Any
 
 import numpy as np
 
@@ -27,21 +35,74 @@ def n_genuine(eigenvalues: np.ndarray, rtol: float = ROUNDOFF_RTOL) -> int:
     return int(np.count_nonzero(w > rtol * w[0]))
 
 
+def check_n_components(value: Any) -> int | float:
+    """The n_components rule: an int d >= 1, or a float threshold t in (0, 1].
+
+    Every place that accepts ``n_components`` validates it here, so there is one
+    rule and one message.
+
+    Parameters
+    ----------
+    value : int or float
+        An int (numpy integers included): the number of components d. A float
+        (numpy floats included): the eigenvalue-sum threshold t.
+
+    Returns
+    -------
+    int or float
+        ``value`` as a Python int (d) or float (t).
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is a bool or not a real number.
+    ValueError
+        If an int is below 1 or a float lies outside (0, 1].
+    """
+    message = (
+        "n_components must be an int (the number of components d) or a float threshold t "
+        f"in (0, 1]; got {value!r}"
+    )
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise TypeError(message)
+    if isinstance(value, numbers.Integral):
+        if value < 1:
+            raise ValueError(message)
+        return int(value)
+    t = float(value)
+    if not 0.0 < t <= 1.0:  # NaN fails too
+        raise ValueError(message)
+    return t
+
+
 def choose_dimension(
     eigenvalues: np.ndarray,
     n_components: int | float = DEFAULT_THRESHOLD,
+    *,
+    total: float | None = None,
     rtol: float = ROUNDOFF_RTOL,
 ) -> int:
-    """Number of components d.
+    """Number of components d: the one dimension rule of every solver.
 
     Parameters
     ----------
     eigenvalues : ndarray
-        All computed eigenvalues, descending.
+        The computed eigenvalues, descending: the whole spectrum, or only the
+        leading ones (then pass ``total``).
     n_components : int or float
-        An int: d itself (1 <= d <= number of computed eigenvalues). A float t in
-        (0, 1]: the smallest d with sum_{i<=d} lambda_i >= t * sum of the genuine
-        positive lambda_i (mvmd eq. 15, mddm eq. 9).
+        Validated by :func:`check_n_components`. An int: d itself
+        (1 <= d <= number of computed eigenvalues). A float t in (0, 1]: the
+        smallest d with sum_{i<=d} lambda_i >= t * denominator (mvmd eq. 15,
+        mddm eq. 9).
+    total : float, optional
+        The denominator of a threshold when only the leading eigenpairs were
+        computed: the sum of all eigenvalues, tr(A) of a positive semi-definite
+        A -- the same quantity as the sum of the positive eigenvalues, known
+        without the full spectrum. None (the whole spectrum was computed): the
+        denominator is the sum of the genuine positive eigenvalues.
+    rtol : float
+        Eigenvalues at or below ``rtol`` times the largest are round-off
+        (:func:`n_genuine`).
 
     Returns
     -------
@@ -49,24 +110,30 @@ def choose_dimension(
         d. For a threshold it never exceeds the number of genuine eigenvalues;
         a fixed d is returned as asked (the solver warns when it reaches into
         round-off eigenvalues).
+
+    Raises
+    ------
+    TypeError, ValueError
+        From :func:`check_n_components`; a ValueError also when an int d exceeds
+        the number of computed eigenvalues, when a threshold meets no genuine
+        positive eigenvalue, or when ``total`` is not a positive number.
+
+    Warns
+    -----
+    RuntimeWarning
+        When ``total`` is given and the computed eigenvalues do not reach
+        t * total: d is then the number computed (genuine ones only).
     """
     w = np.asarray(eigenvalues, dtype=np.float64)
-    if isinstance(n_components, bool):
-        raise TypeError("n_components must be an int or a float threshold, not a bool")
-    if isinstance(n_components, numbers.Integral):
-        d = int(n_components)
-        if not 1 <= d <= w.size:
+    nc = check_n_components(n_components)
+    if isinstance(nc, int):
+        if nc > w.size:
             raise ValueError(
-                f"n_components={d} must lie between 1 and the number of computed "
+                f"n_components={nc} must lie between 1 and the number of computed "
                 f"eigenvalues ({w.size})"
             )
-        return d
-    t = float(n_components)
-    if not 0.0 < t <= 1.0:
-        raise ValueError(
-            f"n_components={n_components!r}: a float is the eigenvalue-sum threshold t and "
-            "must lie in (0, 1]; pass an int for a fixed number of components"
-        )
+        return nc
+    t = nc
     k = n_genuine(w, rtol)
     if k == 0:
         raise ValueError(
@@ -74,4 +141,23 @@ def choose_dimension(
             "(e.g. labels constant over all documents); nothing to extract"
         )
     c = np.cumsum(w[:k])
-    return int(min(np.searchsorted(c, t * c[-1], side="left") + 1, k))
+    if total is None:
+        return int(min(np.searchsorted(c, t * c[-1], side="left") + 1, k))
+    total = float(total)
+    if not (np.isfinite(total) and total > 0.0):
+        raise ValueError(
+            f"total={total!r} must be the positive sum of all eigenvalues (tr(A)) of a "
+            "positive semi-definite A"
+        )
+    target = t * total
+    if c[-1] >= target:
+        return int(min(np.searchsorted(c, target, side="left") + 1, k))
+    if c[-1] < target - rtol * total:  # not merely round-off short of the target
+        warnings.warn(
+            f"the top {w.size} computed eigenvalues hold {c[-1] / total:.4f} of the total, "
+            f"below the threshold t={t:g}; keeping {k} components (raise max_components or "
+            "pass an int n_components)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return k

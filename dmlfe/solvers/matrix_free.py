@@ -14,7 +14,7 @@ afterwards from the column sums of the same pass,
 
 so X is never densified or centred and the driver holds O(D k) numbers.
 
-Two solvers, both seeded and both returning components with the dense solver's
+Two solvers, both seeded and both returning components with the dense solvers'
 sign convention (the largest-magnitude entry of each component is positive):
 
 * :func:`randomized_eigsh` -- randomized block subspace iteration with a
@@ -30,73 +30,44 @@ sign convention (the largest-magnitude entry of each component is positive):
   least ncv (default 2k + 1) and usually several times that. It is for
   checking or when passes are cheap (in-memory X).
 
-Every pass is counted and recorded on the result (``n_passes``).
+Every pass is counted and recorded on the result (``n_passes``). Both return the
+:class:`~dmlfe.solvers.result.EigenResult` of every solver, with components
+sign-fixed by :func:`~dmlfe.solvers.result.flip_signs`.
+
+:func:`solve_matrix_free` solves a method's trace template this way and picks d
+by the one dimension rule (:func:`dmlfe.solvers.dimension.choose_dimension`,
+with tr(A) from the passes as the denominator of a threshold).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import numbers
+import warnings
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from dask import delayed
 from scipy.sparse.linalg import LinearOperator, eigsh
 
-from dmlfe.stats.pass_ import (
+from dmlfe.compute import (
     BlockFn,
-    _check_x_dask,
-    _probe_n_features,
-    _to_float_block,
+    block_width,
+    check_row_blocks,
     compute_one,
     is_dask,
+    to_float_block,
     tree_reduce,
 )
+from dmlfe.methods.template import TraceTemplate
+from dmlfe.solvers.dimension import (
+    DEFAULT_THRESHOLD,
+    check_n_components,
+    choose_dimension,
+    n_genuine,
+)
+from dmlfe.solvers.result import EigenResult, flip_signs
 from dmlfe.stats.sufficient import SufficientStats
-
-
-def fix_signs(components: np.ndarray) -> np.ndarray:
-    """Flip each column so that its largest-magnitude entry (first one on ties) is positive."""
-    components = np.array(components, dtype=np.float64, copy=True)
-    if components.size == 0:
-        return components
-    idx = np.argmax(np.abs(components), axis=0)
-    signs = np.sign(components[idx, np.arange(components.shape[1])])
-    signs[signs == 0] = 1.0
-    components *= signs
-    return components
-
-
-@dataclass
-class MatrixFreeResult:
-    """Leading eigenpairs found without forming the D x D matrix.
-
-    Attributes
-    ----------
-    components : ndarray, shape (D, k)
-        Orthonormal eigenvectors, sign-fixed (largest-|.| entry positive).
-    eigenvalues : ndarray, shape (k,)
-        Eigenvalues, descending.
-    n_passes : int
-        Distributed passes over X made by the solver.
-    solver : str
-        "randomized-subspace" or "lanczos-arpack".
-    converged : bool
-        Whether the convergence criterion was met.
-    residuals : ndarray of shape (k,) or None
-        ||A u_i - lambda_i u_i|| of each pair (None when not measured).
-    trace : float or None
-        tr(A), i.e. the sum of all eigenvalues, for choosing d by an energy
-        threshold without the full spectrum.
-    """
-
-    components: np.ndarray
-    eigenvalues: np.ndarray
-    n_passes: int
-    solver: str
-    converged: bool
-    residuals: np.ndarray | None = None
-    trace: float | None = None
-    info: dict[str, Any] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- #
@@ -105,7 +76,7 @@ class MatrixFreeResult:
 def _xtxv_block(xb: Any, V: np.ndarray, block_fn: BlockFn | None) -> dict[str, Any]:
     if block_fn is not None:
         xb = block_fn(xb)
-    xb = _to_float_block(xb)
+    xb = to_float_block(xb)
     u = np.asarray(xb @ V)
     if sp.issparse(xb):
         sumsq = float(xb.multiply(xb).sum())
@@ -181,13 +152,13 @@ class ScatterOperator:
                 "eigenvalues; use the dense solver for indefinite problems"
             )
         if is_dask(X):
-            X = _check_x_dask(X)
+            X = check_row_blocks(X)
         elif sp.issparse(X):
             X = sp.csr_matrix(X)
         else:
             X = np.asarray(X)
         self.X = X
-        d = n_features or _probe_n_features(block_fn, int(X.shape[1]), X.dtype)
+        d = n_features or block_width(block_fn, int(X.shape[1]), X.dtype)
         if d is None:
             raise ValueError(
                 "the width of block_fn's output could not be probed on an empty block; pass "
@@ -225,8 +196,6 @@ class ScatterOperator:
         if self._x_blocks is None:
             res = _xtxv_block(self.X, V, self.block_fn)
         else:
-            from dask import delayed
-
             if self.client is not None:
                 v_ref: Any = self.client.scatter(V, broadcast=True, hash=False)
             else:
@@ -304,7 +273,7 @@ def randomized_eigsh(
     max_passes: int = 30,
     tol: float = 1e-6,
     random_state: int = 0,
-) -> MatrixFreeResult:
+) -> EigenResult:
     """Top-k eigenpairs of ``op`` by randomized block subspace iteration (one pass per step).
 
     Parameters
@@ -347,11 +316,14 @@ def randomized_eigsh(
             converged = True
             break
         Q = _orthonormal_basis(AU, rng)
-    return MatrixFreeResult(
-        components=fix_signs(U[:, :k]),
-        eigenvalues=theta[:k].copy(),
-        n_passes=op.n_passes - start,
+    eigenvalues = theta[:k].copy()
+    return EigenResult(
+        components=flip_signs(U[:, :k]),
+        eigenvalues=eigenvalues,
+        n_components=k,
+        n_genuine=n_genuine(eigenvalues),
         solver="randomized-subspace",
+        n_passes=op.n_passes - start,
         converged=converged,
         residuals=residuals[:k].copy(),
         trace=op.trace(),
@@ -367,7 +339,7 @@ def lanczos_eigsh(
     maxiter: int | None = None,
     ncv: int | None = None,
     random_state: int = 0,
-) -> MatrixFreeResult:
+) -> EigenResult:
     """Top-k eigenpairs of ``op`` by ARPACK Lanczos; one pass per matrix-vector product.
 
     ``tol = 0`` asks ARPACK for machine precision. The pass count (usually a few
@@ -384,11 +356,14 @@ def lanczos_eigsh(
     start = op.n_passes
     vals, vecs = eigsh(lin, k=k, which="LA", v0=v0, tol=tol, maxiter=maxiter, ncv=ncv)
     order = np.argsort(vals)[::-1]
-    return MatrixFreeResult(
-        components=fix_signs(vecs[:, order]),
-        eigenvalues=vals[order].copy(),
-        n_passes=op.n_passes - start,
+    eigenvalues = vals[order].copy()
+    return EigenResult(
+        components=flip_signs(vecs[:, order]),
+        eigenvalues=eigenvalues,
+        n_components=k,
+        n_genuine=n_genuine(eigenvalues),
         solver="lanczos-arpack",
+        n_passes=op.n_passes - start,
         converged=True,  # eigsh raises ArpackNoConvergence otherwise
         residuals=None,
         trace=op.trace(),
@@ -409,7 +384,7 @@ def matrix_free_eigh(
     block_fn: BlockFn | None = None,
     random_state: int = 0,
     **solver_options: Any,
-) -> MatrixFreeResult:
+) -> EigenResult:
     """Top-k eigenpairs of xx_coef * Xc^T Xc + lowrank lowrank^T by passes over X.
 
     ``solver`` is "randomized" (default; one pass per iteration, see
@@ -430,3 +405,107 @@ def matrix_free_eigh(
     if solver == "lanczos":
         return lanczos_eigsh(op, k, random_state=random_state, **solver_options)
     raise ValueError(f"solver = {solver!r} is not one of 'randomized', 'lanczos'")
+
+
+def solve_matrix_free(
+    template: TraceTemplate,
+    X: Any,
+    n_components: int | float = DEFAULT_THRESHOLD,
+    *,
+    max_components: int = 500,
+    solver: str = "randomized",
+    client: Any = None,
+    block_fn: BlockFn | None = None,
+    random_state: int = 0,
+    stats: SufficientStats | None = None,
+) -> EigenResult:
+    """Solve a trace template in operator form by passes over X, and choose d.
+
+    The matrix-free counterpart of :func:`dmlfe.solvers.dense.solve_dense`: A =
+    ``xx_coef`` Xs^T Xs + ``lowrank`` ``lowrank``^T (B = I) is applied by
+    :class:`ScatterOperator`, its leading eigenpairs come from
+    :func:`matrix_free_eigh`, and d from the one dimension rule
+    (:func:`dmlfe.solvers.dimension.choose_dimension`) with tr(A) as the
+    denominator of a threshold.
+
+    Parameters
+    ----------
+    template : TraceTemplate
+        A template with an operator form (``operator_form``) and B = I.
+    X : dask array of CSR row blocks, scipy.sparse matrix or ndarray
+        The documents the template's statistics describe.
+    n_components : int or float
+        An int: d, and exactly d eigenpairs are computed. A float t in (0, 1]:
+        ``min(max_components, D)`` leading eigenpairs are computed and d is the
+        smallest number whose eigenvalues hold t * tr(A) (a RuntimeWarning says
+        so when the computed ones fall short; d is then all genuine computed).
+    max_components : int
+        Most eigenpairs computed for a threshold.
+    solver : {"randomized", "lanczos"}
+        See :func:`matrix_free_eigh`.
+    client : distributed.Client, optional
+        Where the passes run.
+    block_fn : callable, optional
+        Applied to each X row block first (as in the statistics pass).
+    random_state : int
+        Seed of the solver's starting vectors.
+    stats : SufficientStats, optional
+        The statistics of X; when given, the first pass is cross-checked
+        against them.
+
+    Returns
+    -------
+    EigenResult
+        ``components`` (D, d), the k computed ``eigenvalues``, ``n_passes`` made
+        by the solver (the statistics pass not included), ``converged``,
+        ``residuals`` and ``trace``.
+
+    Raises
+    ------
+    ValueError
+        If the template has no operator form or a constraint matrix B, or from
+        :func:`dmlfe.solvers.dimension.choose_dimension`.
+
+    Warns
+    -----
+    RuntimeWarning
+        When the solver stopped before converging (the leading components are
+        approximate), or when a threshold is not reached by the computed
+        eigenvalues.
+    """
+    n_components = check_n_components(n_components)
+    if not template.operator_form or template.B is not None:
+        raise ValueError(
+            f"the {template.method} template has no operator form A = c Xs^T Xs + F F^T with "
+            "B = I, which the matrix-free solver needs; solve it with the dense solver"
+        )
+    D = int(template.n_features)
+    if isinstance(n_components, numbers.Integral):
+        k = int(n_components)
+    else:
+        k = min(int(max_components), D)
+    res = matrix_free_eigh(
+        X,
+        k,
+        solver=solver,
+        xx_coef=template.xx_coef,
+        lowrank=template.lowrank,
+        centre=template.centred,
+        stats=stats,
+        client=client,
+        block_fn=block_fn,
+        random_state=random_state,
+    )
+    if not res.converged:
+        warnings.warn(
+            f"{template.method}: the {res.solver} solver stopped after {res.n_passes} passes "
+            "before its residuals met the tolerance; the leading components are approximate "
+            "(see converged_)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    d = choose_dimension(res.eigenvalues, n_components, total=res.trace)
+    res.components = np.ascontiguousarray(res.components[:, :d])
+    res.n_components = d
+    res.n_genuine = n_genuine(res.eigenvalues)
+    return res

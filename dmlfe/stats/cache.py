@@ -11,10 +11,9 @@ Each entry is a pair of files named by ``key`` = a hash of its parameters:
 
 * ``<key>.npz``  -- n, sum_x, sum_y, xty, yty and, when computed, xtx and xtwx
   (float64, written with ``allow_pickle=False`` and read back the same way);
-* ``<key>.json`` -- the parameters in clear (data identity: store path, uuid,
-  shape, nnz, provenance attributes, modification time; subset/split; block_fn
-  route; label map; dmlfe version; cache format), which of X^T X / X^T W X are
-  present, and the shapes.
+* ``<key>.json`` -- the parameters in clear (data identity: the store's
+  ``fingerprint``; the view's selection (split); block_fn route; label map; dmlfe
+  version; cache format), which of X^T X / X^T W X are present, and the shapes.
 
 The key leaves out ``need_xtx`` / ``need_xtwx``: an entry with X^T X serves
 requests without it, and a request that needs X^T X replaces an entry that
@@ -40,13 +39,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from dmlfe._version import __version__
-from dmlfe.stats.pass_ import BlockFn, LabelFn, compute_stats, is_dask
+from dmlfe.compute import BlockFn, is_dask
+from dmlfe.stats.pass_ import LabelFn, compute_stats
 from dmlfe.stats.sufficient import SufficientStats
+from dmlfe.store import Store, open_store
 
 log = logging.getLogger(__name__)
 
 #: Bumped whenever the meaning or layout of a saved entry changes.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 _ARRAYS = ("sum_x", "sum_y", "xty", "yty", "xtx", "xtwx")
 
@@ -92,34 +93,6 @@ def array_identity(a: Any) -> dict[str, Any]:
     h = hashlib.sha256()
     _hash_array(h, a)
     return {"kind": "memory", "sha256": h.hexdigest(), "shape": list(a.shape)}
-
-
-def store_identity(path: str | os.PathLike[str], store: Any) -> dict[str, Any]:
-    """Identity of an opened store: where it is, its shape and provenance, when it was written.
-
-    A store is built under a temporary name and renamed into place, so a rebuilt
-    store is a new folder with a new modification time even at the same path.
-    """
-    p = Path(path).resolve()
-    attrs = _canonical(dict(getattr(store, "attrs", {}) or {}))
-    attrs_text = json.dumps(attrs, sort_keys=True)
-    ident: dict[str, Any] = {
-        "kind": "store",
-        "path": str(p),
-        "shape": [int(s) for s in store.X.shape],
-        "n_labels": int(store.Y.shape[1]),
-        "attrs_sha256": hashlib.sha256(attrs_text.encode()).hexdigest(),
-        "modified_ns": p.stat().st_mtime_ns,
-    }
-    # The store's own uuid (written at ingest) identifies it best when exposed.
-    uid = getattr(store, "uuid", None) or getattr(store, "_uid", None)
-    if uid is not None:
-        ident["uuid"] = str(uid)
-    if not getattr(store, "is_subset", True):  # nnz of a whole store is metadata
-        nnz = getattr(store, "nnz", None)
-        if nnz is not None:
-            ident["nnz"] = int(nnz)
-    return ident
 
 
 # --------------------------------------------------------------------------- #
@@ -223,35 +196,6 @@ def load_stats(
 # --------------------------------------------------------------------------- #
 # The reuse-or-compute entry point
 # --------------------------------------------------------------------------- #
-def _open_store(path: str | os.PathLike[str]) -> Any:
-    try:
-        from dmlfe.store import open_store
-    except ImportError as exc:  # the store module ships with the foundation issue
-        raise ImportError(
-            f"cannot open store {path}: dmlfe.store.open_store is not available ({exc})"
-        ) from exc
-    return open_store(path)
-
-
-def _split_store(store: Any, split: str | Sequence[str], path: Any) -> tuple[Any, Any, Any]:
-    """(X, Y, row mask or None) of the documents in ``split``."""
-    if hasattr(store, "subset"):  # the store drops the other rows block by block
-        sub = store.subset(split)
-        return sub.X, sub.Y, None
-    splits = [split] if isinstance(split, str) else list(split)
-    values = getattr(store, "split", None)
-    if values is None:
-        raise ValueError(
-            f"store {path} has no split column, so split={splits!r} cannot be selected; "
-            "call without split to use every document"
-        )
-    if is_dask(values):
-        import dask.array as da
-
-        return store.X, store.Y, da.isin(values, splits)
-    return store.X, store.Y, np.isin(np.asarray(values), splits)
-
-
 def _describe(fn: Any, description: Any, cache_on: bool, fn_name: str, arg: str) -> Any:
     if fn is None:
         return None
@@ -287,10 +231,12 @@ def load_or_compute_stats(
 
     Parameters
     ----------
-    source : str, PathLike, dask array, scipy.sparse matrix or ndarray
-        A store path (X and Y are read from the store and the cache goes to
-        ``<store>.stats/``), or X itself (then Y is required and the cache is
-        used only when ``cache_dir`` is given).
+    source : str, PathLike, Store, dask array, scipy.sparse matrix or ndarray
+        A store path or an opened :class:`dmlfe.store.Store` (or a view of one: its
+        ``selection`` is part of the key). X and Y are read from the store and the
+        cache goes to ``<store>.stats/``, keyed by the store's ``fingerprint``. Or X
+        itself: then Y is required and the cache is used only when ``cache_dir`` is
+        given.
     Y : array-like, optional
         Labels when ``source`` is X.
     need_xtx, max_dense_features, client, block_fn, label_fn, need_xtwx, row_mask, progress
@@ -315,21 +261,25 @@ def load_or_compute_stats(
     -------
     SufficientStats
     """
-    is_path = isinstance(source, str | os.PathLike)
     if subset is None and row_mask is not None and cache:
         subset = array_identity(row_mask)
     route_desc = _describe(block_fn, route, cache, "block_fn", "route")
     labels_desc = _describe(label_fn, labels, cache, "label_fn", "labels")
-    if is_path:
-        store = _open_store(source)
-        identity = store_identity(source, store) if cache else None
-        X, Y = store.X, store.Y
+    if isinstance(source, str | os.PathLike):
+        source = open_store(source)
         if split is not None:
-            X, Y, mask = _split_store(store, split, source)
-            if mask is not None:
-                row_mask = mask if row_mask is None else (mask & row_mask)
+            source = source.subset(split)
+    elif split is not None:
+        raise ValueError("split= applies to a store path; subset the Store itself instead")
+    if isinstance(source, Store):
+        X, Y = source.X, source.Y
+        identity = source.fingerprint if cache else None
+        selection = source.selection or {}
+        split = selection.get("split")
+        if subset is None and "rows" in selection:
+            subset = {"rows": selection["rows"]}
         if cache and cache_dir is None:
-            cache_dir = stats_dir_for(source)
+            cache_dir = stats_dir_for(source.path)
     else:
         if Y is None:
             raise ValueError("Y (labels) is required when X is given instead of a store path")

@@ -13,11 +13,16 @@ a dense accumulator is smaller.
 
 In-memory inputs (scipy.sparse matrices, numpy arrays) are reduced on the
 driver in row slices, without dask.
+
+Only the statistics live here (:func:`compute_stats`, the per-block partials,
+:func:`add_partials`, :func:`dense_xtx_error`); the input handling (aligning X
+and Y, row blocks, ``block_fn`` widths) and the pass machinery come from
+:mod:`dmlfe.compute`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import dask.array as da
@@ -25,10 +30,16 @@ import numpy as np
 import scipy.sparse as sp
 from dask import delayed
 
-from dmlfe.compute import compute_one, tree_reduce
+from dmlfe.compute import (
+    BlockFn,
+    align_rows,
+    block_width,
+    compute_one,
+    is_dask,
+    to_float_block,
+    tree_reduce,
+)
 from dmlfe.stats.sufficient import SufficientStats
-
-BlockFn = Callable[[Any], Any]
 
 #: Rows per slice when an in-memory X is reduced on the driver.
 IN_MEMORY_ROWS = 65_536
@@ -40,84 +51,6 @@ _DENSIFY_FRACTION = 0.5
 _PART_KEYS = ("sum_x", "sum_y", "xty", "yty", "xtx", "xtwx")
 
 LabelFn = Callable[[np.ndarray], np.ndarray]
-
-
-# --------------------------------------------------------------------------- #
-# Input normalisation
-# --------------------------------------------------------------------------- #
-def is_dask(a: Any) -> bool:
-    """True for a dask array."""
-    return isinstance(a, da.Array)
-
-
-def as_row_blocks(a: Any, row_chunks: Sequence[int]) -> da.Array:
-    """Wrap an in-memory 2-D matrix (scipy.sparse or ndarray) as a dask array of row blocks.
-
-    The blocks keep the input's kind (CSR stays CSR), so every function that
-    accepts a store's X accepts the result.
-    """
-    row_chunks = tuple(int(c) for c in row_chunks)
-    if sum(row_chunks) != a.shape[0]:
-        raise ValueError(
-            f"row chunks {row_chunks[:5]}... sum to {sum(row_chunks)} but the matrix has "
-            f"{a.shape[0]} rows"
-        )
-    if sp.issparse(a):
-        a = sp.csr_matrix(a)
-        meta: Any = sp.csr_matrix((0, a.shape[1]), dtype=a.dtype)
-    else:
-        a = np.asarray(a)
-        meta = np.empty((0,) * a.ndim, dtype=a.dtype)
-    blocks = []
-    start = 0
-    for c in row_chunks:
-        piece = a[start : start + c]
-        shape = (c,) + tuple(a.shape[1:])
-        blocks.append(da.from_delayed(delayed(piece), shape=shape, dtype=a.dtype, meta=meta))
-        start += c
-    return da.concatenate(blocks, axis=0)
-
-
-def _check_x_dask(X: da.Array) -> da.Array:
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D (documents x features); got shape {X.shape}")
-    if any(np.isnan(c) for c in X.chunks[0]):
-        raise ValueError(
-            "X has unknown row-chunk sizes; call X.compute_chunk_sizes() or open the store "
-            "again so that the row blocks have known lengths"
-        )
-    if len(X.chunks[1]) > 1:
-        # One column chunk per row block: the per-block reductions need whole rows.
-        X = X.rechunk({1: -1})
-    return X
-
-
-def _as_2d_labels(Y: Any) -> Any:
-    if Y.ndim == 1:
-        return Y.reshape(-1, 1)
-    if Y.ndim != 2:
-        raise ValueError(f"Y must be 2-D (documents x labels); got shape {Y.shape}")
-    return Y
-
-
-def _align(X: Any, Y: Any) -> tuple[Any, Any]:
-    """Return (X, Y) as both in-memory or both dask arrays with identical row chunks."""
-    Y = _as_2d_labels(Y)
-    if X.shape[0] != Y.shape[0]:
-        raise ValueError(
-            f"X has {X.shape[0]} rows (documents) but Y has {Y.shape[0]}; they must describe "
-            "the same documents in the same order"
-        )
-    if not is_dask(X) and not is_dask(Y):
-        return X, Y
-    if not is_dask(X):
-        X = as_row_blocks(X, Y.chunks[0])
-    X = _check_x_dask(X)
-    if not is_dask(Y):
-        Y = da.from_array(np.asarray(Y), chunks=(X.chunks[0], -1))
-    elif Y.chunks[0] != X.chunks[0] or len(Y.chunks[1]) > 1:
-        Y = Y.rechunk((X.chunks[0], -1))
-    return X, Y
 
 
 # --------------------------------------------------------------------------- #
@@ -137,26 +70,9 @@ def dense_xtx_error(n_features: int, max_dense_features: int) -> ValueError:
     )
 
 
-def _probe_n_features(block_fn: BlockFn | None, n_features: int, dtype: Any) -> int | None:
-    """Output width of ``block_fn``, found on an empty block; None when it cannot be probed."""
-    if block_fn is None:
-        return n_features
-    try:
-        out = block_fn(sp.csr_matrix((0, n_features), dtype=dtype))
-        return int(out.shape[1])
-    except Exception:  # the hook need not accept empty blocks: checked per block then
-        return None
-
-
 # --------------------------------------------------------------------------- #
 # Per-block partials and their combination (run on the workers)
 # --------------------------------------------------------------------------- #
-def _to_float_block(xb: Any) -> Any:
-    if sp.issparse(xb):
-        return sp.csr_matrix(xb, dtype=np.float64)
-    return np.asarray(xb, dtype=np.float64)
-
-
 def _maybe_dense(m: Any) -> Any:
     """Densify a sparse partial once a dense float64 array is the smaller form."""
     if sp.issparse(m):
@@ -184,7 +100,7 @@ def _block_partial(
         yb = yb[keep]
     if block_fn is not None:
         xb = block_fn(xb)
-    xb = _to_float_block(xb)
+    xb = to_float_block(xb)
     y = yb.toarray() if sp.issparse(yb) else np.asarray(yb)
     if y.ndim == 1:
         y = y.reshape(-1, 1)
@@ -334,9 +250,9 @@ def compute_stats(
     SufficientStats
         Raw (uncentred) float64 sums; centred forms are derived from them.
     """
-    X, Y = _align(X, Y)
+    X, Y = align_rows(X, Y)
     n_in_features = int(X.shape[1])
-    n_out = _probe_n_features(block_fn, n_in_features, getattr(X, "dtype", np.float64))
+    n_out = block_width(block_fn, n_in_features, getattr(X, "dtype", np.float64))
     need_dense = need_xtx or need_xtwx
     if need_dense and n_out is not None and n_out > max_dense_features:
         raise dense_xtx_error(n_out, max_dense_features)

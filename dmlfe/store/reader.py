@@ -8,6 +8,7 @@ path.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from functools import cached_property, lru_cache
@@ -139,8 +140,10 @@ class Store:
     """
 
     def __init__(self, path: Path, meta: dict, chunk_rows: int,
-                 blocks: list[tuple[int, int, np.ndarray | None]]):
+                 blocks: list[tuple[int, int, np.ndarray | None]],
+                 selection: dict | None = None):
         self.path = path
+        self.selection = selection
         self._meta = meta
         self._chunk_rows = chunk_rows
         self._blocks = blocks
@@ -180,6 +183,54 @@ class Store:
     @property
     def is_subset(self) -> bool:
         return any(rows is not None for _, _, rows in self._blocks)
+
+    @property
+    def fingerprint(self) -> dict:
+        """The one public identity of the stored data (not of a view of it).
+
+        Every consumer that must recognise a store again uses it: the statistics cache
+        beside the store, a fitted model's provenance and the pipeline's stage cache.
+        A store is built under a temporary name with a fresh uuid and renamed into
+        place, so a rebuilt store has a new fingerprint even at the same path.
+        """
+        return {"kind": "store", "path": str(self.path.resolve()), "uuid": self._uid,
+                "shape": [int(self._meta["n_docs"]), self.n_features],
+                "n_labels": self.n_labels, "nnz": int(self._meta["nnz"])}
+
+    @property
+    def feature_kind(self) -> str:
+        """How the columns are defined: "names" (a vocabulary), "hashing" or "numbered"."""
+        if self._meta.get("has_feature_names"):
+            return "names"
+        return "hashing" if self.hashing is not None else "numbered"
+
+    @cached_property
+    def feature_names_sha256(self) -> str | None:
+        """Hash of the vocabulary (None without feature names)."""
+        names = self.feature_names
+        if names is None:
+            return None
+        h = hashlib.sha256()
+        for name in names:
+            h.update(str(name).encode("utf-8"))
+            h.update(b"\0")  # separator: ["ab", "c"] and ["a", "bc"] must differ
+        return h.hexdigest()
+
+    def provenance(self) -> dict:
+        """What a model fitted on this store (view) must remember of it.
+
+        The feature space (vocabulary hash or hashing parameters) is recorded so that
+        projecting another store can be checked against it; the store's provenance
+        attributes are kept except the reader report.
+        """
+        fp = self.fingerprint
+        return {"fingerprint": fp, "path": fp["path"], "uuid": fp["uuid"],
+                "split": None if self.selection is None else self.selection.get("split"),
+                "n_docs": fp["shape"][0], "n_features": self.n_features,
+                "n_labels": self.n_labels, "label_names": list(self.label_names),
+                "features": self.feature_kind,
+                "feature_names_sha256": self.feature_names_sha256, "hashing": self.hashing,
+                "attrs": {k: v for k, v in self.attrs.items() if k != "report"}}
 
     @property
     def obs_columns(self) -> list[str]:
@@ -303,7 +354,9 @@ class Store:
                 blocks.append((r0, r1, local[keep]))
         if not blocks:
             blocks = [(0, 0, np.zeros(0, dtype=np.int64))]
-        return Store(self.path, self._meta, self._chunk_rows, blocks)
+        split_value = wanted[0] if isinstance(split, str) else wanted
+        return Store(self.path, self._meta, self._chunk_rows, blocks,
+                     {**(self.selection or {}), "split": split_value})
 
     def take(self, rows) -> Store:
         """The documents at positions ``rows`` of this store (or view), in row order,
@@ -323,7 +376,32 @@ class Store:
             start += size
         if not blocks:
             blocks = [(0, 0, np.zeros(0, dtype=np.int64))]
-        return Store(self.path, self._meta, self._chunk_rows, blocks)
+        taken = hashlib.sha256(rows.tobytes()).hexdigest()[:24]
+        return Store(self.path, self._meta, self._chunk_rows, blocks,
+                     {**(self.selection or {}), "rows": [taken, *(self.selection or {}).get(
+                         "rows", [])]})
+
+    def reblock(self, max_rows: int) -> Store:
+        """The same documents in blocks of at most ``max_rows`` rows (never merged).
+
+        For work whose per-block memory grows with something else than the stored
+        chunk (e.g. dense relation features, rows x p); no metadata is read again.
+        """
+        if isinstance(max_rows, bool) or int(max_rows) < 1:
+            raise ValueError(f"max_rows must be a positive integer, got {max_rows!r}")
+        m = int(max_rows)
+        blocks: list[tuple[int, int, np.ndarray | None]] = []
+        for r0, r1, rows in self._blocks:
+            if rows is None:
+                blocks += [(a, min(a + m, r1), None) for a in range(r0, r1, m)] or [(r0, r1, None)]
+                continue
+            if len(rows) == 0:
+                blocks.append((r0, r1, rows))
+            for i in range(0, len(rows), m):
+                part = np.asarray(rows[i:i + m], dtype=np.int64)
+                lo, hi = int(part.min()), int(part.max()) + 1
+                blocks.append((r0 + lo, r0 + hi, part - lo))
+        return Store(self.path, self._meta, min(self._chunk_rows, m), blocks, self.selection)
 
     def iter_blocks(self) -> Iterator[dict]:
         """Read the blocks one by one in this process (no dask): dicts with X, Y, ids,
@@ -375,8 +453,7 @@ class Store:
             "splits": splits,
             "docs_without_split": without_split,
             "obs_columns": self.obs_columns,
-            "features": "names" if self._meta.get("has_feature_names")
-            else ("hashing" if self.hashing is not None else "numbered"),
+            "features": self.feature_kind,
             "hashing": self.hashing,
             "chunking": {
                 "chunk_rows": self.chunk_rows,

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+import dask
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
@@ -235,8 +236,6 @@ def _run_tasks(tasks: list[tuple], client) -> None:
         futures = [client.submit(t[0], *t[1:], pure=False) for t in tasks]
         client.gather(futures)  # raises the first task error here
         return
-    import dask
-
     dask.compute(*[dask.delayed(t[0], pure=False)(*t[1:]) for t in tasks], scheduler="threads")
 
 

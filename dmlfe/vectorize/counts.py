@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.preprocessing import normalize
 
 from dmlfe.vectorize.params import VectorizerParams
 
@@ -138,8 +139,6 @@ def dense_df(counts: TermCounts, n_features: int) -> np.ndarray:
 
 def tfidf_block(counts: sp.csr_matrix, idf: np.ndarray, params: VectorizerParams) -> sp.csr_matrix:
     """Raw term counts -> (sublinear) tf * idf -> row-normalised float64 CSR."""
-    from sklearn.preprocessing import normalize
-
     X = sp.csr_matrix(counts, dtype=np.float64)
     X.sum_duplicates()
     X.eliminate_zeros()

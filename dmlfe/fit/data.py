@@ -1,0 +1,91 @@
+"""The training data of one fit: a store opened once, or arrays checked once."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from dmlfe.compute import is_dask
+from dmlfe.fit.plan import DataShape
+from dmlfe.labels import first_non_binary
+from dmlfe.store import Store, open_store
+
+
+@dataclass(frozen=True)
+class FitData:
+    """X and Y of a fit and, when they come from a store, the store (view) itself.
+
+    Attributes
+    ----------
+    X : dask array of CSR row blocks, scipy.sparse matrix or ndarray
+    Y : dask array or ndarray (n, q)
+    store : Store or None
+        The opened store, already restricted to the fit's split; the statistics cache
+        and the model's provenance read it, so it is opened once per fit.
+    """
+
+    X: Any
+    Y: Any
+    store: Store | None = None
+
+    @property
+    def shape(self) -> DataShape:
+        q = int(self.Y.shape[1]) if self.Y.ndim == 2 else 1
+        return DataShape(int(self.X.shape[0]), int(self.X.shape[1]), q)
+
+    def reblocked(self, max_rows: int) -> FitData:
+        """The same data in row blocks of at most ``max_rows`` (stores only; arrays as they are)."""
+        if self.store is None:
+            return self
+        view = self.store.reblock(max_rows)
+        return FitData(view.X, view.Y, view)
+
+
+def is_path(X: Any) -> bool:
+    return isinstance(X, str | os.PathLike)
+
+
+def fit_data(X: Any, Y: Any, split: Any, owner: str) -> FitData:
+    """Open a store path once (and select its split), or check in-memory X and Y.
+
+    Raises
+    ------
+    ValueError
+        Y given with a store path, Y missing otherwise, ``split`` without a store, a
+        shape mismatch, or labels that are not 0/1 (the message names the entry).
+    """
+    if is_path(X):
+        if Y is not None:
+            raise ValueError("Y must not be given with a store path: the labels come from the "
+                             "store (pass X and Y as arrays to use other labels)")
+        store = open_store(X)
+        if split is not None:
+            store = store.subset(split)
+        return FitData(store.X, store.Y, store)
+    if Y is None:
+        raise ValueError(f"{owner}.fit needs Y (a 0/1 label indicator matrix) unless X is a "
+                         "store path")
+    if split is not None:
+        raise ValueError("split= applies only when X is a store path")
+    if is_dask(X):
+        return FitData(X, Y)
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.float64)
+    else:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D (documents x features), got shape {X.shape}")
+    Y = np.asarray(Y)
+    if Y.ndim == 1:
+        Y = Y[:, None]
+    if Y.shape[0] != X.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}")
+    bad = first_non_binary(Y)
+    if bad is not None:
+        r, c = bad
+        raise ValueError(f"Y must be a 0/1 indicator matrix; Y[{r}, {c}] = {Y[r, c].item()!r}")
+    return FitData(X, Y)

@@ -1,0 +1,91 @@
+"""The parameters every dmlfe estimator has, declared once (see :mod:`dmlfe.params`).
+
+Method-specific parameters are declared with their method in
+:mod:`dmlfe.methods.registry`; an estimator's signature is ``n_components``, then its
+methods' parameters, then these (keyword-only).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dmlfe.params import Param, anything, boolean, interval, one_of, optional
+from dmlfe.relation.kernels import DEFAULT_NEIGHBORS, SIMILARITIES, canonical_similarity
+from dmlfe.relation.prototypes import SELECTIONS
+from dmlfe.solvers.dimension import DEFAULT_THRESHOLD, check_n_components
+
+SOLVERS = ("auto", "dense", "randomized", "lanczos")
+ROUTES = ("feature", "relation", "auto")
+
+
+def _n_components(name: str, value: Any) -> int | float:
+    return check_n_components(value)
+
+
+def _split(name: str, value: Any) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise TypeError(f"parameter {name}={value!r} must be a split name or a list of them")
+
+
+def _similarity(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"parameter {name}={value!r} must be one of {SIMILARITIES}")
+    return canonical_similarity(value)
+
+
+N_COMPONENTS = Param(
+    "n_components", DEFAULT_THRESHOLD, _n_components,
+    "int or float, default 0.999\n    An int: the number of components d. A float t in (0, 1]: "
+    "the smallest d whose\n    eigenvalues sum to at least t times the sum of the positive "
+    "eigenvalues\n    (mvmd eq. 15).")
+
+#: The common parameters after ``n_components``, in signature order.
+COMMON: tuple[Param, ...] = (
+    Param("solver", "auto", one_of(*SOLVERS),
+          "{'auto', 'dense', 'randomized', 'lanczos'}, default 'auto'\n    Eigensolver; 'auto' "
+          "picks one from the data size (see dmlfe.fit.plan)."),
+    Param("max_dense_features", 20_000, interval(1, None, integer=True),
+          "int, default 20000\n    Largest D (or p) for which a D x D matrix is formed on the "
+          "driver."),
+    Param("max_components", 500, interval(1, None, integer=True),
+          "int, default 500\n    Matrix-free path with a threshold: most eigenpairs computed."),
+    Param("split", None, _split,
+          "str or list of str, optional\n    When X is a store path: fit on (and transform) "
+          "the documents of these splits."),
+    Param("cache", True, boolean,
+          "bool, default True\n    Reuse statistics saved beside the store (store paths "
+          "only)."),
+    Param("client", None, anything,
+          "distributed.Client, optional\n    Where passes run; default the process's default "
+          "client or dask's local scheduler."),
+    Param("random_state", 0, interval(None, None, integer=True),
+          "int, default 0\n    Seed of the randomized solver and of prototype selection."),
+    Param("progress", False, boolean,
+          "bool, default False\n    Progress messages on stderr for the passes."),
+    Param("route", "auto", one_of(*ROUTES),
+          "{'feature', 'relation', 'auto'}, default 'auto'\n    Solve on X, on relation "
+          "features R = sim(X, prototypes) (mope section 3.5),\n    or choose (see "
+          "dmlfe.fit.plan). ``route_`` and ``route_reason_`` record it."),
+    Param("n_prototypes", None, optional(interval(1, None, integer=True)),
+          "int, optional\n    Relation route: p; None = every training document."),
+    Param("prototype_selection", "all", one_of(*SELECTIONS),
+          "{'all', 'random', 'stratified', 'kmeans++'}, default 'all'\n    Relation route: how "
+          "the p prototypes are chosen (seeded by ``random_state``,\n    independent of the "
+          "chunking)."),
+    Param("similarity", "linear", _similarity,
+          "str, default 'linear'\n    Relation route: 'linear', 'cosine', 'gaussian' (mope eq. "
+          "7), 'local_scaling'\n    (eq. 8) or 'inverse_normalized_distance' (eq. 9, alias "
+          "'eq9')."),
+    Param("tau", None, optional(interval(0.0, None, closed="neither")),
+          "float, optional\n    Width of 'gaussian' (default: median squared distance between "
+          "a seeded sample\n    of the prototypes) and of 'inverse_normalized_distance' "
+          "(default 1.0)."),
+    Param("n_neighbors", DEFAULT_NEIGHBORS, interval(1, None, integer=True),
+          "int, default 7\n    K of 'local_scaling'."),
+)
+
+#: Common parameters that say where and how to run, not what the model is.
+RUNTIME = ("client", "progress", "cache")

@@ -1,0 +1,265 @@
+"""Plan a fit before touching the data: route, solver and what the statistics pass computes.
+
+:func:`plan_fit` is a pure function of the method's declaration, the validated
+parameters, the data's shape and the memory limits; every decision it makes carries
+its reason, and every impossible request fails here, before any pass over the data.
+
+Route (``route``; recorded as ``route_`` and ``route_reason_``):
+
+* ``"feature"``: the methods on X itself.
+* ``"relation"`` (mope section 3.5): each document becomes its similarities to p
+  prototype documents, R = sim(X, prototypes) (:mod:`dmlfe.relation`), so every
+  method is a p x p problem whatever D is.
+* ``"auto"``: the relation route when the method needs a dense X^T X (MDDMp and PLS
+  have the low-rank path and work at any D), D exceeds ``max_dense_features``, p fits
+  under it and D >= RELATION_RATIO * p; the feature route otherwise. Kernel methods
+  always take the relation route.
+
+Solver (``solver="auto"``):
+
+* A = F F^T from X^T Y alone (MDDMp, PLS): thin SVD of the D x q matrix F ("lowrank");
+  no D x D matrix at any D and no pass beyond the statistics pass.
+* D (or p) <= ``max_dense_features``: statistics with X^T X, dense (generalised)
+  symmetric eigensolver on the driver; driver memory about 3 D^2 x 8 bytes.
+* larger D, methods with an operator form (PCA, LSI, MVMD): matrix-free randomized
+  subspace iteration whose products are distributed passes over X; driver memory
+  O(D k).
+* otherwise a clear error (the method needs a D x D matrix that would not fit).
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+from dmlfe.methods.registry import MethodSpec
+
+#: "auto" takes the relation route only when D is at least this many times p.
+RELATION_RATIO = 2
+
+
+@dataclass(frozen=True)
+class DataShape:
+    """What a plan needs to know about the training data: its sizes."""
+
+    n_samples: int
+    n_features: int
+    n_labels: int
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Memory limits of the driver."""
+
+    max_dense_features: int = 20_000
+    max_components: int = 500
+
+
+@dataclass(frozen=True)
+class StatsRequest:
+    """What the statistics pass must compute.
+
+    Attributes
+    ----------
+    need_xtx : bool
+        X^T X (or R^T R), dense.
+    need_xtwx : bool
+        The row-weighted scatter X^T diag(w) X (MLDA, DMLDA).
+    labels : str
+        "01" or "mlda_weighted" (see :class:`dmlfe.methods.registry.MethodSpec`).
+    reason : str
+    """
+
+    need_xtx: bool
+    need_xtwx: bool
+    labels: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class RelationRequest:
+    """How to build the relation features (relation route only)."""
+
+    n_prototypes: int
+    selection: str
+    similarity: str
+    tau: float | None
+    n_neighbors: int
+    random_state: int
+
+
+@dataclass(frozen=True)
+class FitPlan:
+    """Everything decided before the data is read.
+
+    Attributes
+    ----------
+    spec : MethodSpec
+    params : dict
+        The method's own parameters (validated).
+    route, route_reason : str
+    solver : str
+        "dense", "lowrank" (thin SVD), "randomized" or "lanczos".
+    solver_reason : str
+    problem_size : int
+        Size of the eigenproblem: D on the feature route, p on the relation route.
+    stats : StatsRequest
+    dense_template : bool
+        Whether the builder forms the dense A (False: only its operator form).
+    n_components : int or float
+    limits : Limits
+    random_state : int
+    relation : RelationRequest or None
+    """
+
+    spec: MethodSpec
+    params: dict[str, Any]
+    route: str
+    route_reason: str
+    solver: str
+    solver_reason: str
+    problem_size: int
+    stats: StatsRequest
+    dense_template: bool
+    n_components: int | float
+    limits: Limits
+    random_state: int
+    relation: RelationRequest | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The decisions and their reasons, JSON-able (for logs and reports)."""
+        return {"method": self.spec.name, "route": self.route, "route_reason": self.route_reason,
+                "solver": self.solver, "solver_reason": self.solver_reason,
+                "problem_size": self.problem_size, "need_xtx": self.stats.need_xtx,
+                "need_xtwx": self.stats.need_xtwx, "labels": self.stats.labels,
+                "stats_reason": self.stats.reason}
+
+
+def _gib(D: int) -> str:
+    return f"{D * D * 8 / 2**30:.1f} GiB"
+
+
+def choose_route(spec: MethodSpec, route: str, solver: str, shape: DataShape, p: int,
+                 limits: Limits) -> tuple[str, str]:
+    """(route, reason); see the module docstring."""
+    name, D, limit = spec.name, shape.n_features, limits.max_dense_features
+    if spec.needs_kernel:
+        return "relation", f"{name} is a kernel method on relation features"
+    if route == "feature":
+        return "feature", "route='feature' was asked for"
+    if route == "relation":
+        return "relation", "route='relation' was asked for"
+    if spec.lowrank_only:
+        return "feature", (f"{name} has the low-rank path (thin SVD of the D x q X^T Y), "
+                           "which works at any D")
+    if not (spec.needs_xtx or spec.needs_weighted_xtx):
+        return "feature", f"{name} needs no D x D scatter"
+    if D <= limit:
+        return "feature", f"D = {D} <= max_dense_features = {limit}: the dense D x D route fits"
+    if solver in ("randomized", "lanczos"):
+        return "feature", f"solver={solver!r} (matrix-free on X) was asked for"
+    if p > limit:
+        return "feature", (f"p = {p} prototypes exceed max_dense_features = {limit} as well, "
+                           "so the relation route would not fit either")
+    if D < RELATION_RATIO * p:
+        return "feature", (f"D = {D} is not large relative to p = {p} (needs D >= "
+                           f"{RELATION_RATIO} p)")
+    return "relation", (f"{name} needs X^T X; D = {D} exceeds max_dense_features = {limit} and "
+                        f"is {D / p:.1f} x p = {p} prototypes: solved as a p x p problem on "
+                        "relation features")
+
+
+def choose_solver(spec: MethodSpec, params: dict[str, Any], solver: str, route: str, D: int,
+                  limits: Limits) -> tuple[str, str]:
+    """(solver, reason) for a problem of size D (p on the relation route)."""
+    name, limit = spec.name, limits.max_dense_features
+    dense_ok = D <= limit
+    lowrank = spec.lowrank_only and spec.has_lowrank_form(params)
+    if solver in ("randomized", "lanczos"):
+        if not spec.operator_form:
+            raise ValueError(f"solver={solver!r} is available for PCA, LSI, MVMD, MDDMp and "
+                             f"PLS only; {name} needs the dense solver")
+        if route == "relation":
+            raise ValueError(
+                f"the relation route solves p x p problems densely, but p = {D} prototypes "
+                f"exceed max_dense_features={limit}; choose fewer prototypes (n_prototypes) or "
+                "raise max_dense_features")
+        return solver, f"solver={solver!r} was asked for"
+    if lowrank and (solver == "auto" or not dense_ok):
+        # the thin SVD of F is this method's exact solver; the dense template would also
+        # form the D x D matrix A
+        return "lowrank", "A = F F^T with F = Xc^T Yc B^1/2 (D x q): thin SVD, no D x D matrix"
+    if dense_ok:
+        size = "p" if route == "relation" else "D"
+        return "dense", f"{size} = {D} <= max_dense_features = {limit}: dense eigensolver"
+    if solver == "dense":
+        raise ValueError(
+            f"solver='dense' needs a {D} x {D} matrix ({_gib(D)}) but max_dense_features="
+            f"{limit}; raise the limit or use solver='auto'")
+    if route == "relation":
+        raise ValueError(
+            f"the relation route solves p x p problems densely, but p = {D} prototypes exceed "
+            f"max_dense_features={limit}; choose fewer prototypes (n_prototypes) or raise "
+            "max_dense_features")
+    if spec.operator_form and not spec.lowrank_only:
+        return "randomized", (f"D = {D} > max_dense_features = {limit}: matrix-free randomized "
+                              "subspace iteration, one pass over X per iteration")
+    if spec.lowrank_only:
+        raise ValueError(f"{name}: this label kernel is not positive semi-definite, so A must be "
+                         f"formed densely, but D = {D} exceeds max_dense_features={limit}")
+    raise ValueError(
+        f"{name} needs D x D matrices and D = {D} exceeds max_dense_features={limit} (a D x D "
+        f"float64 matrix is {_gib(D)}); raise max_dense_features if the driver has the "
+        "memory, reduce D (fewer features), or use route='relation' (a p x p problem on "
+        "similarities to p prototype documents)")
+
+
+def _check_n_components(n_components: int | float, solver: str, D: int, q: int) -> None:
+    if not isinstance(n_components, numbers.Integral):
+        return
+    most = {"lowrank": min(D, q), "lanczos": D - 1}.get(solver, D)
+    if not 1 <= n_components <= most:
+        what = {"lowrank": f"min(D, q) = {most} (the rank of the D x q X^T Y)",
+                "lanczos": f"D - 1 = {most} (Lanczos)"}.get(solver, f"the problem size {most}")
+        raise ValueError(f"n_components={n_components} must lie between 1 and the number of "
+                         f"computable eigenvalues, {what}")
+
+
+def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
+             limits: Limits = Limits()) -> FitPlan:
+    """Decide how to fit ``spec`` with ``params`` (all of the estimator's, validated).
+
+    Raises
+    ------
+    ValueError
+        When the request cannot be carried out (too large for the driver, a solver the
+        method does not support, more components than the problem has...).
+    """
+    if shape.n_samples < 1:
+        raise ValueError("the training data has no documents")
+    method_params = {k: params[k] for k in spec.params}
+    if spec.check_params is not None:
+        spec.check_params(params)
+    n_proto = params.get("n_prototypes")
+    p = shape.n_samples if n_proto is None else int(n_proto)
+    route, route_reason = choose_route(spec, params["route"], params["solver"], shape, p, limits)
+    relation = None
+    if route == "relation":
+        relation = RelationRequest(p, params["prototype_selection"], params["similarity"],
+                                   params["tau"],
+                                   int(params["n_neighbors"]), int(params["random_state"]))
+    D = p if route == "relation" else shape.n_features
+    solver, solver_reason = choose_solver(spec, method_params, params["solver"], route, D, limits)
+    _check_n_components(params["n_components"], solver, D, shape.n_labels)
+    dense = solver == "dense"
+    need_xtx = dense and spec.needs_xtx
+    reason = ("the dense template needs the scatter" if need_xtx else
+              "A is applied without X^T X" if spec.operator_form else "no scatter needed")
+    stats = StatsRequest(need_xtx=need_xtx, need_xtwx=spec.needs_weighted_xtx,
+                         labels=spec.labels, reason=reason)
+    return FitPlan(spec=spec, params=method_params, route=route, route_reason=route_reason,
+                   solver=solver, solver_reason=solver_reason, problem_size=D, stats=stats,
+                   dense_template=dense, n_components=params["n_components"],
+                   limits=limits,
+                   random_state=int(params["random_state"]), relation=relation)

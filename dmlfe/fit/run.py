@@ -1,0 +1,145 @@
+"""Carry out a :class:`~dmlfe.fit.plan.FitPlan`: statistics -> template -> solve.
+
+Hop by hop: the relation map (relation route only: prototypes chosen and gathered, the
+store view re-blocked so that dense relation blocks stay small) -> the statistics, from
+the cache beside the store or from one distributed pass -> the method's trace template
+(its builder, :mod:`dmlfe.methods`) -> the dense, thin-SVD or matrix-free eigensolver
+(:mod:`dmlfe.solvers`) -> a :class:`FittedProjection`, whose fields are the estimator's
+fitted attributes (each with a trailing underscore).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from dmlfe.compute import compute_one, is_dask
+from dmlfe.fit.data import FitData
+from dmlfe.fit.plan import FitPlan
+from dmlfe.methods.mlda import WeightedLabels, label_correlation
+from dmlfe.methods.template import TraceTemplate
+from dmlfe.relation import RelationMap, build_relation_map, relation_block_rows, ship
+from dmlfe.solvers.dense import solve_dense
+from dmlfe.solvers.matrix_free import solve_matrix_free
+from dmlfe.solvers.result import EigenResult
+from dmlfe.stats.cache import load_or_compute_stats
+from dmlfe.stats.pass_ import compute_stats
+from dmlfe.stats.sufficient import SufficientStats
+
+
+@dataclass
+class FittedProjection:
+    """The outcome of a fit; each field is the estimator attribute ``<field>_``.
+
+    See :class:`dmlfe.estimators.MultiLabelProjection` for their meaning.
+    """
+
+    components: np.ndarray
+    eigenvalues: np.ndarray
+    n_components: int
+    mean: np.ndarray
+    centred: bool
+    n_features_in: int
+    n_samples: int
+    n_genuine: int
+    solver: str
+    regularization: float
+    converged: bool
+    n_passes: int
+    stats_from_cache: bool
+    method_params: dict[str, Any]
+    route: str
+    route_reason: str
+    relation_map: RelationMap | None
+    relation: dict[str, Any] | None
+    prototype_indices: np.ndarray | None
+    training_store: dict[str, Any] | None
+
+    def attributes(self) -> dict[str, Any]:
+        """``{name_: value}`` for every field (shallow: arrays and maps are not copied)."""
+        return {f"{k}_": getattr(self, k) for k in asdict(self)}
+
+
+def label_gram(Y: Any, client: Any = None) -> np.ndarray:
+    """Y^T Y of the 0/1 labels (a pass over the small label matrix only)."""
+    if is_dask(Y):
+        Yf = Y.astype(np.float64)
+        return np.asarray(compute_one(Yf.T @ Yf, client=client), dtype=np.float64)
+    Yd = np.asarray(Y, dtype=np.float64)
+    return Yd.T @ Yd
+
+
+def statistics(plan: FitPlan, data: FitData, rmap: RelationMap | None, *, client: Any = None,
+               progress: bool = False, cache: bool = True) -> SufficientStats:
+    """The sufficient statistics the plan asks for: cached beside the store, or one pass."""
+    label_fn = None
+    if plan.stats.labels == "mlda_weighted":
+        label_fn = WeightedLabels(label_correlation(label_gram(data.Y, client)))
+    kw: dict[str, Any] = dict(need_xtx=plan.stats.need_xtx, need_xtwx=plan.stats.need_xtwx,
+                              max_dense_features=plan.limits.max_dense_features, client=client,
+                              label_fn=label_fn, progress=progress)
+    if rmap is not None:
+        kw["block_fn"] = ship(rmap, data.X)
+    if data.store is not None and cache:
+        return load_or_compute_stats(
+            data.store, route=None if rmap is None else rmap.describe(),
+            labels=None if label_fn is None else label_fn.describe(), **kw)
+    return compute_stats(data.X, data.Y, **kw)
+
+
+def build_template(plan: FitPlan, stats: SufficientStats,
+                   rmap: RelationMap | None) -> TraceTemplate:
+    """The method's (A, B) from the statistics, in the form the plan's solver uses."""
+    spec, kw = plan.spec, dict(plan.params)
+    if spec.needs_kernel:
+        kw["kernel"] = rmap.prototype_kernel()
+    if spec.needs_weighted_xtx:
+        kw["xtwx"] = stats.xtwx
+    if spec.operator_form:
+        kw["dense"] = plan.dense_template
+    return spec.build(stats, **kw)
+
+
+def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: SufficientStats, *,
+          client: Any = None) -> EigenResult:
+    """The plan's eigensolver on the template; d chosen by the one dimension rule."""
+    if plan.solver in ("randomized", "lanczos"):
+        return solve_matrix_free(template, data.X, plan.n_components,
+                                 max_components=plan.limits.max_components, solver=plan.solver,
+                                 client=client, random_state=plan.random_state, stats=stats)
+    return solve_dense(template, plan.n_components)
+
+
+def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool = False,
+            cache: bool = True) -> FittedProjection:
+    """Statistics -> template -> solve for ``plan`` on ``data``."""
+    rmap, proto_idx, relation = None, None, None
+    n_features_in = int(data.X.shape[1])
+    if plan.relation is not None:
+        r = plan.relation
+        rmap, proto_idx = build_relation_map(
+            data.X, data.Y, n_prototypes=r.n_prototypes, selection=r.selection,
+            similarity_name=r.similarity, tau=r.tau, n_neighbors=r.n_neighbors,
+            random_state=r.random_state, client=client)
+        if data.store is not None:
+            data = data.reblocked(relation_block_rows(rmap.n_prototypes, data.store.chunk_rows))
+        relation = {**rmap.params(), "prototype_selection": r.selection,
+                    "random_state": r.random_state}
+    stats = statistics(plan, data, rmap, client=client, progress=progress, cache=cache)
+    template = build_template(plan, stats, rmap)
+    res = solve(plan, template, data, stats, client=client)
+    return FittedProjection(
+        components=np.ascontiguousarray(res.components.T),
+        eigenvalues=np.asarray(res.eigenvalues, dtype=np.float64),
+        n_components=int(res.n_components), centred=bool(template.centred),
+        mean=stats.mean_x if template.centred else np.zeros(stats.n_features),
+        n_features_in=n_features_in, n_samples=int(stats.n), n_genuine=int(res.n_genuine),
+        solver=res.solver, regularization=float(res.regularization),
+        converged=bool(res.converged),
+        n_passes=(0 if stats.from_cache else 1) + int(res.n_passes),
+        stats_from_cache=bool(stats.from_cache), method_params=dict(template.params),
+        route=plan.route, route_reason=plan.route_reason, relation_map=rmap,
+        relation=relation, prototype_indices=proto_idx,
+        training_store=None if data.store is None else data.store.provenance())

@@ -1,0 +1,91 @@
+"""What every eigensolver returns, and the one sign rule its components follow.
+
+The dense solvers (:mod:`dmlfe.solvers.dense`) and the matrix-free ones
+(:mod:`dmlfe.solvers.matrix_free`) return the same :class:`EigenResult`, with
+components made deterministic by :func:`flip_signs`, so refits (and the two
+solver families) give identical models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+def flip_signs(V: np.ndarray) -> np.ndarray:
+    """The sign rule: make the largest-|.| entry of every column positive.
+
+    On ties the first (lowest row index) of the largest-magnitude entries decides,
+    as scikit-learn's ``svd_flip`` does.
+
+    Parameters
+    ----------
+    V : ndarray, shape (D, k)
+        Eigenvectors as columns.
+
+    Returns
+    -------
+    ndarray, shape (D, k)
+        A new float64 array with every column multiplied by +1 or -1; ``V`` is
+        not modified. An empty ``V`` gives an empty copy.
+    """
+    V = np.asarray(V, dtype=np.float64)
+    if V.size == 0:
+        return V.copy()
+    idx = np.argmax(np.abs(V), axis=0)
+    signs = np.sign(V[idx, np.arange(V.shape[1])])
+    signs[signs == 0] = 1.0
+    return V * signs
+
+
+@dataclass
+class EigenResult:
+    """Solution of a trace template (or the leading eigenpairs of an operator).
+
+    Attributes
+    ----------
+    components : ndarray, shape (D, d)
+        Projection P: the first d eigenvectors as columns (orthonormal, or
+        B-orthonormal for a generalised problem), signs fixed by
+        :func:`flip_signs`.
+    eigenvalues : ndarray
+        Every computed eigenvalue, descending: D of them for a dense solve, r on
+        the thin-SVD path, k for a matrix-free solve of the k leading pairs.
+    n_components : int
+        d, the number of columns of ``components``.
+    n_genuine : int
+        How many of ``eigenvalues`` are above round-off
+        (:func:`dmlfe.solvers.dimension.n_genuine`).
+    solver : str
+        Which solver produced it: "eigh", "eigh_generalized", "thin_svd",
+        "randomized-subspace" or "lanczos-arpack".
+    regularization : float
+        Multiple of I added to the constraint matrix B (0.0 when none was needed).
+    n_passes : int
+        Distributed passes over X that the solver made, not counting the
+        statistics pass (0 for the dense solvers).
+    converged : bool
+        Whether the solver met its convergence criterion (always True for the
+        dense solvers).
+    residuals : ndarray or None
+        ||A u_i - lambda_i u_i|| of each computed pair, when measured.
+    trace : float or None
+        tr(A), the sum of all eigenvalues, when only the leading eigenpairs were
+        computed (it is the denominator of a threshold n_components then).
+    info : dict
+        Solver details (block width, tolerance, seed, ...).
+    """
+
+    components: np.ndarray
+    eigenvalues: np.ndarray
+    n_components: int
+    n_genuine: int
+    solver: str
+    regularization: float = 0.0
+    n_passes: int = 0
+    converged: bool = True
+    residuals: np.ndarray | None = None
+    trace: float | None = None
+    info: dict[str, Any] = field(default_factory=dict)

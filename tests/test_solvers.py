@@ -1,0 +1,233 @@
+"""The rules every solver shares: n_components, the dimension cut, one result type.
+
+References are numpy's dense ``eigh`` of explicitly formed PSD matrices.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from conftest import sparse_dask
+from scipy.linalg import subspace_angles
+
+import dmlfe.solvers.matrix_free as matrix_free
+from dmlfe.methods import mvmd, pca
+from dmlfe.solvers import (
+    EigenResult,
+    check_n_components,
+    choose_dimension,
+    flip_signs,
+    n_genuine,
+    solve_dense,
+    solve_matrix_free,
+)
+from dmlfe.stats.pass_ import compute_stats
+
+MESSAGE = (
+    "n_components must be an int (the number of components d) or a float threshold t in "
+    "(0, 1]; got "
+)
+
+
+# ---------------------------------------------------------------- check_n_components
+
+
+@pytest.mark.parametrize(
+    ("value", "expected", "kind"),
+    [(3, 3, int), (np.int64(5), 5, int), (0.5, 0.5, float), (np.float32(0.25), 0.25, float),
+     (1.0, 1.0, float), (1, 1, int)],
+)
+def test_check_n_components_accepts(value, expected, kind):
+    out = check_n_components(value)
+    assert out == expected and type(out) is kind
+
+
+@pytest.mark.parametrize(
+    ("value", "exc"),
+    [(True, TypeError), (False, TypeError), (np.bool_(True), TypeError), ("3", TypeError),
+     (None, TypeError), ([2], TypeError), (1 + 0j, TypeError),
+     (0, ValueError), (-2, ValueError), (np.int32(0), ValueError), (0.0, ValueError),
+     (1.5, ValueError), (-0.2, ValueError), (3.0, ValueError), (float("nan"), ValueError)],
+)
+def test_check_n_components_one_message(value, exc):
+    with pytest.raises(exc) as info:
+        check_n_components(value)
+    assert str(info.value) == MESSAGE + repr(value)
+
+
+# ------------------------------------------------------------------ choose_dimension
+
+
+def psd_matrix(D: int = 30, rank: int | None = None, ratio: float = 0.7, seed: int = 0):
+    """A PSD matrix with eigenvalues ratio**i (the last D - rank of them zero)."""
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.standard_normal((D, D)))
+    lam = ratio ** np.arange(D)
+    if rank is not None:
+        lam[rank:] = 0.0
+    return (Q * lam) @ Q.T
+
+
+def dense_spectrum(A: np.ndarray) -> np.ndarray:
+    return np.linalg.eigvalsh(A)[::-1]
+
+
+@pytest.mark.parametrize("rank", [None, 12])
+@pytest.mark.parametrize("t", [0.3, 0.5, 0.8, 0.9, 0.99, 0.999, 1.0])
+def test_threshold_with_total_equals_full_spectrum_cut(rank, t):
+    A = psd_matrix(rank=rank)
+    w = dense_spectrum(A)
+    d = choose_dimension(w, t)  # the dense rule: sum of the genuine positive eigenvalues
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # the whole spectrum with its trace, and only enough leading eigenvalues with it
+        assert choose_dimension(w, t, total=np.trace(A)) == d
+        if t < 1.0:
+            assert choose_dimension(w[:20], t, total=np.trace(A)) == d
+    assert d <= n_genuine(w)
+
+
+def test_threshold_with_total_not_reached_warns():
+    A = psd_matrix(ratio=0.9)
+    w = dense_spectrum(A)
+    with pytest.warns(RuntimeWarning, match="raise max_components or pass an int n_components") \
+            as record:
+        d = choose_dimension(w[:5], 0.9, total=np.trace(A))
+    assert d == 5
+    held = w[:5].sum() / np.trace(A)
+    assert f"top 5 computed eigenvalues hold {held:.4f} of the total" in str(record[0].message)
+    # capped to the genuine ones: round-off eigenvalues are never kept
+    w2 = np.array([4.0, 2.0, 1e-13, -1e-14])
+    with pytest.warns(RuntimeWarning, match="below the threshold"):
+        assert choose_dimension(w2, 0.999, total=10.0) == 2
+
+
+def test_threshold_denominator_is_the_total():
+    w = np.array([4.0, 3.0, 2.0, 1.0])
+    assert choose_dimension(w, 0.5) == 2  # 7 >= 0.5 * 10
+    assert choose_dimension(w, 0.5, total=20.0) == 4  # 10 >= 0.5 * 20
+    assert choose_dimension(w, 0.3, total=20.0) == 2  # 7 >= 6
+
+
+def test_choose_dimension_int_and_errors():
+    w = np.array([3.0, 2.0, 1.0])
+    assert choose_dimension(w, 2, total=100.0) == 2  # an int ignores the total
+    with pytest.raises(ValueError, match=r"n_components=4 must lie between 1 and the number "
+                                         r"of computed eigenvalues \(3\)"):
+        choose_dimension(w, 4)
+    for bad, exc in ((0, ValueError), (1.5, ValueError), (True, TypeError), ("2", TypeError)):
+        with pytest.raises(exc, match="n_components"):
+            choose_dimension(w, bad)
+    with pytest.raises(ValueError, match="no genuine positive eigenvalue"):
+        choose_dimension(np.zeros(3), 0.9, total=1.0)
+    with pytest.raises(ValueError, match="total"):
+        choose_dimension(w, 0.9, total=0.0)
+
+
+# ------------------------------------------------------------------------ flip_signs
+
+
+def test_flip_signs_returns_a_new_array():
+    V = np.array([[1.0, -3.0], [-2.0, 0.5], [0.0, 3.0]])
+    before = V.copy()
+    out = flip_signs(V)
+    np.testing.assert_array_equal(V, before)
+    np.testing.assert_array_equal(out, [[-1.0, 3.0], [2.0, -0.5], [0.0, -3.0]])
+    empty = np.zeros((4, 0))
+    e = flip_signs(empty)
+    assert e.shape == (4, 0) and e is not empty
+
+
+# ------------------------------------------------- solve_matrix_free vs solve_dense
+
+
+def decaying(n: int = 300, D: int = 60, q: int = 3, seed: int = 0):
+    """Sparse X whose scatter spectrum decays geometrically down to a noise floor."""
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.normal(size=(D, D)))
+    X = (rng.normal(size=(n, D)) * 0.8 ** np.arange(D)) @ Q.T + rng.uniform(0, 2, size=D)
+    X[rng.uniform(size=X.shape) < 0.05] = 0.0
+    Y = (rng.uniform(size=(n, q)) < 0.4).astype(np.uint8)
+    return sp.csr_matrix(X), Y
+
+
+def assert_same_solution(free: EigenResult, dense: EigenResult, angle: float = 5e-5):
+    d = dense.n_components
+    assert free.n_components == d and free.components.shape == dense.components.shape
+    k = free.eigenvalues.size
+    np.testing.assert_allclose(free.eigenvalues[:d], dense.eigenvalues[:d], rtol=1e-8)
+    # every computed pair, to the solver's tolerance relative to the largest eigenvalue
+    np.testing.assert_allclose(free.eigenvalues, dense.eigenvalues[:k], rtol=0,
+                               atol=1e-8 * dense.eigenvalues[0])
+    assert np.max(subspace_angles(free.components, dense.components)) < angle
+    np.testing.assert_allclose(free.components, dense.components, atol=10 * angle)
+
+
+@pytest.mark.parametrize("build", [pca, lambda s, dense=True: mvmd(s, beta=0.3, dense=dense)])
+@pytest.mark.parametrize("n_components", [4, 0.5, 0.75])
+@pytest.mark.parametrize("rows", [None, 64])
+def test_solve_matrix_free_matches_solve_dense(build, n_components, rows):
+    X, Y = decaying()
+    stats = compute_stats(X, Y, need_xtx=True)
+    dense = solve_dense(build(stats), n_components)
+    template = build(stats, dense=False)
+    src = X if rows is None else sparse_dask(X, rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        free = solve_matrix_free(template, src, n_components, max_components=20, stats=stats)
+    assert isinstance(free, EigenResult)
+    assert free.solver == "randomized-subspace" and free.converged and free.n_passes >= 1
+    assert free.eigenvalues.size == (n_components if isinstance(n_components, int) else 20)
+    assert free.n_genuine == n_genuine(free.eigenvalues)
+    assert free.trace == pytest.approx(np.trace(build(stats).A), rel=1e-10)
+    assert dense.n_passes == 0 and dense.converged
+    assert_same_solution(free, dense)
+    if not isinstance(n_components, int):
+        assert 1 < dense.n_components < 20
+        if build is pca:  # the denominator is tr(A), not the sum of the 20 computed
+            assert choose_dimension(free.eigenvalues, n_components) < free.n_components
+
+
+def test_solve_matrix_free_lanczos_and_whole_spectrum():
+    X, Y = decaying(D=12, seed=3)
+    stats = compute_stats(X, Y, need_xtx=True)
+    dense = solve_dense(pca(stats), 0.95)
+    # k = D: the randomized block is the whole space, exact after one pass
+    whole = solve_matrix_free(pca(stats, dense=False), X, 0.95)
+    assert whole.n_passes == 1 and whole.eigenvalues.size == 12
+    assert_same_solution(whole, dense, angle=1e-8)
+    lanczos = solve_matrix_free(pca(stats, dense=False), X, 3, solver="lanczos")
+    assert lanczos.solver == "lanczos-arpack" and lanczos.n_components == 3
+    assert_same_solution(lanczos, solve_dense(pca(stats), 3), angle=1e-8)
+
+
+def test_solve_matrix_free_warnings_and_refusals(monkeypatch):
+    X, Y = decaying()
+    stats = compute_stats(X, Y)
+    template = pca(stats, dense=False)
+    # the threshold is not reached by the max_components computed pairs
+    with pytest.warns(RuntimeWarning, match="raise max_components"):
+        res = solve_matrix_free(template, X, 0.999, max_components=3)
+    assert res.n_components == 3 and res.components.shape == (60, 3)
+    # a solver that stops early says so
+    real = matrix_free.matrix_free_eigh
+
+    def one_pass(*args, **kwargs):
+        return real(*args, max_passes=1, n_oversamples=0, tol=1e-14, **kwargs)
+
+    monkeypatch.setattr(matrix_free, "matrix_free_eigh", one_pass)
+    with pytest.warns(RuntimeWarning, match=r"pca: the randomized-subspace solver stopped "
+                                            r"after 1 passes .*approximate \(see converged_\)"):
+        res = solve_matrix_free(template, X, 2)
+    assert not res.converged and res.n_passes == 1
+    monkeypatch.undo()
+    # only the operator form with B = I can be solved without the matrix
+    from dmlfe.methods import cca
+
+    with pytest.raises(ValueError, match="operator form"):
+        solve_matrix_free(cca(compute_stats(X, Y, need_xtx=True)), X, 2)
+    with pytest.raises(ValueError, match="n_components"):
+        solve_matrix_free(template, X, 0)
