@@ -4,6 +4,7 @@ method added through the registry alone (estimator, CLI and saved model follow).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import dask
 import numpy as np
@@ -222,3 +223,24 @@ def test_n_components_is_declared_once():
     assert N_COMPONENTS.default == 0.999
     for cls in dmlfe.estimators.estimator_classes().values():
         assert cls._declared[0] is N_COMPONENTS
+
+
+# --------------------------------------------------------------------------- old models
+OLD_MODELS = Path(__file__).parent / "data" / "models-88e94a1"
+
+
+def test_models_saved_before_the_registry_still_load():
+    """Models written by dmlfe at 88e94a1 (before the estimators were generated from the
+    registry) load into the generated classes and project as their arrays say."""
+    X = sp.random(15, 30, density=0.3, format="csr", random_state=4)
+    mddm = load_model(OLD_MODELS / "mddm_f")
+    assert type(mddm) is MDDM and mddm._method == "mddm_f" and mddm.mu == 0.3
+    assert mddm.label_kernel.shape == (4, 4) and mddm.route_ == "feature"
+    np.testing.assert_allclose(mddm.transform(X),
+                               (X.toarray() - mddm.mean_) @ mddm.components_.T, atol=1e-12)
+    mvmd = load_model(OLD_MODELS / "mvmd_rel")
+    assert type(mvmd) is MVMD and mvmd.route_ == "relation" and mvmd.n_prototypes == 20
+    R = mvmd.relation_map_.transform(X)
+    assert R.shape == (15, 20)
+    np.testing.assert_allclose(mvmd.transform(X), (R - mvmd.mean_) @ mvmd.components_.T,
+                               atol=1e-12)

@@ -11,7 +11,7 @@ from dmlfe.methods.mlda import (
 )
 from dmlfe.methods.mlsi import mlsi
 from dmlfe.methods.mvmd import mvmd
-from dmlfe.methods.registry import METHODS, MethodSpec, get_method
+from dmlfe.methods.registry import METHODS, MethodSpec, get_method, register_method
 from dmlfe.methods.template import TraceTemplate
 from dmlfe.methods.unsupervised import lsi, pca
 
@@ -34,5 +34,6 @@ __all__ = [
     "pca",
     "pls",
     "rbf_label_correlation",
+    "register_method",
     "weighted_scatter",
 ]
