@@ -28,7 +28,6 @@ import numpy as np
 import scipy.sparse as sp
 from dask.delayed import Delayed, delayed
 from dask.diagnostics import ProgressBar
-from distributed import wait
 
 #: A per-block feature map: called on one row block of X (CSR or ndarray), it
 #: returns that block's rows in another feature space (sparse or dense, any width).
@@ -302,6 +301,10 @@ def compute_one(obj: Any, client: Any = None, progress: bool = False, desc: str 
 
 
 def _watch(futures: list, desc: str, t0: float) -> None:
+    # imported here: distributed costs ~0.3 s to import, and only runs with a client
+    # (whose process has imported it already); `import dmlfe` alone does not need it
+    from distributed import wait
+
     client = futures[0].client
     while True:
         try:
