@@ -20,9 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-
-class DataFormatError(ValueError):
-    """A corpus file is malformed; the message names the file, line/record and field."""
+from dmlfe.errors import DataFormatError  # noqa: F401  (re-exported: readers raise it)
 
 
 @dataclass

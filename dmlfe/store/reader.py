@@ -22,10 +22,11 @@ import zarr
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
+from dmlfe.errors import StoreError
 from dmlfe.store import _format as F
 
 
-class IncompleteStoreError(ValueError):
+class IncompleteStoreError(StoreError):
     """The path holds no complete dmlfe store (e.g. an interrupted ingest)."""
 
 
