@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
 from dmlfe._version import __version__
 from dmlfe.cluster import add_cluster_arguments, client_from_args
 from dmlfe.demo import demo_pipeline_path
+from dmlfe.errors import DmlfeError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
 from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, ingest
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
@@ -142,7 +144,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    export_parquet(args.store, args.out)
+    export_parquet(args.store, args.out, overwrite=args.overwrite)
     print(f"wrote {args.out}")
     return 0
 
@@ -318,6 +320,8 @@ def cmd_transform(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dmlfe", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"dmlfe {__version__}")
+    p.add_argument("--debug", action="store_true",
+                   help="print the traceback of an error (for reporting a bug)")
     sub = p.add_subparsers(dest="command", required=True)
 
     pi = sub.add_parser("ingest", help="read a corpus into a chunked sparse store")
@@ -345,7 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     pe = sub.add_parser("export", help="export a store to Parquet (one row per document)")
     pe.add_argument("store")
-    pe.add_argument("--out", required=True)
+    pe.add_argument("--out", required=True, help="the Parquet file to write")
+    pe.add_argument("--overwrite", action="store_true", help="replace an existing file")
     pe.set_defaults(func=cmd_export)
 
     pm = sub.add_parser("import", help="import a Parquet export into a store")
@@ -417,16 +422,43 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--overwrite", action="store_true", help="replace existing embeddings")
     add_cluster_arguments(pt)
     pt.set_defaults(func=cmd_transform)
+
+    for command in sub.choices.values():  # --debug after the command name works too
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help="print the traceback of an error (for reporting a bug)")
     return p
 
 
+#: Errors about what the user gave: one line on stderr, exit status 2.
+USER_ERRORS = (DmlfeError, ValueError, FileNotFoundError, FileExistsError, PermissionError)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status.
+
+    0 on success; 2 with one line on stderr for an error about the inputs (a dmlfe
+    error, a bad value, a missing or existing path); 1 with one line and a request to
+    report it for anything else (a bug: ``--debug`` shows the traceback); 130 when
+    interrupted.
+    """
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, FileExistsError) as exc:
+    except USER_ERRORS as exc:
+        if args.debug:
+            traceback.print_exc()
         print(f"dmlfe {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"dmlfe {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug: one line, the traceback on request
+        if args.debug:
+            traceback.print_exc()
+        print(f"dmlfe {args.command}: internal error: {type(exc).__name__}: {exc}. This is a "
+              "bug in dmlfe; please report it with the command you ran (--debug shows the "
+              "traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
+from dmlfe.errors import InputError
 from dmlfe.methods.registry import MethodSpec
 
 #: "auto" takes the relation route only when D is at least this many times p.
@@ -237,7 +238,12 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
         method does not support, more components than the problem has...).
     """
     if shape.n_samples < 1:
-        raise ValueError("the training data has no documents")
+        raise InputError("the training data have no documents: nothing to fit")
+    if shape.n_features < 1:
+        raise InputError("the training data have no features (0 columns): nothing to project")
+    if spec.supervised and shape.n_labels < 1:
+        raise InputError(f"{spec.name} is supervised but the training data have no labels "
+                         "(0 label columns)")
     method_params = {k: params[k] for k in spec.params}
     if spec.check_params is not None:
         spec.check_params(params)

@@ -20,7 +20,13 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from dmlfe.methods.template import TraceTemplate, check_nonneg, raw_xtx, symmetrize
+from dmlfe.methods.template import (
+    TraceTemplate,
+    cancellation_to_zero,
+    check_nonneg,
+    raw_xtx,
+    symmetrize,
+)
 from dmlfe.stats.sufficient import SufficientStats
 
 
@@ -120,9 +126,9 @@ def mlda(stats: SufficientStats, xtwx: np.ndarray, gamma_xy: float = 0.1) -> Tra
     Sw = _within(stats, xtwx, n1)
     xw = xty.sum(axis=1)  # X^T w, w = Y' 1
     total = float(n_k.sum())
-    Sb = (xty * n1) @ xty.T
-    if total > 0:
-        Sb -= np.outer(xw, xw) / total
+    between = (xty * n1) @ xty.T
+    mean_part = np.outer(xw, xw) / total if total > 0 else np.zeros_like(between)
+    Sb = cancellation_to_zero(between - mean_part, between, mean_part)
     B = Sw
     B[np.diag_indices_from(B)] += g
     return TraceTemplate(
@@ -160,9 +166,9 @@ def dmlda(stats: SufficientStats, xtwx: np.ndarray, gamma_xy: float = 0.1) -> Tr
     Sw = _within(stats, xtwx, n1)
     v = xty @ n1
     s = stats.sum_x
-    Sb = q * raw_xtx(stats) - (np.outer(s, v) + np.outer(v, s))
-    Sb += stats.n * (xty * (n1 * n1)) @ xty.T
-    Sb -= Sw
+    terms = (q * raw_xtx(stats), np.outer(s, v) + np.outer(v, s),
+             stats.n * (xty * (n1 * n1)) @ xty.T, Sw)
+    Sb = cancellation_to_zero(terms[0] - terms[1] + terms[2] - terms[3], *terms)
     B = Sw.copy()
     B[np.diag_indices_from(B)] += g
     return TraceTemplate(

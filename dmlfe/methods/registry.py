@@ -88,6 +88,8 @@ class MethodSpec:
     lowrank_form : callable, optional
         ``lowrank_form(params) -> bool``: whether A = F F^T holds for these parameters
         (default: always, for ``lowrank_only`` / ``operator_form`` methods).
+    supervised : bool
+        The objective uses the labels (False for PCA and LSI).
     """
 
     name: str
@@ -109,6 +111,7 @@ class MethodSpec:
     estimator_defaults: dict[str, Any] = field(default_factory=dict)
     check_params: Callable[[dict[str, Any]], None] | None = None
     lowrank_form: Callable[[dict[str, Any]], bool] | None = None
+    supervised: bool = True
 
     @property
     def params(self) -> dict[str, Any]:
@@ -301,11 +304,12 @@ _KMDDM_DEFAULTS = {"route": "relation", "similarity": "gaussian"}
 for _spec in (
     MethodSpec("pca", pca, centred=True, needs_xtx=True, operator_form=True, lowrank_only=False,
                needs_weighted_xtx=False, labels="01", generalized=False,
-               reference="mvmd eq. 10-11; mope eq. 1",
+               reference="mvmd eq. 10-11; mope eq. 1", supervised=False,
                summary="Principal component analysis on centred X (mvmd eq. 10-11; mope eq. 1)."
                        "\n\nUnsupervised: Y is accepted and ignored by the objective."),
     MethodSpec("lsi", lsi, centred=False, needs_xtx=True, operator_form=True, lowrank_only=False,
                needs_weighted_xtx=False, labels="01", generalized=False, reference="mope eq. 2",
+               supervised=False,
                summary="Latent semantic indexing: PCA's objective on uncentred X (mope eq. 2)."),
     MethodSpec("mddm_p", mddm_p, centred=True, needs_xtx=False, operator_form=True,
                lowrank_only=True, needs_weighted_xtx=False, labels="01", generalized=False,

@@ -125,6 +125,20 @@ def symmetrize(M: np.ndarray) -> np.ndarray:
     return 0.5 * (M + M.T)
 
 
+def cancellation_to_zero(M: np.ndarray, *terms: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
+    """M, or zeros when M is only the round-off of a difference of the much larger ``terms``.
+
+    Scatter matrices such as S_b = T_1 - T_2 are exactly zero when the labels carry no
+    information (e.g. every document has every label), but in floating point they come
+    out as noise of size eps * ||T||, whose eigenvalues would look genuine; zeroing them
+    lets the solver's round-off rule see that nothing is left to extract.
+    """
+    scale = max((float(np.abs(t).max()) for t in terms if np.size(t)), default=0.0)
+    if np.size(M) and float(np.abs(M).max()) <= rtol * scale:
+        return np.zeros_like(M)
+    return M
+
+
 def check_fraction(name: str, value: float, method: str) -> float:
     """Validate a balance parameter in [0, 1]."""
     v = float(value)

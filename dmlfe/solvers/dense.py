@@ -20,6 +20,7 @@ import warnings
 import numpy as np
 import scipy.linalg as sla
 
+from dmlfe.errors import InputError
 from dmlfe.methods.template import TraceTemplate, symmetrize
 from dmlfe.solvers.dimension import (
     DEFAULT_THRESHOLD,
@@ -62,7 +63,12 @@ def regularize_constraint(
     D = B.shape[0]
     ev = sla.eigvalsh(B)
     lo, hi = float(ev[0]), float(ev[-1])
-    if hi <= 0:
+    if hi == 0.0:
+        raise InputError(
+            f"the constraint matrix {what} is zero: the training data have no variance in the "
+            "features it is built from (e.g. every document's X row is zero); there is "
+            "nothing to project")
+    if hi < 0:
         raise ValueError(
             f"the constraint matrix {what} is not positive semi-definite (largest eigenvalue "
             f"{hi:.3e}); check the method's statistics and parameters"

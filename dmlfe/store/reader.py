@@ -22,7 +22,7 @@ import zarr
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
-from dmlfe.errors import StoreError
+from dmlfe.errors import MissingPathError, StoreError
 from dmlfe.store import _format as F
 
 
@@ -70,20 +70,36 @@ def _read_split(root: str, uid: str, r0: int, r1: int, categories: tuple[str, ..
 # --------------------------------------------------------------------------- open
 def _read_root_meta(path: Path) -> dict:
     if not path.exists():
-        raise FileNotFoundError(f"no store at {path}: the path does not exist")
-    hint = ("; re-run the ingest (pass overwrite=True / --overwrite to replace it) or delete "
-            "this directory")
+        raise MissingPathError(f"no store at {path}: the path does not exist")
+    if not path.is_dir():
+        raise StoreError(f"{path} is a file, not a dmlfe store (a store is a folder written by "
+                         "dmlfe ingest or dmlfe import)")
+    interrupted = IncompleteStoreError(
+        f"{path} is not a complete dmlfe store (an interrupted ingest?): its root "
+        "zarr.json lacks the 'complete' marker of dmlfe's metadata; re-run the ingest "
+        "(pass overwrite=True / --overwrite to replace it) or delete this directory")
     try:
-        root = json.loads((path / "zarr.json").read_text())
-        meta = root["attributes"]["dmlfe"]
-    except (OSError, ValueError, KeyError, TypeError):
-        meta = None
-    if not isinstance(meta, dict) or meta.get("complete") is not True:
-        raise IncompleteStoreError(
-            f"{path} is not a complete dmlfe store (an interrupted ingest?): its root "
-            f"zarr.json lacks the 'complete' marker of dmlfe's metadata{hint}")
+        text = (path / "zarr.json").read_text()
+    except FileNotFoundError:
+        if ".tmp-" in path.name:  # the temporary folder of an ingest that did not finish
+            raise interrupted from None
+        raise StoreError(f"{path} is not a dmlfe store: it has no zarr.json (a store is a "
+                         "folder written by dmlfe ingest or dmlfe import)") from None
+    except OSError as exc:
+        raise StoreError(f"cannot read {path / 'zarr.json'}: {exc}") from None
+    try:
+        root = json.loads(text)
+    except ValueError:  # a torn write
+        raise interrupted from None
+    attrs = root.get("attributes") if isinstance(root, dict) else None
+    meta = attrs.get("dmlfe") if isinstance(attrs, dict) else None
+    if not isinstance(meta, dict):
+        raise StoreError(f"{path} is not a dmlfe store: its zarr.json carries no dmlfe "
+                         "metadata (a zarr group written by another program?)")
+    if meta.get("complete") is not True:
+        raise interrupted
     if meta.get("format_version", 0) > F.FORMAT_VERSION:
-        raise ValueError(f"{path} has store format version {meta['format_version']}, newer "
+        raise StoreError(f"{path} has store format version {meta['format_version']}, newer "
                          f"than this dmlfe reads ({F.FORMAT_VERSION}); upgrade dmlfe")
     return meta
 
