@@ -22,6 +22,7 @@ from dmlfe.pipeline.cli import add_run_parser, cmd_run
 from dmlfe.projection import write_embeddings
 from dmlfe.relation import relation_block_rows
 from dmlfe.solvers.dimension import check_n_components
+from dmlfe.stats.cache import clean
 from dmlfe.store import export_parquet, import_parquet, open_store
 
 
@@ -146,6 +147,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     export_parquet(args.store, args.out, overwrite=args.overwrite)
     print(f"wrote {args.out}")
+    return 0
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    """Remove a store's statistics cache and the temporaries killed processes left."""
+    removed = clean(args.store)
+    for path in removed:
+        print(f"removed {path}")
+    print(f"{len(removed)} removed; the store itself is untouched")
     return 0
 
 
@@ -352,6 +362,14 @@ def build_parser() -> argparse.ArgumentParser:
     pe.add_argument("--out", required=True, help="the Parquet file to write")
     pe.add_argument("--overwrite", action="store_true", help="replace an existing file")
     pe.set_defaults(func=cmd_export)
+
+    pc = sub.add_parser("clean", help="remove a store's statistics cache and leftovers of "
+                        "interrupted runs", description="Remove STORE.stats/ (statistics "
+                        "cached beside the store) and the temporary files or folders that "
+                        "killed dmlfe processes left beside the store. The store is kept.",
+                        epilog="example: dmlfe clean corpus.zarr")
+    pc.add_argument("store", help="the store (it need not exist any more)")
+    pc.set_defaults(func=cmd_clean)
 
     pm = sub.add_parser("import", help="import a Parquet export into a store")
     pm.add_argument("source")

@@ -12,15 +12,24 @@ Text corpora take three passes, each one dask compute:
 
 Numeric corpora (ARFF) carry features already: their batches are written as
 pieces directly. Memory on the driver is bounded by one part plus the vocabulary.
+
+Input that cannot be used is refused with a :class:`~dmlfe.errors.DmlfeError` and no
+store is written: a malformed file is a :class:`~dmlfe.errors.DataFormatError` naming
+it (raised by its reader), a missing one a :class:`~dmlfe.errors.MissingPathError`,
+and an empty corpus -- no documents, no features, or (ARFF) no labels -- an
+:class:`~dmlfe.errors.InputError` or a ``DataFormatError`` saying what was found. The
+first batch is read before anything is written to disk, so a corpus without documents
+leaves no trace at all.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import os
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +38,9 @@ from dask.delayed import delayed
 
 from dmlfe._version import __version__
 from dmlfe.compute import run, tree_reduce
+from dmlfe.errors import InputError, MissingPathError
 from dmlfe.readers.arff import read_meka, read_mulan
-from dmlfe.readers.base import IngestReport, TextBatch
+from dmlfe.readers.base import IngestReport, NumericSource, TextBatch
 from dmlfe.readers.reuters import read_reuters21578
 from dmlfe.readers.synthetic import SyntheticCorpus
 from dmlfe.readers.tabular import read_jsonl, read_parquet
@@ -117,11 +127,23 @@ def ingest(
     -------
     pathlib.Path
         The store path; open it with :func:`dmlfe.open_store`.
+
+    Raises
+    ------
+    DataFormatError
+        A corpus file is malformed, truncated or not compressed as its name says; the
+        message names the file (and line or record).
+    MissingPathError
+        A source path does not exist.
+    InputError
+        The corpus is empty (no documents; no features, e.g. a vocabulary pruned to
+        nothing by ``min_df``/``max_df``), or the options cannot be used. Nothing is
+        written at ``out`` in any of these cases.
     """
     if format not in FORMATS:
-        raise ValueError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
-    if not isinstance(chunk_rows, int) or chunk_rows < 1:
-        raise ValueError(f"chunk_rows must be a positive int, got {chunk_rows!r}")
+        raise InputError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
+    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
+        raise InputError(f"chunk_rows must be a positive int, got {chunk_rows!r}")
     allowed = set(_READER_OPTIONS[format])
     if format in TEXT_FORMATS:
         allowed |= set(_VECTORIZER_OPTIONS)
@@ -134,11 +156,11 @@ def ingest(
     reader_opts = {k: v for k, v in options.items() if k in _READER_OPTIONS[format]}
     vec_opts = {k: v for k, v in options.items() if k in _VECTORIZER_OPTIONS}
     if format != "synthetic":
-        if source is None:
-            raise ValueError(f"format {format!r} needs a source path")
+        if source is None or not _as_paths(source):
+            raise InputError(f"format {format!r} needs a source path")
         for p in _as_paths(source):
             if not p.exists():
-                raise FileNotFoundError(f"source {p} does not exist")
+                raise MissingPathError(f"source {p} does not exist")
 
     out = Path(out)
     report = IngestReport()
@@ -150,12 +172,47 @@ def ingest(
         "dmlfe_version": __version__,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
+    if format in NUMERIC_FORMATS:
+        # Headers, and the first batch of rows, are read before anything is written.
+        src = _open_numeric(source, format, reader_opts, report)
+        batches = _nonempty(src.batches(chunk_rows), lambda: _no_rows_message(source))
+        with StoreWriter(out, chunk_rows=chunk_rows, overwrite=overwrite) as writer:
+            return _ingest_numeric(src, batches, writer, report, provenance, client, progress)
+    stream = None
+    if format != "synthetic":
+        _say(progress, f"reading {format} corpus from {source}")
+        stream = _nonempty(_text_stream(source, format, reader_opts, report, chunk_rows),
+                           lambda: _no_documents_message(source, report))
     with StoreWriter(out, chunk_rows=chunk_rows, overwrite=overwrite) as writer:
-        if format in NUMERIC_FORMATS:
-            return _ingest_numeric(source, format, reader_opts, writer, report, provenance,
-                                   chunk_rows, client, progress)
-        return _ingest_text(source, format, reader_opts, vec_opts, writer, report, provenance,
-                            chunk_rows, client, progress)
+        return _ingest_text(source, format, reader_opts, vec_opts, stream, writer, report,
+                            provenance, chunk_rows, client, progress)
+
+
+def _nonempty(batches: Iterator, message) -> Iterator:
+    """``batches`` with its first non-empty batch read now; InputError(message()) if none."""
+    for b in batches:
+        if len(b):
+            return itertools.chain([b], batches)
+    raise InputError(message())
+
+
+def _no_rows_message(source: Any) -> str:
+    paths = _as_paths(source)
+    if len(paths) == 1:
+        return f"{paths[0]} has a header but no data rows: nothing to ingest"
+    names = ", ".join(str(p) for p in paths)
+    return f"{names} have headers but no data rows: nothing to ingest"
+
+
+def _no_documents_message(source: Any, report: IngestReport) -> str:
+    names = ", ".join(str(p) for p in _as_paths(source))
+    msg = f"{names} holds no documents: nothing to ingest"
+    if report.n_skipped:
+        reasons = "; ".join(f"{n} {r}" for r, n in report.skipped_reasons.items())
+        msg += f" (all {report.n_skipped} documents read were left out: {reasons})"
+    if report.notes:
+        msg += f" [reader notes: {'; '.join(report.notes)}]"
+    return msg
 
 
 def _as_paths(source: Any) -> list[Path]:
@@ -185,18 +242,27 @@ def _say(progress: bool, msg: str) -> None:
 # ----------------------------------------------------------------------------- numeric
 
 
-def _ingest_numeric(source, format, opts, writer, report, provenance, chunk_rows, client,
-                    progress) -> Path:
+def _open_numeric(source, format, opts, report) -> NumericSource:
     paths = _as_paths(source)
     if format == "mulan":
         if not opts.get("labels"):
-            raise ValueError("format 'mulan' needs labels= (the .xml file naming the labels)")
+            raise InputError("format 'mulan' needs labels= (the .xml file naming the labels)")
         src = read_mulan(paths, opts["labels"], report=report)
     else:
         src = read_meka(paths, report=report)
+    # The readers refuse these already; kept so that no store without features or
+    # labels is ever written.
+    if not src.feature_names:
+        raise InputError(f"{src.source}: no feature attribute: nothing to ingest")
+    if not src.label_names:
+        raise InputError(f"{src.source}: no label attribute; {format} data must have labels")
+    return src
+
+
+def _ingest_numeric(src, batches, writer, report, provenance, client, progress) -> Path:
     pieces = []
     n = 0
-    for i, b in enumerate(src.batches(chunk_rows)):
+    for i, b in enumerate(batches):
         pieces.append(write_piece(writer.tmp_path, i, b.X, b.Y, b.ids, b.splits))
         n += len(b)
         if progress and (i + 1) % 10 == 0:
@@ -222,7 +288,7 @@ def _text_stream(source, format, opts, report, chunk_rows):
     reader = read_jsonl if format == "jsonl" else read_parquet
     paths = _as_paths(source)
     if len(paths) != 1:
-        raise ValueError(f"format {format!r} takes one source path, got {len(paths)}")
+        raise InputError(f"format {format!r} takes one source path, got {len(paths)}")
     return reader(paths[0], batch_size=chunk_rows, report=report, **opts)
 
 
@@ -275,8 +341,35 @@ def _vectorize_task(spec, index, tmp_path, vocab, idf, label_names, params) -> d
     }
 
 
-def _ingest_text(source, format, opts, vec_opts, writer, report, provenance, chunk_rows, client,
-                 progress) -> Path:
+def _source_words(source) -> str:
+    return "the corpus" if source is None else ", ".join(str(p) for p in _as_paths(source))
+
+
+def _require_terms(total: TermCounts, source, fit_split: str | None) -> None:
+    """InputError when no document (of ``fit_split``) holds any term: no feature to store."""
+    keys = total.terms if total.terms is not None else total.cols
+    if keys is None or len(keys) == 0:
+        of = "" if fit_split is None else f" of split {fit_split!r}"
+        raise InputError(
+            f"{_source_words(source)}: none of its {total.n_docs} documents{of} holds a term "
+            "(all texts are empty after tokenisation): no feature to ingest"
+        )
+
+
+def _vocabulary(total: TermCounts, params: VectorizerParams, source) -> tuple[list[str], Any]:
+    """The pruned vocabulary; InputError when no term is left (no feature to store)."""
+    n_terms = len(total.terms)
+    try:
+        return build_vocabulary(total, params)
+    except ValueError as exc:  # pruning left no term, or min_df/max_df contradict
+        raise InputError(
+            f"{_source_words(source)}: the vocabulary is empty ({total.n_docs} documents, "
+            f"{n_terms} distinct terms): {exc}"
+        ) from exc
+
+
+def _ingest_text(source, format, opts, vec_opts, stream, writer, report, provenance, chunk_rows,
+                 client, progress) -> Path:
     fit_split = vec_opts.pop("fit_split", None)
     kind = vec_opts.pop("vectorizer", "tfidf")
     if "ngram_range" in vec_opts:
@@ -292,18 +385,16 @@ def _ingest_text(source, format, opts, vec_opts, writer, report, provenance, chu
         provenance["reader_options"] = _jsonable(corpus.params())
     else:
         _say(progress, f"staging {format} corpus from {source}")
-        staged = stage(_text_stream(source, format, opts, report, chunk_rows),
-                       writer.tmp_path / "staging", chunk_rows, progress)
-        if staged.n_docs == 0:
-            raise ValueError(f"the corpus {source} holds no documents (see the reader's report: "
-                             f"{report.to_dict()})")
+        staged = stage(stream, writer.tmp_path / "staging", chunk_rows, progress)
+        if staged.n_docs == 0:  # pragma: no cover - _nonempty refused it already
+            raise InputError(_no_documents_message(source, report))
         specs = [("parquet", str(p)) for p in staged.parts]
         label_names = sorted(staged.label_counts)
         has_split = staged.has_split
         _say(progress, f"staged {staged.n_docs} documents in {len(specs)} parts, "
                        f"{len(label_names)} labels")
     if fit_split is not None and not has_split:
-        raise ValueError(f"fit_split={fit_split!r} given but the corpus has no split field")
+        raise InputError(f"fit_split={fit_split!r} given but the corpus has no split field")
 
     # pass 2: document frequencies, merged in a tree on the workers
     (writer.tmp_path / "counts").mkdir()
@@ -313,7 +404,8 @@ def _ingest_text(source, format, opts, vec_opts, writer, report, provenance, chu
         merge_counts)
     (total,) = run(counts, desc="document-frequency pass", progress=progress, client=client)
     if fit_split is not None and total.n_docs == 0:
-        raise ValueError(f"fit_split={fit_split!r}: no document has that split")
+        raise InputError(f"fit_split={fit_split!r}: no document has that split")
+    _require_terms(total, source, fit_split)
     if params.kind == "hashing":
         vocab = None
         idf = smooth_idf(dense_df(total, params.n_features), total.n_docs)
@@ -321,7 +413,7 @@ def _ingest_text(source, format, opts, vec_opts, writer, report, provenance, chu
         feature_names = None
         hashing = params.to_dict()
     else:
-        feature_names, df = build_vocabulary(total, params)
+        feature_names, df = _vocabulary(total, params, source)
         vocab = {t: j for j, t in enumerate(feature_names)}
         idf = smooth_idf(df, total.n_docs)
         n_features = len(feature_names)

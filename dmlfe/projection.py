@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from dask import delayed
 
 from dmlfe._version import __version__
 from dmlfe.compute import BlockFn, check_row_blocks, compute_one, is_dask, to_float_block
+from dmlfe.tempfiles import remove_stale, temp_sibling
 
 
 def _project_block(
@@ -112,17 +112,13 @@ def project(
 # --------------------------------------------------------------------------- #
 # Writing
 # --------------------------------------------------------------------------- #
-def _tmp_sibling(out: Path) -> Path:
-    return out.with_name(f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-
-
 def _commit(tmp: Path, out: Path, overwrite: bool) -> None:
     """Rename the finished ``tmp`` to ``out``; an old ``out`` is removed only after that."""
     old = None
     if out.exists():
         if not overwrite:
             raise FileExistsError(f"{out} exists; pass overwrite=True to replace it")
-        old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
+        old = temp_sibling(out)  # a kill before its removal leaves a stale temporary
         os.replace(out, old)
     os.replace(tmp, out)
     if old is not None:
@@ -215,7 +211,8 @@ def write_embeddings(
     ids = _ids_array(ids, n)
     meta = {"n": n, "d": d, "format": format, "dmlfe_version": __version__, **(attrs or {})}
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_sibling(out)
+    remove_stale(out)  # what killed writes of the same output left behind
+    tmp = temp_sibling(out)
     try:
         if format == "zarr":
             _write_zarr(Z, ids, tmp, meta, client)

@@ -328,3 +328,97 @@ def test_hashing_fit_split_with_parts_of_test_documents_only(tmp_path):
     R = tt.transform(hv.transform(texts))
     got = open_store(out).X.compute()
     assert abs(got - R).max() <= 1e-12
+
+
+# --- empty or damaged input is refused before any store is written
+
+
+def test_header_only_arff_is_refused_without_writing(tmp_path):
+    from dmlfe.errors import InputError
+
+    src = tmp_path / "f.arff"
+    src.write_text("@relation 'f: -C 1'\n@attribute l {0,1}\n@attribute x numeric\n@data\n"
+                   "% no rows\n")
+    with pytest.raises(InputError, match=r"f\.arff has a header but no data rows: nothing to "
+                                         "ingest"):
+        dmlfe.ingest(src, format="meka", out=tmp_path / "o.zarr")
+    assert os.listdir(tmp_path) == ["f.arff"]  # no store, no temporary folder
+
+
+def test_arff_without_features_or_labels_is_refused(tmp_path):
+    from dmlfe.errors import DataFormatError
+
+    labels_only = tmp_path / "l.arff"
+    labels_only.write_text("@relation l\n@attribute a {0,1}\n@attribute b {0,1}\n@data\n0,1\n")
+    xml = tmp_path / "l.xml"
+    xml.write_text('<labels xmlns="http://mulan.sourceforge.net/labels">'
+                   '<label name="a"/><label name="b"/></labels>')
+    with pytest.raises(DataFormatError, match=r"l\.arff.*no feature attribute"):
+        dmlfe.ingest(labels_only, format="mulan", labels=xml, out=tmp_path / "o.zarr")
+    no_c = tmp_path / "n.arff"
+    no_c.write_text("@relation plain\n@attribute a {0,1}\n@attribute x numeric\n@data\n0,1\n")
+    with pytest.raises(DataFormatError, match=r"n\.arff.*no '-C n' option"):
+        dmlfe.ingest(no_c, format="meka", out=tmp_path / "o.zarr")
+    assert not (tmp_path / "o.zarr").exists()
+
+
+def test_empty_vocabulary_is_refused(tmp_path):
+    from dmlfe.errors import InputError
+
+    src = tmp_path / "v.jsonl"
+    _write_jsonl(src, [{"text": "alpha beta", "labels": ["a"]},
+                       {"text": "gamma delta", "labels": []}])
+    with pytest.raises(InputError, match=r"v\.jsonl: the vocabulary is empty .*min_df=2"):
+        dmlfe.ingest(src, format="jsonl", out=tmp_path / "o.zarr", min_df=2)
+    blank = tmp_path / "b.jsonl"
+    _write_jsonl(blank, [{"text": "", "labels": ["a"]}, {"text": " . ", "labels": []}])
+    with pytest.raises(InputError, match=r"b\.jsonl: none of its 2 documents holds a term"):
+        dmlfe.ingest(blank, format="jsonl", out=tmp_path / "o.zarr")
+    nothing = tmp_path / "e.jsonl"
+    nothing.write_text("\n\n")
+    with pytest.raises(InputError, match=r"e\.jsonl holds no documents"):
+        dmlfe.ingest(nothing, format="jsonl", out=tmp_path / "o.zarr")
+    assert sorted(os.listdir(tmp_path)) == ["b.jsonl", "e.jsonl", "v.jsonl"]
+
+
+def test_damaged_compressed_arff_through_ingest(tmp_path):
+    import bz2
+
+    from dmlfe.errors import DataFormatError
+
+    text = "@relation 'f: -C 1'\n@attribute l {0,1}\n@attribute x numeric\n@data\n" + \
+        "".join(f"{i % 2},{i}\n" for i in range(3000))
+    packed = bz2.compress(text.encode())
+    src = tmp_path / "f.arff.bz2"
+    src.write_bytes(packed[:-100])
+    with pytest.raises(DataFormatError, match=r"f\.arff\.bz2.*truncated or not bzip2"):
+        dmlfe.ingest(src, format="meka", out=tmp_path / "o.zarr")
+    assert os.listdir(tmp_path) == ["f.arff.bz2"]
+
+
+def test_import_of_garbage_or_foreign_parquet_names_the_file(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dmlfe.errors import DataFormatError, MissingPathError
+    from dmlfe.store import import_parquet
+
+    garbage = tmp_path / "garbage.parquet"
+    garbage.write_bytes(b"PAR1 this is not a parquet file PAR1")  # was pyarrow ArrowInvalid
+    with pytest.raises(DataFormatError, match=r"garbage\.parquet is not a readable Parquet"):
+        import_parquet(garbage, tmp_path / "o.zarr")
+    corpus = tmp_path / "corpus.parquet"
+    pq.write_table(pa.table({"text": ["a b"], "labels": [["x"]]}), corpus)
+    with pytest.raises(DataFormatError) as err:
+        import_parquet(corpus, tmp_path / "o.zarr")
+    message = str(err.value)
+    assert "corpus.parquet is not a dmlfe export" in message
+    assert "'id', 'split', 'indices', 'values' missing" in message
+    with pytest.raises(MissingPathError, match="nope.parquet"):
+        import_parquet(tmp_path / "nope.parquet", tmp_path / "o.zarr")
+    assert not (tmp_path / "o.zarr").exists()
+
+    rc = cli_main(["import", str(garbage), "--out", str(tmp_path / "o.zarr"), "--quiet"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "garbage.parquet is not a readable Parquet file" in err

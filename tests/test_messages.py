@@ -88,3 +88,15 @@ def test_empty_inputs_are_refused_at_fit(X, Y, match):
     with pytest.raises(InputError, match=match) as info:
         dmlfe.CCA(n_components=1).fit(X, Y)
     assert isinstance(info.value, DmlfeError)
+
+
+def test_clean_command(tmp_path, capsys):
+    store = _small_store(tmp_path)
+    dmlfe.PCA(n_components=2).fit(str(store))  # fills store.zarr.stats/
+    stats_dir = tmp_path / "s.zarr.stats"
+    assert stats_dir.is_dir()
+    assert cli.main(["clean", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert f"removed {stats_dir}" in out and not stats_dir.exists()
+    assert dmlfe.open_store(store).n_docs == 30  # the store is kept
+    assert cli.main(["clean", str(tmp_path / "nothing.zarr")]) == 2

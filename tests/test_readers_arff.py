@@ -441,3 +441,111 @@ def test_bad_batch_size(tmp_path, small_xml):
     src = read_mulan(write(tmp_path / "s.arff", SMALL_HEADER + SMALL_DENSE_ROWS), small_xml)
     with pytest.raises(ValueError, match="batch_size"):
         src.batches(0)
+
+
+# --- damaged, compressed and empty input: every failure is a DataFormatError naming the file
+
+MEKA_TEXT = (
+    "@relation 'm: -C 2'\n@attribute a {0,1}\n@attribute b {0,1}\n"
+    "@attribute x numeric\n@attribute y numeric\n@data\n"
+    + "".join(f"{i % 2},{(i // 2) % 2},{i}.5,{-i}\n" for i in range(400))
+)
+
+
+def _read_all(path):
+    return collect(read_meka(path))
+
+
+def test_truncated_bz2_names_the_file(tmp_path):
+    packed = bz2.compress(MEKA_TEXT.encode())
+    path = tmp_path / "cut.arff.bz2"
+    path.write_bytes(packed[: len(packed) // 2])  # was a raw EOFError
+    with pytest.raises(DataFormatError) as err:
+        _read_all(path)
+    message = str(err.value)
+    assert str(path) in message and "truncated or not bzip2-compressed" in message
+
+
+def test_bz2_name_over_plain_data(tmp_path):
+    path = write(tmp_path / "plain.arff.bz2", MEKA_TEXT)  # was OSError: Invalid data stream
+    with pytest.raises(DataFormatError) as err:
+        _read_all(path)
+    message = str(err.value)
+    assert str(path) in message and "not bzip2-compressed" in message
+    assert "plain text" in message  # and says what the content looks like
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "words"),
+    [
+        ("gz-over-plain.arff.gz", lambda t: t, "not gzip-compressed"),  # was BadGzipFile
+        ("gz-over-bz2.arff.gz", bz2.compress, "content is bzip2-compressed"),
+        ("bz2-over-gz.arff.bz2", gzip.compress, "content is gzip-compressed"),
+        ("cut.arff.gz", lambda t: gzip.compress(t)[:-30], "truncated"),  # was EOFError
+        ("plain-over-gz.arff", gzip.compress, "not valid UTF-8"),  # was UnicodeDecodeError
+    ],
+)
+def test_wrong_or_damaged_compression(tmp_path, name, content, words):
+    path = tmp_path / name
+    path.write_bytes(content(MEKA_TEXT.encode()))
+    with pytest.raises(DataFormatError) as err:
+        _read_all(path)
+    assert str(path) in str(err.value) and words in str(err.value)
+
+
+def test_corrupt_deflate_block_names_the_file(tmp_path):
+    packed = bytearray(gzip.compress(MEKA_TEXT.encode()))
+    packed[40:60] = b"\xff" * 20  # zlib.error or a CRC mismatch, depending on the bytes
+    path = tmp_path / "corrupt.arff.gz"
+    path.write_bytes(bytes(packed))
+    with pytest.raises(DataFormatError, match=re.escape(str(path))):
+        _read_all(path)
+
+
+def test_not_utf8_names_file_and_line(tmp_path):
+    path = tmp_path / "latin1.arff"
+    path.write_bytes(MEKA_TEXT.encode().replace(b"@attribute x", b"@attribute M\xfcnchen"))
+    with pytest.raises(DataFormatError, match=re.escape(str(path)) + ".*not valid UTF-8"):
+        _read_all(path)
+
+
+@pytest.mark.parametrize("compress", ["", ".gz", ".bz2"])
+def test_utf8_bom_is_accepted(tmp_path, compress):
+    raw = MEKA_TEXT.encode()
+    pack = {"": lambda b: b, ".gz": gzip.compress, ".bz2": bz2.compress}[compress]
+    plain = tmp_path / f"plain.arff{compress}"
+    plain.write_bytes(pack(raw))
+    bom = tmp_path / f"bom.arff{compress}"
+    bom.write_bytes(pack(b"\xef\xbb\xbf" + raw))
+    a, b = read_meka(plain), read_meka(bom)
+    assert (a.feature_names, a.label_names) == (b.feature_names, b.label_names)
+    Xa, Ya, _, _, _ = collect(a)
+    Xb, Yb, _, _, _ = collect(b)
+    assert Xa.shape == (400, 2)
+    assert (Xa != Xb).nnz == 0
+    np.testing.assert_array_equal(Ya, Yb)
+
+
+def test_missing_files_are_missing_path_errors(tmp_path, small_xml):
+    from dmlfe.errors import MissingPathError
+
+    with pytest.raises(MissingPathError, match=re.escape(str(tmp_path / "nope.arff"))):
+        read_meka(tmp_path / "nope.arff")
+    arff = write(tmp_path / "a.arff", "@relation a\n@attribute L1 {0,1}\n@attribute L2 {0,1}\n"
+                 "@attribute f numeric\n@data\n0,1,2\n")
+    with pytest.raises(MissingPathError, match="nope.xml"):
+        read_mulan(arff, tmp_path / "nope.xml")
+    assert issubclass(MissingPathError, FileNotFoundError)
+
+
+def test_only_label_attributes_is_refused(tmp_path, small_xml):
+    path = write(tmp_path / "labels-only.arff",
+                 "@relation a\n@attribute L1 {0,1}\n@attribute L2 {0,1}\n@data\n0,1\n")
+    with pytest.raises(DataFormatError, match=r"labels-only\.arff.*no feature attribute"):
+        read_mulan(path, small_xml)
+
+
+def test_attribute_without_name(tmp_path):
+    path = write(tmp_path / "noname.arff", "@relation 'x: -C 1'\n@attribute {0,1}\n@data\n")
+    with pytest.raises(DataFormatError, match=r"noname\.arff, line 2: @attribute without a name"):
+        read_meka(path)  # was an AssertionError

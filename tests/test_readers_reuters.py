@@ -290,3 +290,51 @@ def test_real_top10_all_stories() -> None:
     assert sum(splits.values()) == 9400
     assert {lab for _, lab in labels} == R10
     assert report.n_read + report.n_skipped == 21578
+
+
+# --- damaged archives: a DataFormatError naming the archive, never a raw tarfile/zlib error
+
+
+def _read_everything(path: Path) -> None:
+    for _ in read_reuters21578(path):
+        pass
+
+
+@pytest.mark.parametrize("keep", [0.3, 0.6, 0.9, 0.99])
+def test_truncated_small_tar_gz(small_tar: Path, tmp_path: Path, keep: float) -> None:
+    data = small_tar.read_bytes()
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(data[: int(len(data) * keep)])  # was tarfile.ReadError / EOFError
+    with pytest.raises(DataFormatError) as err:
+        _read_everything(cut)
+    message = str(err.value)
+    assert str(cut) in message and "truncated or corrupt" in message
+
+
+def test_truncated_real_tar_gz(tmp_path: Path) -> None:
+    real = data_path("reuters21578", "reuters21578.tar.gz")
+    cut = tmp_path / "reuters21578.tar.gz"
+    with open(real, "rb") as f:
+        cut.write_bytes(f.read(300_000))  # ends inside reut2-000.sgm
+    with pytest.raises(DataFormatError) as err:
+        _read_everything(cut)
+    message = str(err.value)
+    assert str(cut) in message and "truncated or corrupt" in message
+    assert "reut2-000.sgm" in message  # the member being read
+
+
+def test_corrupt_gzip_in_the_middle(small_tar: Path, tmp_path: Path) -> None:
+    data = bytearray(small_tar.read_bytes())
+    mid = len(data) // 2
+    data[mid : mid + 16] = bytes(16)
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(DataFormatError, match=str(bad)):
+        _read_everything(bad)
+
+
+def test_missing_input_is_a_missing_path_error(tmp_path: Path) -> None:
+    from dmlfe.errors import MissingPathError
+
+    with pytest.raises(MissingPathError, match="missing.tar.gz"):
+        next(read_reuters21578(tmp_path / "missing.tar.gz"))

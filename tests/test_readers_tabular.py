@@ -230,3 +230,70 @@ def test_parquet_bad_inputs(tmp_path: Path) -> None:
         list(read_parquet(tmp_path / "empty"))
     with pytest.raises(FileNotFoundError):
         list(read_parquet(tmp_path / "nope.parquet"))
+
+
+# --- damaged input: a DataFormatError naming the file, never a raw gzip/json/pyarrow error
+
+
+def test_jsonl_truncated_gzip_names_file_and_line(tmp_path: Path) -> None:
+    lines = [json.dumps({"text": f"document {i}", "labels": ["a"]}) for i in range(2000)]
+    packed = gzip.compress(("\n".join(lines) + "\n").encode())
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(packed[: len(packed) // 2])  # was EOFError
+    with pytest.raises(DataFormatError) as err:
+        list(read_jsonl(path))
+    message = str(err.value)
+    assert str(path) in message and "truncated or corrupt" in message
+    assert "after line" in message
+
+
+def test_jsonl_bad_gzip_header(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"\x1f\x8b\x00garbage that is not deflate")  # was BadGzipFile
+    with pytest.raises(DataFormatError, match=str(path)):
+        list(read_jsonl(path))
+
+
+def test_jsonl_bom_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"text": "a", "labels": ["x"]}\n{"text": "b", "labels": []}\n')
+    (batch,) = read_jsonl(path)
+    assert batch.texts == ["a", "b"] and batch.labels == [["x"], []]
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ('{"text": "a \\ud800 b", "labels": []}', "lone UTF-16 surrogate"),
+        ('{"text": "a", "labels": [], "n": ' + "9" * 5000 + "}", "cannot be read"),
+        ('{"text": "a", "labels": []' + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+         "cannot be read"),
+    ],
+)
+def test_jsonl_json_that_python_cannot_hold(tmp_path: Path, line: str, words: str) -> None:
+    path = tmp_path / "odd.jsonl"
+    path.write_text('{"text": "ok", "labels": []}\n' + line + "\n")
+    with pytest.raises(DataFormatError) as err:
+        list(read_jsonl(path))
+    assert f"{path}, line 2" in str(err.value) and words in str(err.value)
+
+
+def test_parquet_damaged_data_page(tmp_path: Path) -> None:
+    path = tmp_path / "damaged.parquet"
+    pq.write_table(pa.table({"text": [f"text {i}" * 20 for i in range(200)],
+                             "labels": [["a"]] * 200}), path, compression="snappy")
+    data = bytearray(path.read_bytes())
+    data[8:200] = b"\xff" * 192  # the first column chunk; the footer stays intact
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataFormatError) as err:
+        list(read_parquet(path))
+    assert str(path) in str(err.value)
+
+
+def test_missing_files_are_missing_path_errors(tmp_path: Path) -> None:
+    from dmlfe.errors import MissingPathError
+
+    with pytest.raises(MissingPathError, match="nope.jsonl"):
+        list(read_jsonl(tmp_path / "nope.jsonl"))
+    with pytest.raises(MissingPathError, match="nope.parquet"):
+        list(read_parquet(tmp_path / "nope.parquet"))

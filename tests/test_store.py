@@ -394,6 +394,43 @@ def test_overwrite_semantics(tmp_path):
     assert (other / "precious.txt").exists()
 
 
+def test_writer_removes_what_killed_writers_left(tmp_path):
+    """A new writer for OUT removes the temporaries of OUT whose process is gone (with
+    a warning naming each), and leaves those of live processes and other outputs."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    done = subprocess.Popen([sys.executable, "-c", "pass"])
+    done.wait()  # its pid is now that of no process
+    out = tmp_path / "s.zarr"
+    dead = tmp_path / f".s.zarr.tmp-{done.pid}-0123456789ab"
+    (dead / "pieces" / "00000000").mkdir(parents=True)
+    (dead / "pieces" / "00000000" / "data.npy").write_bytes(b"\0" * 1000)
+    old_format = tmp_path / ".s.zarr.tmp-0f1e2d3c4b5a69788796a5b4c3d2e1f0"  # no pid
+    old_format.mkdir()
+    hours_ago = time.time() - 2 * 3600
+    os.utime(old_format, (hours_ago, hours_ago))
+    recent_old_format = tmp_path / ".s.zarr.tmp-ffffffffffffffffffffffffffffffff"
+    recent_old_format.mkdir()  # no pid and young: perhaps still being written
+    live = tmp_path / f".s.zarr.tmp-{os.getpid()}-aaaaaaaaaaaa"
+    live.mkdir()
+    other = tmp_path / f".t.zarr.tmp-{done.pid}-bbbbbbbbbbbb"
+    other.mkdir()
+    with pytest.warns(RuntimeWarning) as record:
+        build(out, make_data(n=10), [10], 4)
+    messages = " ".join(str(w.message) for w in record)
+    assert str(dead) in messages and str(old_format) in messages
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["s.zarr", recent_old_format.name, live.name, other.name])
+    assert open_store(out).n_docs == 10
+    # the writer's own temporary carries its pid, so it is never taken for a stale one
+    w = StoreWriter(tmp_path / "u.zarr", chunk_rows=4)
+    assert w.tmp_path.name.startswith(f".u.zarr.tmp-{os.getpid()}-")
+    w.abort()
+
+
 # ----------------------------------------------------------------------------- bad inputs
 def test_bad_inputs(tmp_path):
     X, Y, ids, splits, meta = make_data(n=10)

@@ -17,13 +17,13 @@ import hashlib
 import json
 import os
 import shutil
-import uuid
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from dmlfe._version import __version__
+from dmlfe.tempfiles import temp_sibling
 
 RECORD = "stage.json"
 
@@ -56,7 +56,7 @@ def stage_key(kind: str, config: Any, inputs: list[str] | tuple[str, ...] = ()) 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Write JSON under a temporary name and rename it into place."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    tmp = temp_sibling(path)
     try:
         tmp.write_text(json.dumps(to_json(obj), indent=2, default=str), encoding="utf-8")
         os.replace(tmp, path)

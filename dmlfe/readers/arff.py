@@ -12,6 +12,7 @@ and the labels together; they differ only in how the labels are named:
 Rows may be dense (``v1,v2,...``) or sparse (``{index value, ...}``; an omitted
 value is 0, which for a nominal attribute means its first declared value). Files
 may be plain, gzip (``.gz``) or bzip2 (``.bz2``) compressed; the extension decides.
+A UTF-8 byte order mark at the start of the file is ignored.
 
 Files are read line by line and yielded as :class:`~dmlfe.readers.base.NumericBatch`
 objects of a bounded number of rows, so a file larger than memory reads in bounded
@@ -29,6 +30,13 @@ Value encoding
   the reader refuses them with :class:`~dmlfe.readers.base.DataFormatError`.
 * Label attributes must be nominal with values 0/1 or numeric holding 0 or 1.
 * Missing values (``?``) are refused: the store needs complete numeric data.
+
+Errors
+------
+Every problem with a file is a :class:`~dmlfe.errors.DataFormatError` naming the file
+(and the line where known): a malformed header or row, but also a file that cannot be
+decompressed (truncated, or not compressed as its extension says) or is not UTF-8. A
+missing file is a :class:`~dmlfe.errors.MissingPathError`.
 """
 
 from __future__ import annotations
@@ -38,7 +46,9 @@ import gzip
 import math
 import re
 import xml.etree.ElementTree as ET
+import zlib
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -46,6 +56,7 @@ from typing import TextIO
 import numpy as np
 import scipy.sparse as sp
 
+from dmlfe.errors import InputError, MissingPathError
 from dmlfe.readers.base import DataFormatError, IngestReport, NumericBatch, NumericSource
 
 __all__ = ["read_mulan", "read_meka"]
@@ -89,14 +100,77 @@ class _Header:
     relation_lineno: int = 0
 
 
+_COMPRESSION = {".gz": "gzip", ".bz2": "bzip2"}
+_MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"))
+_RENAME = {"gzip": ".gz", "bzip2": ".bz2"}
+
+
 def _open_text(path: Path) -> TextIO:
-    """Open a plain, .gz or .bz2 file as UTF-8 text (the extension decides)."""
+    """Open a plain, .gz or .bz2 file as UTF-8 text (the extension decides; a BOM is dropped)."""
     suffix = path.suffix.lower()
+    # "utf-8-sig" decodes as UTF-8 and drops a byte order mark at the start, if any.
     if suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", newline=None)
+        return gzip.open(path, "rt", encoding="utf-8-sig", newline=None)
     if suffix == ".bz2":
-        return bz2.open(path, "rt", encoding="utf-8", newline=None)
-    return open(path, encoding="utf-8", newline=None)  # noqa: SIM115
+        return bz2.open(path, "rt", encoding="utf-8-sig", newline=None)
+    return open(path, encoding="utf-8-sig", newline=None)  # noqa: SIM115
+
+
+def _sniff_compression(path: Path) -> str | None:
+    """"gzip" or "bzip2" when the file's first bytes say so, else None."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(3)
+    except OSError:
+        return None
+    return next((kind for magic, kind in _MAGIC if head.startswith(magic)), None)
+
+
+def _read_failure(path: Path, lineno: int, exc: Exception) -> str:
+    """Words for a failure to read/decompress/decode ``path`` after ``lineno`` lines."""
+    where = f"after line {lineno}" if lineno else "before its first line"
+    named = _COMPRESSION.get(path.suffix.lower())
+    found = _sniff_compression(path)
+    if isinstance(exc, UnicodeDecodeError):
+        bad = exc.object[exc.start : exc.start + 1].hex()
+        msg = (f"{path}: not valid UTF-8 {where} ({exc.reason}, byte 0x{bad}); "
+               "re-encode the file as UTF-8")
+        if found is not None and found != named:
+            msg += (f"; its content is {found}-compressed: name it with the "
+                    f"{_RENAME[found]} extension")
+        return msg
+    if named is not None:
+        msg = (f"{path}: cannot decompress {where}: the file is truncated or not "
+               f"{named}-compressed ({type(exc).__name__}: {exc})")
+        if found is None:
+            msg += f"; its content is not {named} data (plain text?): remove the extension"
+        elif found != named:
+            msg += (f"; its content is {found}-compressed: name it with the "
+                    f"{_RENAME[found]} extension")
+        else:
+            msg += "; download or compress the file again"
+        return msg
+    return f"{path}: cannot be read {where} ({type(exc).__name__}: {exc})"
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of an ARFF file: the one place that opens and reads one.
+
+    Every failure to open, decompress or decode becomes a :class:`DataFormatError`
+    naming the file and the last line read (a missing file: :class:`MissingPathError`).
+    Use it with :func:`contextlib.closing` when not reading to the end.
+    """
+    lineno = 0
+    try:
+        with _open_text(path) as f:
+            for lineno, line in enumerate(f, start=1):
+                yield lineno, line
+    except FileNotFoundError as exc:
+        raise MissingPathError(f"ARFF file {path} not found") from exc
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
+        # OSError covers gzip.BadGzipFile and bz2's "Invalid data stream"; EOFError a
+        # truncated stream; zlib.error a corrupt deflate block.
+        raise DataFormatError(_read_failure(path, lineno, exc)) from exc
 
 
 def _file_stem(path: Path) -> str:
@@ -196,7 +270,11 @@ def _read_name(text: str, where: str) -> tuple[str, str]:
             i += 1
         raise DataFormatError(f"{where}: attribute name {text!r} has no closing {quote}")
     m = re.match(r"[^\s{]+", text)
-    assert m is not None  # text is non-empty and does not start with whitespace
+    if m is None:  # the text starts with '{': a type without a name
+        raise DataFormatError(
+            f"{where}: @attribute without a name before {text[:40]!r}; expected "
+            "'@attribute NAME TYPE'"
+        )
     return m.group(0), text[m.end() :]
 
 
@@ -274,13 +352,8 @@ def _parse_header(lines: Iterator[tuple[int, str]], path: Path) -> _Header:
 
 
 def _read_header(path: Path) -> _Header:
-    with _open_text(path) as f:
-        try:
-            return _parse_header(enumerate(f, start=1), path)
-        except UnicodeDecodeError as exc:
-            raise DataFormatError(
-                f"{path}: the header is not valid UTF-8 ({exc}); re-encode the file as UTF-8"
-            ) from exc
+    with closing(_lines(path)) as lines:
+        return _parse_header(lines, path)
 
 
 # ----------------------------------------------------------------------------- layout
@@ -653,10 +726,14 @@ def _as_paths(arff_paths: PathLike | Sequence[PathLike]) -> list[Path]:
     else:
         paths = [Path(p) for p in arff_paths]
     if not paths:
-        raise ValueError("no ARFF file given; pass a path or a non-empty list of paths")
+        raise InputError("no ARFF file given; pass a path or a non-empty list of paths")
     for p in paths:
+        if not p.exists():
+            raise MissingPathError(f"ARFF file {p} not found")
         if not p.is_file():
-            raise FileNotFoundError(f"ARFF file {p} not found")
+            raise DataFormatError(
+                f"{p} is not a file; pass ARFF files (.arff, .arff.gz or .arff.bz2)"
+            )
     return paths
 
 
@@ -698,6 +775,12 @@ def _read_files(paths: list[Path]) -> list[_File]:
 def _make_source(
     files: list[_File], layout: _Layout, fmt: str, report: IngestReport | None
 ) -> NumericSource:
+    if not layout.feature_names:
+        names = ", ".join(str(f.path) for f in files)
+        raise DataFormatError(
+            f"{names}: all {layout.n_attrs} attributes are labels, there is no feature "
+            "attribute: nothing to ingest"
+        )
     report = report if report is not None else IngestReport()
     if layout.index_coded:
         shown = ", ".join(repr(n) for n in layout.index_coded[:10])
@@ -739,47 +822,31 @@ def _iter_batches(
     batch = _Batch(n_labels)
     for f in files:
         parser = _RowParser(layout, f.path)
-        with _open_text(f.path) as fh:
-            lines = enumerate(fh, start=1)
-            lineno = 0
-            try:
-                header = _parse_header(lines, f.path)
-                if [a.signature() for a in header.attrs] != [
-                    a.signature() for a in f.header.attrs
-                ]:
-                    raise DataFormatError(
-                        f"{f.path}: the header changed since the corpus was opened; "
-                        "open it again"
-                    )
-                row = 0
-                for lineno, raw in lines:
-                    line = raw.strip()
-                    if not line or line[0] == "%":
-                        continue
-                    n_before = len(batch)
-                    parser.add(batch, line, lineno)
-                    if len(batch.indptr) - 1 == n_before:
-                        continue  # a comment-only line the careful parser skipped
-                    batch.ids.append(f"{f.stem}:{row}")
-                    batch.splits.append(f.split)
-                    batch.where.append((f.path, lineno))
-                    row += 1
-                    if len(batch) == batch_size:
-                        out = batch.finish(layout)
-                        report.n_read += len(out)
-                        counted[0] += len(out)
-                        yield out
-                        batch = _Batch(n_labels)
-            except UnicodeDecodeError as exc:
+        with closing(_lines(f.path)) as lines:
+            header = _parse_header(lines, f.path)
+            if [a.signature() for a in header.attrs] != [a.signature() for a in f.header.attrs]:
                 raise DataFormatError(
-                    f"{f.path}: not valid UTF-8 after line {lineno} ({exc}); re-encode the file "
-                    "as UTF-8"
-                ) from exc
-            except (EOFError, gzip.BadGzipFile) as exc:
-                raise DataFormatError(
-                    f"{f.path}: the compressed stream is truncated or corrupt after line "
-                    f"{lineno} ({exc}); download or compress the file again"
-                ) from exc
+                    f"{f.path}: the header changed since the corpus was opened; open it again"
+                )
+            row = 0
+            for lineno, raw in lines:
+                line = raw.strip()
+                if not line or line[0] == "%":
+                    continue
+                n_before = len(batch)
+                parser.add(batch, line, lineno)
+                if len(batch.indptr) - 1 == n_before:
+                    continue  # a comment-only line the careful parser skipped
+                batch.ids.append(f"{f.stem}:{row}")
+                batch.splits.append(f.split)
+                batch.where.append((f.path, lineno))
+                row += 1
+                if len(batch) == batch_size:
+                    out = batch.finish(layout)
+                    report.n_read += len(out)
+                    counted[0] += len(out)
+                    yield out
+                    batch = _Batch(n_labels)
     if len(batch):
         out = batch.finish(layout)
         report.n_read += len(out)
@@ -789,10 +856,17 @@ def _iter_batches(
 
 def _read_xml_labels(labels_xml: Path) -> list[str]:
     """Label names of a MULAN XML file in document order (nested labels included)."""
+    if not labels_xml.exists():
+        raise MissingPathError(f"MULAN labels file {labels_xml} not found")
     try:
         root = ET.parse(labels_xml).getroot()
     except ET.ParseError as exc:
         raise DataFormatError(f"{labels_xml}: not well-formed XML ({exc})") from exc
+    except (OSError, ValueError, LookupError) as exc:  # a folder, an unknown encoding...
+        raise DataFormatError(
+            f"{labels_xml}: cannot be read as a MULAN labels XML file "
+            f"({type(exc).__name__}: {exc})"
+        ) from exc
     names: list[str] = []
     for el in root.iter():
         tag = el.tag if isinstance(el.tag, str) else ""
@@ -850,7 +924,10 @@ def read_mulan(
     ------
     DataFormatError
         For a malformed header or row (the message names the file and line), labels of
-        the XML missing from the ARFF, or attributes that cannot be stored as numbers.
+        the XML missing from the ARFF, attributes that cannot be stored as numbers, no
+        feature attribute at all, or a file that cannot be decompressed or decoded.
+    MissingPathError
+        When an ARFF file or the XML file does not exist.
     """
     paths = _as_paths(arff_paths)
     labels_xml = Path(labels_xml)
@@ -897,7 +974,10 @@ def read_meka(
     ------
     DataFormatError
         For a missing or invalid ``-C``, a malformed header or row (file and line named),
-        or attributes that cannot be stored as numbers.
+        attributes that cannot be stored as numbers, or a file that cannot be
+        decompressed or decoded.
+    MissingPathError
+        When a file does not exist.
     """
     paths = _as_paths(arff_paths)
     files = _read_files(paths)

@@ -9,19 +9,27 @@ reject the files. The files are latin-1: every byte decodes (one byte, 0xFC in
 
 Stories are streamed straight from the ``.tar.gz`` (no extraction to disk) or from
 a folder of ``reut2-*.sgm`` files, and yielded as bounded :class:`TextBatch` es.
-Every oddity that is tolerated is counted in the :class:`IngestReport`.
+Every oddity that is tolerated is counted in the :class:`IngestReport`. An input
+that cannot be read (a truncated or corrupt archive, a file that is not a tar
+archive) is a :class:`~dmlfe.errors.DataFormatError` naming the file (and the
+archive member); a missing one a :class:`~dmlfe.errors.MissingPathError`.
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import re
 import tarfile
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from dmlfe.errors import MissingPathError
 from dmlfe.readers.base import DataFormatError, IngestReport, TextBatch
 
 __all__ = ["read_reuters21578", "reuters_label_counts", "MODAPTE_SKIP_REASON"]
@@ -46,6 +54,10 @@ _CTRL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _NON_ASCII_RE = re.compile(rb"[\x80-\xff]")
 _NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
 _CHUNK = 1 << 20
+# What reading a (compressed) file or a tar archive raises when its bytes are bad:
+# tarfile.ReadError & co., EOFError (truncated stream), zlib/lzma errors, OSError
+# (gzip.BadGzipFile, bz2's "Invalid data stream", a file that cannot be read).
+_READ_ERRORS = (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError)
 
 # Oddities counted while reading; each becomes one report note with its count.
 _ODD_CTRL = "control characters removed from titles, bodies and topics (e.g. &#3; markers)"
@@ -161,37 +173,88 @@ def _iter_raw_stories(path: str | Path, odd: Counter) -> Iterator[_RawStory]:
                 "the folder it unpacks to"
             )
         for f in files:
-            with open(f, "rb") as fobj:
-                yield from _iter_file_stories(fobj, f.name, odd)
+            yield from _sgm_stories(f, odd)
         return
     if not p.exists():
-        raise FileNotFoundError(f"Reuters-21578 input {p} does not exist")
+        raise MissingPathError(f"Reuters-21578 input {p} does not exist")
     if p.suffix.lower() == ".sgm":
-        with open(p, "rb") as fobj:
-            yield from _iter_file_stories(fobj, p.name, odd)
+        yield from _sgm_stories(p, odd)
         return
+    yield from _tar_stories(p, odd)
+
+
+def _sgm_stories(path: Path, odd: Counter) -> Iterator[_RawStory]:
+    """The stories of one plain .sgm file; a failure to read it names the file."""
     try:
-        # Stream mode ("r|*"): members are read once, in archive order, never extracted.
-        tar = tarfile.open(p, mode="r|*")
-    except tarfile.TarError as exc:
+        with open(path, "rb") as fobj:
+            yield from _iter_file_stories(fobj, path.name, odd)
+    except FileNotFoundError as exc:
+        raise MissingPathError(f"Reuters-21578 file {path} does not exist") from exc
+    except OSError as exc:
+        raise DataFormatError(f"{path}: cannot be read ({type(exc).__name__}: {exc})") from exc
+
+
+def _open_archive(p: Path) -> IO[bytes]:
+    """The archive's tar bytes: decompressed when its first bytes say gzip, bzip2 or xz.
+
+    The decompressors of the gzip/bz2/lzma modules check the stream's checksum at its
+    end (tarfile's own stream mode does not), so a corrupt archive cannot read as fine.
+    """
+    with open(p, "rb") as f:
+        head = f.read(6)
+    if head.startswith(b"\x1f\x8b"):
+        return gzip.open(p, "rb")
+    if head.startswith(b"BZh"):
+        return bz2.open(p, "rb")
+    if head.startswith(b"\xfd7zXZ\x00"):
+        return lzma.open(p, "rb")
+    return open(p, "rb")  # noqa: SIM115
+
+
+def _tar_stories(p: Path, odd: Counter) -> Iterator[_RawStory]:
+    """The stories of the reut2-*.sgm members of a tar archive (plain, gz, bz2 or xz).
+
+    The one place that opens and reads an archive: any failure to read, decompress or
+    unpack it is a :class:`DataFormatError` naming the archive and the member.
+    """
+    n_found = 0
+    n_stories = 0
+    last = ""
+    ended = False
+    try:
+        # Stream mode ("r|"): members are read once, in archive order, never extracted.
+        with _open_archive(p) as raw, tarfile.open(fileobj=raw, mode="r|") as tar:
+            for member in tar:
+                if not (member.isfile() and _MEMBER_RE.search(member.name)):
+                    continue
+                n_found += 1
+                if member.name < last:
+                    odd[_ODD_ORDER] = 1
+                last = member.name
+                fobj = tar.extractfile(member)
+                if fobj is None:  # pragma: no cover - isfile() members always extract
+                    continue
+                for story in _iter_file_stories(fobj, Path(member.name).name, odd):
+                    n_stories += 1
+                    yield story
+            # Read to the end of the compressed stream, so that its checksum is checked.
+            ended = True
+            while raw.read(_CHUNK):
+                pass
+    except FileNotFoundError as exc:
+        raise MissingPathError(f"Reuters-21578 input {p} does not exist") from exc
+    except _READ_ERRORS as exc:
+        detail = f"{type(exc).__name__}: {exc}"
+        if n_found == 0:
+            raise DataFormatError(
+                f"{p} is not a readable tar archive, or it is truncated or corrupt ({detail}): "
+                "pass the Reuters-21578 .tar.gz, a folder of reut2-*.sgm files or one .sgm file"
+            ) from exc
+        where = "at its end" if ended else f"in member {last!r}"
         raise DataFormatError(
-            f"{p} is not a readable tar archive ({exc}): pass the Reuters-21578 .tar.gz, "
-            "a folder of reut2-*.sgm files or one .sgm file"
+            f"{p}: the archive is truncated or corrupt: reading failed {where}, after "
+            f"{n_stories} stories ({detail}); download the archive again"
         ) from exc
-    with tar:
-        n_found = 0
-        last = ""
-        for member in tar:
-            if not (member.isfile() and _MEMBER_RE.search(member.name)):
-                continue
-            n_found += 1
-            if member.name < last:
-                odd[_ODD_ORDER] = 1
-            last = member.name
-            fobj = tar.extractfile(member)
-            if fobj is None:  # pragma: no cover - isfile() members always extract
-                continue
-            yield from _iter_file_stories(fobj, Path(member.name).name, odd)
     if n_found == 0:
         raise DataFormatError(
             f"no reut2-NNN.sgm member in archive {p}: is this the Reuters-21578 archive?"
@@ -337,7 +400,10 @@ def read_reuters21578(
     Raises
     ------
     DataFormatError
-        When the input holds no ``reut2-*.sgm`` file or is not a readable archive.
+        When the input holds no ``reut2-*.sgm`` file, is not a readable archive, or is
+        truncated or corrupt (the message names the archive and the member).
+    MissingPathError
+        When the path does not exist.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size}")

@@ -9,8 +9,11 @@ batch size (plus one set of document ids, kept to reject duplicates).
 Checks are strict where a value cannot be read as meant (a missing field, labels
 that are not a list, an invalid JSON line, a repeated id: :class:`DataFormatError`
 naming file, line or record, field and value) and lenient where the meaning is
-clear (null text -> empty document, null labels -> no labels, blank lines); each
-lenient case is counted in the :class:`IngestReport`.
+clear (null text -> empty document, null labels -> no labels, blank lines, a UTF-8
+byte order mark before the first JSON line); each lenient case is counted in the
+:class:`IngestReport`. A file that cannot be read at all (a truncated or corrupt gzip
+stream, a damaged Parquet file, invalid UTF-8) is a :class:`DataFormatError` naming the
+file and the line or row reached; a missing file a :class:`MissingPathError`.
 """
 
 from __future__ import annotations
@@ -18,18 +21,26 @@ from __future__ import annotations
 import bisect
 import gzip
 import json
+import re
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dmlfe.errors import DmlfeError, MissingPathError
 from dmlfe.readers.base import DataFormatError, IngestReport, TextBatch
 
 __all__ = ["read_jsonl", "read_parquet"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
+_BOM = b"\xef\xbb\xbf"
+# A JSON escape \uD800-\uDFFF alone decodes to a lone surrogate: no character, and it
+# cannot be stored (UTF-8 has no encoding for it).
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _MAX_SHOWN = 80
 
 _NOTE_NULL_TEXT = "documents with null text (read as empty documents)"
@@ -42,6 +53,17 @@ def _show(value: Any) -> str:
     """A short printable form of a value for an error message."""
     text = repr(value)
     return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
+
+
+def _check_chars(value: str, name: str, where: Callable[[], str]) -> None:
+    """Refuse a string holding a lone surrogate (from a JSON ``\\uD800``-style escape)."""
+    m = _SURROGATE.search(value)
+    if m is not None:
+        raise DataFormatError(
+            f"{where()}: field {name!r} holds the lone UTF-16 surrogate "
+            f"\\u{ord(m.group()):04x} (from a JSON \\u escape), which is not a character: "
+            f"{_show(value)}"
+        )
 
 
 class _Converter:
@@ -115,6 +137,7 @@ class _Converter:
                 f"{where()}: field {self.text_field!r} must be a string (the document text), "
                 f"got {type(value).__name__} {_show(value)}"
             )
+        _check_chars(value, self.text_field, where)
         return value
 
     def _labels(self, rec: Mapping[str, Any], where: Callable[[], str]) -> list[str]:
@@ -135,6 +158,7 @@ class _Converter:
                     f"{where()}: field {self.labels_field!r} must hold only strings, got "
                     f"{type(item).__name__} {_show(item)} in {_show(value)}"
                 )
+            _check_chars(item, self.labels_field, where)
             if item in labels:
                 self.counts[_NOTE_DUP_LABEL] += 1
             else:
@@ -152,6 +176,7 @@ class _Converter:
                 f"integer, got {type(value).__name__} {_show(value)}"
             )
         doc_id = str(value)
+        _check_chars(doc_id, self.id_field, where)
         first = self.seen.get(doc_id)
         if first is not None:
             raise DataFormatError(
@@ -170,6 +195,7 @@ class _Converter:
                 f"{where()}: field {self.split_field!r} (split name) must be a string such "
                 f"as 'train' or 'test', got {type(value).__name__} {_show(value)}"
             )
+        _check_chars(value, self.split_field, where)
         return value
 
     def finish(self, report: IngestReport, kind: str) -> None:
@@ -216,10 +242,43 @@ class _Batcher:
         return batch
 
 
-def _open_maybe_gzip(path: Path) -> IO[bytes]:
+def _open_maybe_gzip(path: Path) -> tuple[IO[bytes], bool]:
+    """The file, decompressed when its content is gzip; and whether it is."""
     with open(path, "rb") as probe:
         magic = probe.read(2)
-    return gzip.open(path, "rb") if magic == _GZIP_MAGIC else open(path, "rb")
+    if magic == _GZIP_MAGIC:
+        return gzip.open(path, "rb"), True
+    return open(path, "rb"), False  # noqa: SIM115
+
+
+def _jsonl_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """``(line number, raw line)`` of a JSON Lines file: the one place that reads one.
+
+    A failure to open or decompress the file is a :class:`DataFormatError` naming the
+    file and the last line read (a missing file: :class:`MissingPathError`).
+    """
+    lineno = 0
+    gz = False
+    try:
+        fobj, gz = _open_maybe_gzip(path)
+        with fobj:
+            for lineno, raw in enumerate(fobj, start=1):
+                yield lineno, raw
+    except FileNotFoundError as exc:
+        raise MissingPathError(f"JSON Lines file {path} does not exist") from exc
+    except IsADirectoryError as exc:
+        raise DataFormatError(f"{path} is a folder, not a JSON Lines file") from exc
+    except (OSError, EOFError, zlib.error) as exc:
+        # gzip.BadGzipFile is an OSError, a truncated stream an EOFError, a corrupt
+        # deflate block a zlib.error.
+        where = f"after line {lineno}" if lineno else "before its first line"
+        detail = f"{type(exc).__name__}: {exc}"
+        if gz:
+            raise DataFormatError(
+                f"{path}: cannot decompress {where}: the gzip stream is truncated or corrupt "
+                f"({detail}); compress or download the file again"
+            ) from exc
+        raise DataFormatError(f"{path}: cannot be read {where} ({detail})") from exc
 
 
 def read_jsonl(
@@ -267,7 +326,9 @@ def read_jsonl(
     DataFormatError
         Invalid JSON or UTF-8, a line that is not an object, a missing field, a value
         of the wrong type, or a repeated id; the message names file, line, field and
-        value.
+        value. Also a truncated or corrupt gzip stream (file and last line read named).
+    MissingPathError
+        When the file does not exist.
     """
     p = Path(path)
     report = report if report is not None else IngestReport()
@@ -277,16 +338,17 @@ def read_jsonl(
     batcher = _Batcher(batch_size, split_field is not None)
     n_blank = 0
     try:
-        with _open_maybe_gzip(p) as fobj:
-            for lineno, raw in enumerate(fobj, start=1):
-                if not raw.strip():
-                    n_blank += 1
-                    continue
-                rec = _parse_line(raw, p, lineno)
-                doc = conv.convert(rec, lineno)
-                report.n_read += 1
-                if (batch := batcher.add(doc)) is not None:
-                    yield batch
+        for lineno, raw in _jsonl_lines(p):
+            if lineno == 1 and raw.startswith(_BOM):
+                raw = raw[len(_BOM) :]
+            if not raw.strip():
+                n_blank += 1
+                continue
+            rec = _parse_line(raw, p, lineno)
+            doc = conv.convert(rec, lineno)
+            report.n_read += 1
+            if (batch := batcher.add(doc)) is not None:
+                yield batch
         if (batch := batcher.flush()) is not None:
             yield batch
     finally:
@@ -307,7 +369,14 @@ def _parse_line(raw: bytes, path: Path, lineno: int) -> dict[str, Any]:
         rec = json.loads(line)
     except json.JSONDecodeError as exc:
         raise DataFormatError(
-            f"{path}, line {lineno}: invalid JSON ({exc.msg} at column {exc.colno}): "
+            f"{path}, line {lineno}: invalid JSON ({exc.msg.removesuffix(' at')} at column "
+            f"{exc.colno}): "
+            f"{_show(line.strip())}"
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        # An integer of more than 4300 digits, or arrays/objects nested too deeply.
+        raise DataFormatError(
+            f"{path}, line {lineno}: JSON that cannot be read ({type(exc).__name__}: {exc}): "
             f"{_show(line.strip())}"
         ) from None
     if not isinstance(rec, dict):
@@ -325,8 +394,53 @@ def _parquet_files(p: Path) -> list[Path]:
             raise DataFormatError(f"folder {p} holds no *.parquet file")
         return files
     if not p.exists():
-        raise FileNotFoundError(f"Parquet input {p} does not exist")
+        raise MissingPathError(f"Parquet input {p} does not exist")
     return [p]
+
+
+# What pyarrow raises for a file that is not Parquet or is damaged: ArrowInvalid (a
+# ValueError), ArrowIOError (an OSError), other ArrowExceptions; invalid UTF-8 in a
+# string column surfaces as UnicodeDecodeError (a ValueError) when converted.
+_PARQUET_ERRORS = (pa.ArrowException, OSError, ValueError, EOFError)
+
+
+def _parquet_columns(
+    f: Path, columns: dict[str, str], batch_size: int
+) -> Iterator[tuple[int, dict[str, list]]]:
+    """``(rows, column -> values)`` of each record batch of one Parquet file.
+
+    The one place that opens and reads a Parquet file: whatever pyarrow raises for it
+    becomes a :class:`DataFormatError` naming the file (and the row reached); a missing
+    column is one listing the columns present.
+    """
+    row = 0
+    opened = False
+    try:
+        with pq.ParquetFile(f) as pf:
+            opened = True
+            present = pf.schema_arrow.names
+            for col, param in columns.items():
+                if col not in present:
+                    raise DataFormatError(
+                        f"{f}: column {col!r} is missing; the file has columns "
+                        f"{', '.join(map(repr, present))}. Name the right column with "
+                        f"{param}=..."
+                    )
+            for rb in pf.iter_batches(batch_size=batch_size, columns=list(columns)):
+                data = {name: rb.column(name).to_pylist() for name in columns}
+                yield rb.num_rows, data
+                row += rb.num_rows
+    except DmlfeError:
+        raise
+    except FileNotFoundError as exc:
+        raise MissingPathError(f"Parquet input {f} does not exist") from exc
+    except _PARQUET_ERRORS as exc:
+        detail = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        if not opened:
+            raise DataFormatError(f"{f} is not a readable Parquet file: {detail}") from exc
+        raise DataFormatError(
+            f"{f}: the Parquet data is damaged or cannot be read, after row {row} ({detail})"
+        ) from exc
 
 
 def read_parquet(
@@ -366,7 +480,9 @@ def read_parquet(
     DataFormatError
         A missing column (the message lists the columns present), a value of the
         wrong type or a repeated id (file and 0-based row within the file named), or
-        a file that is not Parquet.
+        a file that is not Parquet or is damaged.
+    MissingPathError
+        When the path does not exist.
     """
     p = Path(path)
     report = report if report is not None else IngestReport()
@@ -384,29 +500,15 @@ def read_parquet(
     total = 0
     try:
         for f in files:
-            try:
-                pf = pq.ParquetFile(f)
-            except Exception as exc:  # pyarrow raises several types for a bad file
-                raise DataFormatError(f"{f} is not a readable Parquet file: {exc}") from exc
-            with pf:
-                present = pf.schema_arrow.names
-                for col, param in columns.items():
-                    if col not in present:
-                        raise DataFormatError(
-                            f"{f}: column {col!r} is missing; the file has columns "
-                            f"{', '.join(map(repr, present))}. Name the right column with "
-                            f"{param}=..."
-                        )
-                starts.append(total)
-                for rb in pf.iter_batches(batch_size=batch_size, columns=list(columns)):
-                    data = {name: rb.column(name).to_pylist() for name in columns}
-                    for i in range(rb.num_rows):
-                        rec = {name: data[name][i] for name in columns}
-                        doc = conv.convert(rec, total + i)
-                        report.n_read += 1
-                        if (batch := batcher.add(doc)) is not None:
-                            yield batch
-                    total += rb.num_rows
+            starts.append(total)
+            for n_rows, data in _parquet_columns(f, columns, batch_size):
+                for i in range(n_rows):
+                    rec = {name: data[name][i] for name in columns}
+                    doc = conv.convert(rec, total + i)
+                    report.n_read += 1
+                    if (batch := batcher.add(doc)) is not None:
+                        yield batch
+                total += n_rows
         if (batch := batcher.flush()) is not None:
             yield batch
     finally:

@@ -13,13 +13,17 @@ Each entry is a pair of files named by ``key`` = a hash of its parameters:
   (float64, written with ``allow_pickle=False`` and read back the same way);
 * ``<key>.json`` -- the parameters in clear (data identity: the store's
   ``fingerprint``; the view's selection (split); block_fn route; label map; dmlfe
-  version; cache format), which of X^T X / X^T W X are present, and the shapes.
+  version; cache format), which of X^T X / X^T W X are present, and the names,
+  shapes and sha256 digest of the arrays the ``.npz`` must hold.
 
 The key leaves out ``need_xtx`` / ``need_xtwx``: an entry with X^T X serves
 requests without it, and a request that needs X^T X replaces an entry that
 lacks it. Both files are
-written to a temporary name and renamed into place, the ``.json`` last, so an
-entry is only ever seen complete.
+written to a temporary name (:func:`dmlfe.tempfiles.temp_sibling`) and renamed into
+place, the ``.json`` last, so an entry is only ever seen complete; a reader checks the
+``.npz`` against its ``.json`` (the last of two concurrent writers wins). An entry that
+cannot be read or fails a check is ignored with a RuntimeWarning, recomputed and
+replaced. :func:`clean` removes a store's cache folder.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ import hashlib
 import json
 import logging
 import os
-import uuid
 import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -40,14 +43,16 @@ import scipy.sparse as sp
 
 from dmlfe._version import __version__
 from dmlfe.compute import BlockFn, is_dask
+from dmlfe.errors import MissingPathError
 from dmlfe.stats.pass_ import LabelFn, compute_stats
 from dmlfe.stats.sufficient import SufficientStats
 from dmlfe.store import Store, open_store
+from dmlfe.tempfiles import remove_path, remove_stale, stale_temporaries, temp_sibling
 
 log = logging.getLogger(__name__)
 
 #: Bumped whenever the meaning or layout of a saved entry changes.
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 
 _ARRAYS = ("sum_x", "sum_y", "xty", "yty", "xtx", "xtwx")
 
@@ -98,19 +103,46 @@ def array_identity(a: Any) -> dict[str, Any]:
 # --------------------------------------------------------------------------- #
 # Saving and loading
 # --------------------------------------------------------------------------- #
-def _tmp_name(target: Path) -> Path:
-    return target.with_name(f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+def _digest(arrays: dict[str, np.ndarray]) -> str:
+    """sha256 of the arrays' names, dtypes, shapes and values (not of the zip bytes,
+    which hold a time stamp: two writers of equal statistics get the same digest)."""
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(repr((name, a.dtype.str, a.shape)).encode())
+        h.update(memoryview(a).cast("B"))
+    return h.hexdigest()
+
+
+def _replace_atomically(target: Path, write) -> None:
+    """``write(file)`` into a temporary sibling of ``target``, then rename it into place."""
+    tmp = temp_sibling(target)
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def save_stats(
     stats: SufficientStats, directory: str | os.PathLike[str], params: dict[str, Any]
 ) -> Path:
-    """Write ``stats`` as ``<key>.npz`` + ``<key>.json`` under ``directory``; return the npz."""
+    """Write ``stats`` as ``<key>.npz`` + ``<key>.json`` under ``directory``; return the npz.
+
+    Each file is written to a temporary sibling and renamed into place; the ``.json``
+    goes last and records the names, shapes and digest of the arrays the ``.npz`` must
+    hold, so a reader that finds the pair of two different writers (or a ``.npz``
+    without its ``.json``) ignores it. Stale temporaries of the entry (left by a killed
+    process) are removed first, with a RuntimeWarning naming each.
+    """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     key = stats_key(params)
     npz_path = directory / f"{key}.npz"
     json_path = directory / f"{key}.json"
+    for target in (npz_path, json_path):
+        remove_stale(target)
     arrays = {"n": np.asarray(stats.n, dtype=np.int64)}
     for name in _ARRAYS:
         value = getattr(stats, name, None)
@@ -124,21 +156,89 @@ def save_stats(
         "n": int(stats.n),
         "n_features": stats.n_features,
         "n_labels": stats.n_labels,
+        "arrays": {name: list(a.shape) for name, a in arrays.items()},
+        "sha256": _digest(arrays),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "dmlfe_version": __version__,
     }
-    tmp = _tmp_name(npz_path)
-    try:
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, npz_path)
-        tmp = _tmp_name(json_path)
-        tmp.write_text(json.dumps(meta, indent=2, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, json_path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    text = json.dumps(meta, indent=2, sort_keys=True).encode("utf-8")
+    # The old record goes first: until the new one is in place a reader sees no entry
+    # (and computes) rather than an old record beside new arrays.
+    json_path.unlink(missing_ok=True)
+    _replace_atomically(npz_path, lambda f: np.savez(f, **arrays))
+    _replace_atomically(json_path, lambda f: f.write(text))
     return npz_path
+
+
+class _BadEntry(Exception):
+    """A cache entry that cannot be used; the message says why."""
+
+
+def _read_meta(json_path: Path, params: dict[str, Any]) -> dict[str, Any]:
+    try:
+        meta = json.loads(json_path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # not JSON, not UTF-8, empty
+        raise _BadEntry(f"unreadable ({exc})") from None
+    if not isinstance(meta, dict):
+        raise _BadEntry(f"not a JSON object but a {type(meta).__name__}")
+    if meta.get("params") != _canonical(params):
+        raise _BadEntry("it records other parameters than its key stands for")
+    arrays = meta.get("arrays")
+    if (
+        not isinstance(arrays, dict)
+        or not isinstance(meta.get("sha256"), str)
+        or not all(isinstance(meta.get(k), int) and meta[k] >= 0
+                   for k in ("n", "n_features", "n_labels"))
+    ):
+        raise _BadEntry("it lacks the fields 'arrays', 'sha256', 'n', 'n_features', "
+                        "'n_labels' (an older or damaged record)")
+    return meta
+
+
+def _read_arrays(npz_path: Path, meta: dict[str, Any]) -> SufficientStats:
+    """The arrays of ``npz_path``, checked against what the record ``meta`` names."""
+    try:
+        with np.load(npz_path, allow_pickle=False) as z:
+            arrays = {name: np.array(z[name]) for name in z.files}
+    except Exception as exc:  # noqa: BLE001 - truncated/garbage zip: BadZipFile, EOFError...
+        raise _BadEntry(f"unreadable ({type(exc).__name__}: {exc})") from None
+    want = {name: tuple(shape) for name, shape in meta["arrays"].items()}
+    have = {name: a.shape for name, a in arrays.items()}
+    if want != have:
+        raise _BadEntry(f"it holds arrays {have}, its record names {want} (the files of "
+                        "two different writes, or a damaged file)")
+    if _digest(arrays) != meta["sha256"]:
+        raise _BadEntry("its arrays do not match the digest in its record (the files of "
+                        "two different writes, or a damaged file)")
+    d, q, n = meta["n_features"], meta["n_labels"], meta["n"]
+    shapes = {"n": (), "sum_x": (d,), "sum_y": (q,), "xty": (d, q), "yty": (q, q),
+              "xtx": (d, d), "xtwx": (d, d)}
+    missing = [k for k in ("n", "sum_x", "sum_y", "xty", "yty") if k not in arrays]
+    if missing:
+        raise _BadEntry(f"it lacks the arrays {missing}")
+    for name, a in arrays.items():
+        if name not in shapes:
+            raise _BadEntry(f"unexpected array {name!r}")
+        if a.shape != shapes[name]:
+            raise _BadEntry(f"{name} has shape {a.shape}, expected {shapes[name]} for "
+                            f"D={d}, q={q}")
+        if a.dtype.kind not in "iuf" or not np.isfinite(a).all():
+            raise _BadEntry(f"{name} holds non-finite or non-numeric values")
+    if int(arrays["n"]) != n:
+        raise _BadEntry(f"it counts n={int(arrays['n'])} documents, its record n={n}")
+    for flag, name in (("has_xtx", "xtx"), ("has_xtwx", "xtwx")):
+        if bool(meta.get(flag, False)) != (name in arrays):
+            raise _BadEntry(f"its record says {flag}={meta.get(flag)} but the archive "
+                            f"{'has' if name in arrays else 'lacks'} {name}")
+    return SufficientStats(
+        n=n,
+        sum_x=arrays["sum_x"].astype(np.float64, copy=False),
+        sum_y=arrays["sum_y"].astype(np.float64, copy=False),
+        xty=arrays["xty"].astype(np.float64, copy=False),
+        yty=arrays["yty"].astype(np.float64, copy=False),
+        xtx=arrays["xtx"].astype(np.float64, copy=False) if "xtx" in arrays else None,
+        xtwx=arrays["xtwx"].astype(np.float64, copy=False) if "xtwx" in arrays else None,
+    )
 
 
 def load_stats(
@@ -148,49 +248,100 @@ def load_stats(
     need_xtx: bool = False,
     need_xtwx: bool = False,
 ) -> SufficientStats | None:
-    """The saved statistics for ``params``; None when absent, unusable or lacking X^T (W) X."""
+    """The saved statistics for ``params``; None when absent, unusable or lacking X^T (W) X.
+
+    An entry that cannot be used (a truncated, empty or garbage file, a record that is
+    not a JSON object or names other parameters, arrays of the wrong shapes or holding
+    NaN, an ``.npz`` that does not match its ``.json``) is ignored with a RuntimeWarning
+    naming the file; the caller recomputes and :func:`save_stats` replaces it.
+    """
     directory = Path(directory)
     key = stats_key(params)
     npz_path = directory / f"{key}.npz"
     json_path = directory / f"{key}.json"
     if not json_path.is_file() or not npz_path.is_file():
+        return None  # absent, or a write in progress (the record goes last)
+    try:
+        meta = _read_meta(json_path, params)
+    except (_BadEntry, OSError) as exc:
+        _warn_bad(json_path, exc)
+        return None
+    if need_xtx and not meta.get("has_xtx", False):
+        return None
+    if need_xtwx and not meta.get("has_xtwx", False):
         return None
     try:
-        meta = json.loads(json_path.read_text(encoding="utf-8"))
-        if meta.get("params") != _canonical(params):
-            # A hash collision or a hand-edited file: never trust it.
-            return None
-        if need_xtx and not meta.get("has_xtx", False):
-            return None
-        if need_xtwx and not meta.get("has_xtwx", False):
-            return None
-        with np.load(npz_path, allow_pickle=False) as z:
-            stats = SufficientStats(
-                n=int(z["n"]),
-                sum_x=np.array(z["sum_x"]),
-                sum_y=np.array(z["sum_y"]),
-                xty=np.array(z["xty"]),
-                yty=np.array(z["yty"]),
-                xtx=np.array(z["xtx"]) if "xtx" in z.files else None,
-                xtwx=np.array(z["xtwx"]) if "xtwx" in z.files else None,
-            )
-    except (OSError, ValueError, KeyError) as exc:
-        warnings.warn(
-            f"ignoring unreadable statistics cache entry {npz_path} ({exc}); recomputing",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+        return _read_arrays(npz_path, meta)
+    except (_BadEntry, OSError) as exc:
+        _warn_bad(npz_path, exc)
         return None
-    d, q = stats.n_features, stats.n_labels
-    if stats.xty.shape != (d, q) or stats.yty.shape != (q, q) or stats.n != meta.get("n"):
-        warnings.warn(
-            f"ignoring inconsistent statistics cache entry {npz_path}: shapes "
-            f"xty {stats.xty.shape}, yty {stats.yty.shape} for D={d}, q={q}; recomputing",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return None
-    return stats
+
+
+def _warn_bad(path: Path, exc: Exception) -> None:
+    warnings.warn(
+        f"ignoring unreadable statistics cache entry {path}: {exc}; recomputing (the "
+        "entry is replaced)",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def clean(store_path: str | os.PathLike[str]) -> list[Path]:
+    """Remove the statistics cache of a store and the temporaries killed processes left.
+
+    Removes ``<store>.stats/`` (every saved entry and the stale temporaries in it; the
+    temporaries of a process still writing there are left, and then the folder too),
+    and the stale temporaries beside the store (``.<store>.tmp-<pid>-*`` of an ingest,
+    an export or an overwrite that was killed). The store itself is not touched.
+
+    Returns
+    -------
+    list of Path
+        What was removed: the cache folder (or, when a live process keeps it, each
+        file removed from it) and each stale temporary.
+
+    Raises
+    ------
+    MissingPathError
+        When there is neither a store nor a cache folder nor a stale temporary there.
+    """
+    store_path = Path(store_path).absolute()
+    cache_dir = stats_dir_for(store_path)
+    removed: list[Path] = []
+    for target in (store_path, cache_dir):
+        removed += remove_stale(target, quiet=True)
+    if cache_dir.is_dir():
+        stale = set(_stale_temporaries_in(cache_dir))
+        inside = []
+        for p in sorted(cache_dir.iterdir()):
+            if ".tmp-" in p.name and p not in stale:
+                continue  # a live process is writing this one
+            remove_path(p)
+            inside.append(p)
+        try:
+            if cache_dir.is_symlink():  # the link is the user's: empty what it points to
+                raise OSError
+            cache_dir.rmdir()
+            removed.append(cache_dir)
+        except OSError:  # a live writer's temporary is still there
+            removed += inside
+    elif not removed and not os.path.lexists(store_path) and not os.path.lexists(cache_dir):
+        raise MissingPathError(f"{store_path} does not exist, and there is no statistics "
+                               f"cache {cache_dir} nor a temporary of it to remove")
+    return removed
+
+
+def _stale_temporaries_in(directory: Path) -> list[Path]:
+    """The stale temporaries of every name in ``directory``."""
+    targets = set()
+    for p in directory.iterdir():
+        name = p.name
+        if name.startswith(".") and ".tmp-" in name:
+            targets.add(directory / name[1:name.rindex(".tmp-")])
+    found: list[Path] = []
+    for t in sorted(targets):
+        found += stale_temporaries(t)
+    return found
 
 
 # --------------------------------------------------------------------------- #
@@ -310,9 +461,15 @@ def load_or_compute_stats(
         "route": route_desc,
         "labels": labels_desc,
     }
+    key = stats_key(params)
+    for suffix in (".npz", ".json"):  # a killed save of this entry left these behind
+        try:
+            remove_stale(Path(cache_dir) / f"{key}{suffix}")
+        except OSError:  # an unreadable folder: the save below says so
+            pass
     found = load_stats(cache_dir, params, need_xtx=need_xtx, need_xtwx=need_xtwx)
     if found is not None:
-        log.info("reusing statistics %s from %s", stats_key(params), cache_dir)
+        log.info("reusing statistics %s from %s", key, cache_dir)
         found.from_cache = True
         return found
     stats = compute_stats(X, Y, **kwargs)

@@ -28,6 +28,7 @@ import zarr
 
 from dmlfe._version import __version__
 from dmlfe.store import _format as F
+from dmlfe.tempfiles import remove_stale, temp_sibling
 
 _PIECE_KEYS = ("index", "rows", "nnz", "path", "n_cols", "n_labels", "splits", "meta_keys")
 
@@ -255,11 +256,14 @@ class StoreWriter:
     Attributes
     ----------
     tmp_path : pathlib.Path
-        The temporary directory, ``out.parent / f".{out.name}.tmp-{uuid}"``; pieces go to
-        ``tmp_path / "pieces"``.
+        The temporary directory, ``out.parent / f".{out.name}.tmp-{pid}-{hex}"``
+        (:func:`dmlfe.tempfiles.temp_sibling`); pieces go to ``tmp_path / "pieces"``.
 
     Use it as a context manager: an exception inside the ``with`` block removes the
-    temporary directory, and nothing appears at ``out``.
+    temporary directory, and nothing appears at ``out``. A process killed outright
+    leaves its temporary directory behind; the next ``StoreWriter`` for the same
+    ``out`` removes it (and any other temporary of ``out`` whose process is gone) with
+    a RuntimeWarning naming it.
     """
 
     def __init__(self, out: str | os.PathLike, *, chunk_rows: int, overwrite: bool = False):
@@ -269,9 +273,10 @@ class StoreWriter:
             raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
         self.chunk_rows = int(chunk_rows)
         self.overwrite = bool(overwrite)
+        remove_stale(self.out)  # what killed ingests into the same path left behind
         _check_target(self.out, self.overwrite)
         self.out.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp_path = self.out.parent / f".{self.out.name}.tmp-{uuid.uuid4().hex}"
+        self.tmp_path = temp_sibling(self.out)
         self.tmp_path.mkdir()
         (self.tmp_path / "pieces").mkdir()
         self._state = "open"
@@ -427,7 +432,8 @@ class StoreWriter:
             os.rename(self.tmp_path, out)
             return
         _check_target(out, self.overwrite)
-        old = out.parent / f".{out.name}.old-{uuid.uuid4().hex}"
+        # a temporary name too: a kill before the rmtree below leaves a stale temporary
+        old = temp_sibling(out)
         os.rename(out, old)
         try:
             os.rename(self.tmp_path, out)
