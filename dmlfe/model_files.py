@@ -1,4 +1,4 @@
-"""The saved-model format: a directory of JSON + npz, never pickle.
+"""The saved-model format: a directory of JSON + npz, never pickle, and its schema.
 
 A saved model is a directory::
 
@@ -18,9 +18,22 @@ The relation route's similarity parameters (similarity, tau, n_neighbors, p, D,
 selection, seed) are the fitted scalar ``relation_`` in model.json, next to
 ``route_`` and ``route_reason_``.
 
+Every key of model.json and every array of arrays.npz is declared once, below
+(:data:`META_SCHEMA`, :data:`FITTED_SCHEMA`, :data:`RELATION_SCHEMA`,
+:data:`TRAINING_STORE_SCHEMA`; :data:`ARRAY_SCHEMA`, :data:`RELATION_ARRAY_SCHEMA`,
+:data:`PARAM_ARRAY`): its JSON type or dtype kind, its range or shape, and, for a key
+that models written before it existed lack, the value such models load with.
+:func:`check_model` checks a model against it, both before it is written
+(:func:`save_model`) and when it is read (:func:`read_model_files`); the constructor
+parameters are checked with the estimator class's own declarations
+(:func:`model_params`). Every failure is a :class:`dmlfe.errors.ModelFormatError` whose
+message names the file, the key and what is wrong, so that no damaged or tampered
+model loads (NaN components would give NaN embeddings) or ends in a raw traceback.
+
 This module writes a model (:func:`save_model`) and reads the files back
 (:func:`read_model_files`); :func:`dmlfe.model_io.load_model` turns them into an
-estimator. The directory is written under a temporary name beside the target and
+estimator. The directory is written under a temporary name beside the target
+(:func:`dmlfe.tempfiles.temp_sibling`; those a killed save left are removed first) and
 renamed into place, so a model is only ever seen complete.
 """
 
@@ -30,15 +43,23 @@ import json
 import numbers
 import os
 import shutil
-import uuid
+import zipfile
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
+from numpy.lib.npyio import NpzFile
 
 from dmlfe._version import __version__
+from dmlfe.errors import MissingPathError, ModelFormatError
 from dmlfe.methods.registry import all_methods
+from dmlfe.params import validate
+from dmlfe.relation.kernels import SIMILARITIES
+from dmlfe.tempfiles import remove_stale, temp_sibling
 
 #: Name written into every model.json, so that other JSON files are not mistaken for models.
 FORMAT_NAME = "dmlfe-model"
@@ -49,15 +70,6 @@ FORMAT_VERSION = 1
 MODEL_JSON = "model.json"
 ARRAYS_NPZ = "arrays.npz"
 
-#: Fitted scalar attributes kept in model.json.
-FITTED_SCALARS = (
-    "n_components_", "solver_", "n_passes_", "regularization_", "centred_", "n_features_in_",
-    "n_samples_", "n_genuine_", "method_params_", "training_store_", "route_", "route_reason_",
-    "relation_", "converged_", "stats_from_cache_",
-)
-#: Fitted arrays kept in arrays.npz.
-FITTED_ARRAYS = ("components_", "eigenvalues_", "mean_")
-
 #: Prefix of npz entries holding array-valued constructor parameters.
 PARAM_PREFIX = "param."
 
@@ -67,6 +79,492 @@ RELATION_PREFIX = "relation."
 #: Constructor parameters that describe where to run, not the model.
 _RUNTIME_PARAMS = ("client",)
 
+
+# --------------------------------------------------------------------------- #
+# The schema
+# --------------------------------------------------------------------------- #
+#: What is wrong with a value of the right JSON type (None: nothing).
+Check = Callable[[Any], "str | None"]
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of model.json.
+
+    ``types`` are JSON type names ("object", "array", "string", "integer", "number",
+    "boolean", "null"; "number" includes integers, neither includes booleans, and a
+    number is always finite). A key that is not ``required`` was added after models
+    of its format version were first written; those load with ``default``. An object
+    may have ``fields``, its own keys (``closed``: no others).
+    """
+
+    types: tuple[str, ...]
+    doc: str
+    required: bool = True
+    default: Any = None
+    check: Check | None = None
+    fields: Mapping[str, Key] | None = None
+    closed: bool = True
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """One array of arrays.npz.
+
+    ``kinds`` are the accepted numpy ``dtype.kind`` letters; ``shape`` names each
+    dimension (see :data:`DIMENSIONS`; None: any number of dimensions). Floating-point
+    arrays must be finite. ``check(array, dims)`` says what else is wrong, or None.
+    """
+
+    kinds: str
+    shape: tuple[str, ...] | None
+    doc: str
+    check: Callable[[np.ndarray, dict[str, int]], str | None] | None = None
+
+
+def _at_least(lo: float) -> Check:
+    return lambda v: None if v >= lo else f"must be >= {lo}"
+
+
+def _positive(v: Any) -> str | None:
+    return None if v > 0 else "must be > 0"
+
+
+def _one_of(*values: Any) -> Check:
+    return lambda v: None if v in values else f"must be one of {', '.join(map(repr, values))}"
+
+
+def _dmlfe_format(v: Any) -> str | None:
+    return None if v == FORMAT_NAME else f"must be {FORMAT_NAME!r} (not a dmlfe model file)"
+
+
+def _array_shapes(v: dict) -> str | None:
+    for name, shape in v.items():
+        if not (isinstance(shape, list) and all(
+                isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)):
+            return f"the shape of {name} must be a list of non-negative integers, got {shape!r}"
+    return None
+
+
+#: Every key of model.json.
+META_SCHEMA: dict[str, Key] = {
+    "format": Key(("string",), f"always {FORMAT_NAME!r}", check=_dmlfe_format),
+    "format_version": Key(("integer",), f"1..{FORMAT_VERSION}; newer ones need a newer dmlfe",
+                          check=_at_least(1)),
+    "dmlfe_version": Key(("string",), "the dmlfe that wrote the model"),
+    "created": Key(("string",), "when (ISO 8601, UTC)", required=False),
+    "estimator": Key(("string",), "the estimator class, one of dmlfe's (dmlfe.estimators)"),
+    "method": Key(("string",), "the registered method (dmlfe.methods.registry) of that "
+                  "estimator that the parameters select"),
+    "params": Key(("object",), "the constructor parameters, checked with the estimator "
+                  "class's declarations (see model_params); an array-valued one is "
+                  "{'__array__': 'param.<name>'}"),
+    "fitted": Key(("object",), "the fitted scalars (FITTED_SCHEMA)"),
+    "arrays": Key(("object",), "name -> shape of every array in arrays.npz",
+                  check=_array_shapes),
+}
+
+#: Top-level keys every model.json has.
+REQUIRED_KEYS = tuple(k for k, spec in META_SCHEMA.items() if spec.required)
+
+
+#: fitted.relation_ (the relation map's parameters, RelationMap.params() + selection).
+RELATION_SCHEMA: dict[str, Key] = {
+    "similarity": Key(("string",), "the similarity", check=_one_of(*SIMILARITIES)),
+    "tau": Key(("number", "null"), "its width (gaussian, inverse_normalized_distance)",
+               required=False, check=_positive),
+    "n_neighbors": Key(("integer", "null"), "K of local_scaling", required=False,
+                       check=_at_least(1)),
+    "n_prototypes": Key(("integer",), "p, the prototypes: the columns of components_",
+                        check=_at_least(1)),
+    "n_features": Key(("integer",), "the prototypes' features (= n_features_in_)",
+                      check=_at_least(1)),
+    "prototype_selection": Key(("string",), "how they were chosen", required=False),
+    "random_state": Key(("integer",), "the selection's seed", required=False),
+}
+
+#: fitted.training_store_: the keys dmlfe.model_io.check_compatible reads (others are
+#: the store's provenance, kept as they are).
+TRAINING_STORE_SCHEMA: dict[str, Key] = {
+    "path": Key(("string", "null"), "the training store", required=False),
+    "features": Key(("string", "null"), "names, hashing or numbered", required=False),
+    "feature_names_sha256": Key(("string", "null"), "the vocabulary's hash",
+                                required=False),
+    "hashing": Key(("object", "null"), "the hashing parameters", required=False),
+    "n_features": Key(("integer",), "its features", required=False, check=_at_least(1)),
+}
+
+
+#: The fitted scalars in model.json (fitted.<key>); the estimator attributes of the same
+#: name (see dmlfe.fit.run.FittedProjection). Keys added after format version 1 was
+#: first written are optional, with the value the estimator had before they existed.
+FITTED_SCHEMA: dict[str, Key] = {
+    "n_components_": Key(("integer",), "d, the number of components", check=_at_least(1)),
+    "solver_": Key(("string",), "the eigensolver used"),
+    "n_passes_": Key(("integer",), "passes over the data", check=_at_least(0)),
+    "regularization_": Key(("number",), "ridge added to the constraint", check=_at_least(0)),
+    "centred_": Key(("boolean",), "whether transform subtracts mean_"),
+    "n_features_in_": Key(("integer",), "D, the training features", check=_at_least(1)),
+    "n_samples_": Key(("integer",), "training documents", check=_at_least(1)),
+    "n_genuine_": Key(("integer",), "eigenvalues above round-off", check=_at_least(0)),
+    "method_params_": Key(("object",), "the method's parameters as used"),
+    "training_store_": Key(("object", "null"), "the training store's provenance "
+                           "(TRAINING_STORE_SCHEMA); null when X was not a store",
+                           fields=TRAINING_STORE_SCHEMA, closed=False),
+    "route_": Key(("string", "null"), "'feature' or 'relation' (null or absent: 'feature')",
+                  required=False, default="feature", check=_one_of("feature", "relation")),
+    "route_reason_": Key(("string", "null"), "why that route", required=False),
+    "relation_": Key(("object", "null"), "the relation route's similarity "
+                     "(RELATION_SCHEMA); null on the feature route", required=False,
+                     fields=RELATION_SCHEMA),
+    "converged_": Key(("boolean", "null"), "whether the eigensolver converged",
+                      required=False),
+    "stats_from_cache_": Key(("boolean", "null"), "whether the statistics came from the "
+                             "cache", required=False),
+}
+#: Fitted scalar attributes kept in model.json.
+FITTED_SCALARS = tuple(FITTED_SCHEMA)
+
+def _enough_eigenvalues(a: np.ndarray, dims: dict[str, int]) -> str | None:
+    if a.shape[0] < dims["d"]:
+        return (f"holds {a.shape[0]} eigenvalues, fewer than fitted.n_components_ = "
+                f"{dims['d']} (model.json)")
+    return None
+
+
+def _row_pointers(a: np.ndarray, dims: dict[str, int]) -> str | None:
+    if a[0] != 0 or np.any(np.diff(a) < 0) or a[-1] != dims["nnz"]:
+        return ("is not a CSR row pointer (it must rise from 0 to the length of "
+                f"relation.prototypes.data, {dims['nnz']}, never falling)")
+    return None
+
+
+def _column_indices(a: np.ndarray, dims: dict[str, int]) -> str | None:
+    if a.size and (a.min() < 0 or a.max() >= dims["n_features"]):
+        return (f"holds column indices outside [0, {dims['n_features']}) "
+                "(fitted.relation_.n_features, model.json)")
+    return None
+
+
+def _training_rows(a: np.ndarray, dims: dict[str, int]) -> str | None:
+    if a.size and (a.min() < 0 or a.max() >= dims["n"]):
+        return f"holds row indices outside [0, {dims['n']}) (fitted.n_samples_, model.json)"
+    return None
+
+
+def _non_negative(a: np.ndarray, dims: dict[str, int]) -> str | None:
+    return "holds negative scales" if a.size and a.min() < 0 else None
+
+
+#: The names of the dimensions in ARRAY_SCHEMA / RELATION_ARRAY_SCHEMA.
+DIMENSIONS = {
+    "d": "fitted.n_components_",
+    "D": "fitted.n_features_in_ on the feature route, fitted.relation_.n_prototypes on the "
+         "relation route",
+    "k": "any, at least d",
+    "p": "fitted.relation_.n_prototypes",
+    "p+1": "fitted.relation_.n_prototypes + 1",
+    "nnz": "the length of relation.prototypes.data",
+}
+
+#: The fitted arrays of every model.
+ARRAY_SCHEMA: dict[str, ArraySpec] = {
+    "components_": ArraySpec("f", ("d", "D"), "the projection's rows"),
+    "eigenvalues_": ArraySpec("f", ("k",), "every computed eigenvalue, descending",
+                              check=_enough_eigenvalues),
+    "mean_": ArraySpec("f", ("D",), "the training mean (zeros when not centred)"),
+}
+#: Fitted arrays kept in arrays.npz.
+FITTED_ARRAYS = tuple(ARRAY_SCHEMA)
+
+#: The relation route's arrays (only there); (spec, required).
+RELATION_ARRAY_SCHEMA: dict[str, tuple[ArraySpec, bool]] = {
+    RELATION_PREFIX + "prototypes.data": (ArraySpec("f", ("nnz",), "CSR values"), True),
+    RELATION_PREFIX + "prototypes.indices": (
+        ArraySpec("iu", ("nnz",), "CSR column indices", check=_column_indices), True),
+    RELATION_PREFIX + "prototypes.indptr": (
+        ArraySpec("iu", ("p+1",), "CSR row pointer", check=_row_pointers), True),
+    RELATION_PREFIX + "prototype_indices": (
+        ArraySpec("iu", ("p",), "the prototypes' training rows", check=_training_rows), False),
+    RELATION_PREFIX + "prototype_scales": (
+        ArraySpec("f", ("p",), "local_scaling's sigma of each prototype",
+                  check=_non_negative), False),
+}
+
+#: An array-valued constructor parameter, ``param.<name>``, named in params as
+#: {"__array__": "param.<name>"} (its shape is the parameter's own business).
+PARAM_ARRAY = ArraySpec("biuf", None, "an array-valued constructor parameter")
+
+
+# --------------------------------------------------------------------------- #
+# Checking a model against the schema
+# --------------------------------------------------------------------------- #
+def _fail(file: str, key: str, what: str) -> NoReturn:
+    raise ModelFormatError(f"{file}: {key}: {what}")
+
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    if isinstance(v, dict):
+        return "object"
+    return type(v).__name__
+
+
+def _is(v: Any, types: tuple[str, ...]) -> bool:
+    t = _json_type(v)
+    return t in types or (t == "integer" and "number" in types)
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _key_error(obj: Mapping[str, Any], schema: Mapping[str, Key], *,
+               closed: bool) -> tuple[str, str] | None:
+    """(key, what is wrong) for the first key of ``obj`` that breaks ``schema``."""
+    if closed:
+        for key in obj:
+            if key not in schema:
+                return key, "is not a key of a dmlfe model"
+    for key, spec in schema.items():
+        if key not in obj:
+            if spec.required:
+                return key, f"is missing ({spec.doc})"
+            continue
+        v = obj[key]
+        if not _is(v, spec.types):
+            return key, (f"= {_short(v)} is {_json_type(v)}, expected "
+                         f"{' or '.join(spec.types)} ({spec.doc})")
+        if v is not None and spec.check is not None:
+            what = spec.check(v)
+            if what:
+                return key, f"= {_short(v)}: {what}"
+        if isinstance(v, dict) and spec.fields is not None:
+            err = _key_error(v, spec.fields, closed=spec.closed)
+            if err is not None:
+                return f"{key}.{err[0]}", err[1]
+    return None
+
+
+def _with_defaults(obj: Mapping[str, Any], schema: Mapping[str, Key]) -> dict[str, Any]:
+    return {k: obj.get(k, spec.default) for k, spec in schema.items()}
+
+
+def _non_finite_key(meta: Any) -> str | None:
+    """The first key path (a.b[2].c) in ``meta`` whose value is a NaN or infinite float."""
+    stack: list[tuple[str, Any]] = [("", meta)]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, float) and not np.isfinite(v):
+            return where
+        if isinstance(v, dict):
+            stack += [(f"{where}.{k}" if where else str(k), x) for k, x in v.items()]
+        elif isinstance(v, list):
+            stack += [(f"{where}[{i}]", x) for i, x in enumerate(v)]
+    return None
+
+
+def _dims(names: Any) -> str:
+    return f"({', '.join(names)}{',' if len(names) == 1 else ''})"
+
+
+def _array_error(a: np.ndarray, spec: ArraySpec, dims: dict[str, int],
+                 names: dict[str, str]) -> str | None:
+    """What is wrong with array ``a`` for ``spec`` (None: nothing)."""
+    if a.dtype.kind not in spec.kinds:
+        want = {"f": "floating-point", "iu": "integer", "biuf": "numeric"}[spec.kinds]
+        return f"is an array of {a.dtype}, expected {want}"
+    if spec.shape is not None:
+        if a.ndim != len(spec.shape):
+            return (f"has {a.ndim} dimension(s) (shape {a.shape}), expected "
+                    f"{len(spec.shape)}: {_dims(spec.shape)}")
+        want = tuple(dims.get(n) for n in spec.shape)
+        if any(w is not None and w != s for w, s in zip(want, a.shape, strict=True)):
+            known = [n for n in spec.shape if n in dims]
+            return (f"has shape {a.shape}, expected {_dims(spec.shape)} = "
+                    f"{_dims(['*' if w is None else str(w) for w in want])} with "
+                    + "; ".join(f"{n} = {names.get(n, DIMENSIONS.get(n, n))}" for n in known))
+    if a.dtype.kind == "f":
+        bad = int(a.size - np.count_nonzero(np.isfinite(a)))
+        if bad:
+            return (f"has {bad} non-finite entr{'y' if bad == 1 else 'ies'} (NaN or inf) of "
+                    f"{a.size}; the model would give non-finite embeddings")
+    if spec.check is not None and a.size:
+        return spec.check(a, dims)
+    return None
+
+
+def check_model(meta: Any, arrays: Mapping[str, np.ndarray],
+                where: str | os.PathLike[str] | None = None) -> tuple[dict[str, Any],
+                                                                       dict[str, np.ndarray]]:
+    """Check a model's model.json contents and arrays against the schema.
+
+    Everything except the constructor parameters' values, which need the estimator
+    class (see :func:`model_params`). ``where`` is the model directory, for the
+    messages (None: the bare file names).
+
+    Returns
+    -------
+    meta : dict
+        ``meta`` with the fitted scalars of older models filled in (their defaults).
+    arrays : dict
+        The arrays, floating-point ones as float64 and index arrays as int64.
+
+    Raises
+    ------
+    ModelFormatError
+        Naming the file (model.json or arrays.npz), the key and what is wrong.
+    """
+    js = MODEL_JSON if where is None else str(Path(where) / MODEL_JSON)
+    nz = ARRAYS_NPZ if where is None else str(Path(where) / ARRAYS_NPZ)
+    if not isinstance(meta, dict):
+        _fail(js, "(top level)", f"is {_json_type(meta)}, expected an object: not a dmlfe "
+              "model file")
+    bad = _non_finite_key(meta)
+    if bad is not None:
+        _fail(js, bad, "is NaN or infinite, which no saved model holds (the file is damaged)")
+    err = _key_error(meta, META_SCHEMA, closed=True)
+    if err is not None:
+        _fail(js, *err)
+
+    # the estimator and its method
+    methods = all_methods()
+    estimators = sorted({s.estimator for s in methods.values()})
+    if meta["estimator"] not in estimators:
+        raise ModelFormatError(f"{js}: estimator {_short(meta['estimator'])} is not one of "
+                               f"dmlfe's ({', '.join(estimators)})")
+    spec = methods.get(meta["method"])
+    if spec is None or spec.estimator != meta["estimator"]:
+        own = [s.name for s in methods.values() if s.estimator == meta["estimator"]]
+        _fail(js, "method", f"{_short(meta['method'])} is not a method of "
+              f"{meta['estimator']} ({', '.join(own)})")
+
+    # the fitted scalars
+    err = _key_error(meta["fitted"], FITTED_SCHEMA, closed=True)
+    if err is not None:
+        _fail(js, f"fitted.{err[0]}", err[1])
+    fitted = _with_defaults(meta["fitted"], FITTED_SCHEMA)
+    route = fitted["route_"] or "feature"
+    relation = fitted["relation_"]
+    if route == "relation" and relation is None:
+        _fail(js, "fitted.relation_", "is missing or null, but fitted.route_ is 'relation': "
+              "the prototypes' similarity is unknown")
+    if route == "feature" and relation is not None:
+        _fail(js, "fitted.relation_", "is given, but fitted.route_ is 'feature'")
+    n_features = fitted["n_features_in_"]
+    if relation is not None:
+        if relation["n_features"] != n_features:
+            _fail(js, "fitted.relation_.n_features", f"= {relation['n_features']} but "
+                  f"fitted.n_features_in_ = {n_features}")
+        if relation["n_prototypes"] > fitted["n_samples_"]:
+            _fail(js, "fitted.relation_.n_prototypes", f"= {relation['n_prototypes']} is more "
+                  f"than the training documents (fitted.n_samples_ = {fitted['n_samples_']})")
+
+    # the parameters' arrays (their values are checked by model_params)
+    refs = {}
+    for key, value in meta["params"].items():
+        if isinstance(value, dict):
+            ref = value.get("__array__")
+            if set(value) != {"__array__"} or not isinstance(ref, str) \
+                    or not ref.startswith(PARAM_PREFIX):
+                _fail(js, f"params.{key}", f"= {_short(value)}: an object parameter must be "
+                      f"{{'__array__': '{PARAM_PREFIX}<name>'}}")
+            if ref not in arrays:
+                _fail(js, f"params.{key}", f"refers to array {ref!r}, which {nz} lacks")
+            refs[ref] = key
+
+    # model.json's list of the arrays, and the arrays themselves
+    listed = meta["arrays"]
+    for name in sorted(set(listed) | set(arrays)):
+        if name not in arrays:
+            _fail(js, "arrays", f"lists {name} (shape {listed[name]}) but {nz} has no such "
+                  "array")
+        if name not in listed or tuple(listed[name]) != arrays[name].shape:
+            _fail(js, "arrays", f"lists {name} with shape {listed.get(name)} but {nz} holds "
+                  f"one of shape {list(arrays[name].shape)}")
+    specs: dict[str, ArraySpec] = dict(ARRAY_SCHEMA)
+    if relation is not None:
+        for name, (aspec, required) in RELATION_ARRAY_SCHEMA.items():
+            if name in arrays or required:
+                specs[name] = aspec
+    specs.update(dict.fromkeys(refs, PARAM_ARRAY))
+    for name in arrays:
+        if name not in specs:
+            what = ("belongs to the relation route, but this model is on the feature route"
+                    if name in RELATION_ARRAY_SCHEMA else
+                    "is named by no parameter" if name.startswith(PARAM_PREFIX) else
+                    "is not an array of a dmlfe model")
+            _fail(nz, name, what)
+    d = fitted["n_components_"]
+    dims = {"d": d, "D": n_features, "n": fitted["n_samples_"]}
+    names = {"d": "fitted.n_components_", "D": "fitted.n_features_in_"}
+    if relation is not None:
+        p = relation["n_prototypes"]
+        dims.update({"D": p, "p": p, "p+1": p + 1, "n_features": relation["n_features"]})
+        names.update({"D": "fitted.relation_.n_prototypes", "p": "fitted.relation_.n_prototypes",
+                      "p+1": "fitted.relation_.n_prototypes + 1"})
+    out = {}
+    for name, aspec in specs.items():
+        if name not in arrays:
+            _fail(nz, name, f"is missing ({aspec.doc})")
+        a = arrays[name]
+        what = _array_error(a, aspec, dims, names)
+        if what:
+            _fail(nz, name, what)
+        if name == RELATION_PREFIX + "prototypes.data":
+            dims["nnz"] = a.shape[0]
+        if aspec is PARAM_ARRAY:
+            out[name] = a
+        else:
+            out[name] = np.ascontiguousarray(
+                a, dtype=np.float64 if a.dtype.kind == "f" else np.int64)
+    return {**meta, "fitted": fitted}, out
+
+
+def model_params(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], cls: type,
+                 where: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The constructor parameters of a checked model (:func:`check_model`) for ``cls``.
+
+    Checked with the class's own declarations (``dmlfe.params.validate``); a parameter
+    the model lacks (it was added after the model was written) takes its default, and
+    one the class does not have is refused.
+
+    Raises
+    ------
+    ModelFormatError
+        Naming model.json, the parameter and what is wrong.
+    """
+    js = MODEL_JSON if where is None else str(Path(where) / MODEL_JSON)
+    declared = {p.name: p for p in cls._declared}
+    values = {name: p.default for name, p in declared.items()}
+    for key, value in meta["params"].items():
+        if key not in declared:
+            _fail(js, f"params.{key}", f"is not a parameter of {cls.__name__}")
+        if key in _RUNTIME_PARAMS:
+            if value is not None:
+                _fail(js, f"params.{key}", f"= {_short(value)}: where to run is not part of "
+                      "a saved model")
+            continue
+        if isinstance(value, dict):  # {"__array__": name}, checked by check_model
+            value = arrays[value["__array__"]]
+        values[key] = value
+    try:
+        validate(values, cls._declared, cls.__name__)
+    except (TypeError, ValueError) as exc:
+        _fail(js, "params", " ".join(str(exc).split()))
+    return values
 
 
 # --------------------------------------------------------------------------- #
@@ -111,6 +609,9 @@ def _check_target(out: Path, overwrite: bool) -> None:
 def save_model(estimator: Any, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
     """Save a fitted dmlfe estimator to the directory ``path`` (model.json + arrays.npz).
 
+    The model is checked against the schema first (:func:`check_model`, and the
+    parameters against the estimator's declarations), so that what is saved loads.
+
     Parameters
     ----------
     estimator : MultiLabelProjection
@@ -125,6 +626,12 @@ def save_model(estimator: Any, path: str | os.PathLike[str], *, overwrite: bool 
     -------
     pathlib.Path
         ``path``.
+
+    Raises
+    ------
+    ModelFormatError
+        The estimator would make a model that does not load: a non-finite fitted
+        array (NaN or inf), a parameter its class refuses, inconsistent shapes.
     """
     names = sorted({s.estimator for s in all_methods().values()})
     name = type(estimator).__name__
@@ -168,10 +675,16 @@ def save_model(estimator: Any, path: str | os.PathLike[str], *, overwrite: bool 
         "fitted": fitted,
         "arrays": {k: list(v.shape) for k, v in arrays.items()},
     }
+    try:  # what is written must load
+        check_model(meta, arrays)
+        model_params(meta, arrays, type(estimator))
+    except ModelFormatError as exc:
+        raise ModelFormatError(f"cannot save {out}: {exc}") from None
     text = json.dumps(meta, indent=2, sort_keys=True, allow_nan=False)
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    remove_stale(out)  # what killed saves to the same path left behind
+    tmp = temp_sibling(out)
     tmp.mkdir()
     try:
         with open(tmp / ARRAYS_NPZ, "wb") as f:
@@ -189,7 +702,7 @@ def _commit(tmp: Path, out: Path, overwrite: bool) -> None:
     old = None
     if out.exists():
         _check_target(out, overwrite)  # it may have appeared while we were writing
-        old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
+        old = temp_sibling(out)  # a kill before its removal leaves a stale temporary
         os.replace(out, old)
     os.replace(tmp, out)
     if old is not None:
@@ -199,53 +712,105 @@ def _commit(tmp: Path, out: Path, overwrite: bool) -> None:
 # --------------------------------------------------------------------------- #
 # Reading
 # --------------------------------------------------------------------------- #
+#: What numpy and zipfile raise on bytes that are not an npz archive of plain arrays
+#: (truncated, garbage, a pickled object array, a member claiming more than it holds).
+_UNREADABLE = (OSError, EOFError, ValueError, MemoryError, RuntimeError, NotImplementedError,
+               zipfile.BadZipFile, zlib.error)
+
+
 def _read_meta(path: Path) -> dict[str, Any]:
     if not path.exists():
-        raise FileNotFoundError(f"no model at {path}")
+        raise MissingPathError(f"no model at {path}")
     meta_path = path / MODEL_JSON
+    if not path.is_dir():
+        raise ModelFormatError(f"{path} is not a dmlfe model: a model is a directory (with "
+                               f"{MODEL_JSON} and {ARRAYS_NPZ}), not a directory but a file")
     if not meta_path.is_file():
-        raise ValueError(f"{path} is not a dmlfe model: {MODEL_JSON} is missing")
+        raise ModelFormatError(f"{path} is not a dmlfe model: {MODEL_JSON} is missing")
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        text = meta_path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ModelFormatError(f"{meta_path}: is not UTF-8 text (byte {exc.start}); "
+                               "the model is damaged") from None
+    except OSError as exc:
+        raise ModelFormatError(f"{meta_path}: cannot be read ({exc})") from None
+    try:
+        meta = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{meta_path} is not valid JSON (line {exc.lineno}, column "
-                         f"{exc.colno}: {exc.msg}); the model is damaged") from None
+        raise ModelFormatError(f"{meta_path} is not valid JSON (line {exc.lineno}, column "
+                               f"{exc.colno}: {exc.msg}); the model is damaged") from None
+    except RecursionError:
+        raise ModelFormatError(f"{meta_path}: nested too deeply to be a dmlfe model") \
+            from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
-        raise ValueError(f"{meta_path} is not a dmlfe model file (format is "
-                         f"{meta.get('format') if isinstance(meta, dict) else None!r}, expected "
-                         f"{FORMAT_NAME!r})")
+        raise ModelFormatError(
+            f"{meta_path} is not a dmlfe model file (format is "
+            f"{_short(meta.get('format')) if isinstance(meta, dict) else None}, expected "
+            f"{FORMAT_NAME!r})")
     version = meta.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool):
-        raise ValueError(f"{meta_path}: format_version = {version!r} is not an integer")
+        raise ModelFormatError(f"{meta_path}: format_version = {_short(version)} is not an "
+                               "integer")
     if version > FORMAT_VERSION:
-        raise ValueError(
-            f"the model at {path} has format version {version} (written by dmlfe "
-            f"{meta.get('dmlfe_version', '?')}), but this dmlfe {__version__} reads format "
-            f"versions up to {FORMAT_VERSION}; upgrade dmlfe to load it")
+        written = meta.get("dmlfe_version")
+        written = written[:40] if isinstance(written, str) else "?"
+        raise ModelFormatError(
+            f"the model at {path} has format version {version} (written by dmlfe {written}), "
+            f"but this dmlfe {__version__} reads format versions up to {FORMAT_VERSION}; "
+            "upgrade dmlfe to load it")
     return meta
+
+
+def _read_arrays(path: Path) -> dict[str, np.ndarray]:
+    npz = path / ARRAYS_NPZ
+    if not npz.exists():
+        raise ModelFormatError(f"{npz}: is missing; {path} is not a complete dmlfe "
+                               "model")
+    try:
+        is_zip = zipfile.is_zipfile(npz)
+    except OSError as exc:
+        raise ModelFormatError(f"{npz}: cannot be read ({exc})") from None
+    if not is_zip:
+        raise ModelFormatError(f"{npz}: not a readable npz archive (not a zip file: empty, "
+                               "truncated or overwritten); the model is damaged")
+    try:
+        with open(npz, "rb") as f:
+            z = np.load(f, allow_pickle=False)
+            if not isinstance(z, NpzFile):
+                raise ValueError("it holds a single array, not an npz archive")
+            arrays = {}
+            with z:
+                for k in z.files:
+                    a = z[k]
+                    if not isinstance(a, np.ndarray):  # numpy hands back a member's raw bytes
+                        raise ValueError(f"its member {k!r} is not an npy array")
+                    arrays[k] = a
+            return arrays
+    except _UNREADABLE as exc:
+        raise ModelFormatError(
+            f"{npz}: not a readable npz archive of numeric arrays "
+            f"({type(exc).__name__}: {' '.join(str(exc).split())}); the model is damaged") \
+            from None
 
 
 def read_model_files(
     path: str | os.PathLike[str],
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """(model.json contents, arrays.npz contents) of a saved model, format checked.
+    """(model.json contents, arrays.npz contents) of a saved model, checked against the
+    schema (:func:`check_model`: all but the parameters' values, see :func:`model_params`).
+
+    The fitted scalars that older models lack are filled in with their defaults;
+    floating-point arrays are float64, index arrays int64.
 
     Raises
     ------
-    FileNotFoundError
-        Nothing at ``path``.
-    ValueError
-        Not a dmlfe model, a newer format version, or unreadable files.
+    MissingPathError
+        Nothing at ``path`` (a FileNotFoundError).
+    ModelFormatError
+        Not a dmlfe model, a newer format version, unreadable files or contents that
+        break the schema (a ValueError); the message names the file and the key.
     """
     path = Path(path)
     meta = _read_meta(path)
-    try:
-        with np.load(path / ARRAYS_NPZ, allow_pickle=False) as z:
-            arrays = {k: np.array(z[k]) for k in z.files}
-    except FileNotFoundError:
-        raise ValueError(f"{path} is not a complete dmlfe model: {ARRAYS_NPZ} is missing") \
-            from None
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read {path / ARRAYS_NPZ} ({exc}); the model is damaged") \
-            from None
-    return meta, arrays
+    arrays = _read_arrays(path)
+    return check_model(meta, arrays, path)
