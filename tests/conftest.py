@@ -99,3 +99,26 @@ def write_store(path, X, Y, splits, chunk_rows: int = 16):
         return w.finalize(pieces, n_features=X.shape[1],
                           label_names=[f"L{j}" for j in range(Y.shape[1])],
                           feature_names=[f"f{j}" for j in range(X.shape[1])])
+
+
+class CountingScheduler:
+    """Synchronous scheduler that counts how many times dask computes (xarray's idiom)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, dsk, keys, **kwargs):
+        import dask
+
+        self.count += 1
+        return dask.get(dsk, keys, **kwargs)
+
+
+def count_computes(fn):
+    """(fn(), the number of dask computes it made)."""
+    import dask
+
+    counter = CountingScheduler()
+    with dask.config.set(scheduler=counter):
+        out = fn()
+    return out, counter.count

@@ -13,16 +13,14 @@ from __future__ import annotations
 import json
 import warnings
 
-import dask
 import numpy as np
 import pytest
 import scipy.linalg as sla
 import scipy.sparse as sp
-from conftest import data_path, write_store
+from conftest import count_computes, data_path, labels_dask, sparse_dask, write_store
 from distributed.diagnostics.plugin import SchedulerPlugin
 from sklearn.base import clone
 from test_methods import ALL, BETA, GAMMA, MU, random_data, ref_problem, ref_solve
-from test_stats_pass import CountingScheduler, labels_dask, sparse_dask
 
 from dmlfe.estimators import (
     CCA,
@@ -184,12 +182,6 @@ def test_one_graph_per_fit_on_the_cluster(cluster_client):
 
 # --------------------------------------------------------------------------- computes
 
-
-def count_computes(fn):
-    counter = CountingScheduler()
-    with dask.config.set(scheduler=counter):
-        out = fn()
-    return out, counter.count
 
 
 @pytest.mark.parametrize("name", ALL)

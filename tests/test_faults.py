@@ -19,12 +19,11 @@ import time
 import warnings
 from pathlib import Path
 
-import dask
 import numpy as np
 import pytest
 import scipy.sparse as sp
 import zarr
-from conftest import write_store
+from conftest import count_computes, write_store
 
 from dmlfe.errors import MissingPathError
 from dmlfe.projection import write_embeddings
@@ -38,22 +37,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # --------------------------------------------------------------------------- #
 # Helpers
 # --------------------------------------------------------------------------- #
-class CountingScheduler:
-    """Synchronous scheduler that counts dask computes (as in test_stats_pass.py)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self, dsk, keys, **kwargs):
-        self.count += 1
-        return dask.get(dsk, keys, **kwargs)
-
-
-def count_computes(fn):
-    counter = CountingScheduler()
-    with dask.config.set(scheduler=counter):
-        out = fn()
-    return out, counter.count
 
 
 def make_store(path: Path, n: int = 120, D: int = 17, q: int = 4, seed: int = 0) -> Path:

@@ -10,9 +10,8 @@ import dask
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import write_store
+from conftest import CountingScheduler, labels_dask, sparse_dask, write_store
 from test_estimators import sparse_data
-from test_stats_pass import CountingScheduler, labels_dask, sparse_dask
 
 import dmlfe
 import dmlfe.store.reader as reader

@@ -6,21 +6,12 @@ import dask
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import sparse_dask
+from conftest import CountingScheduler, sparse_dask
 from scipy.linalg import subspace_angles
 
 from dmlfe.solvers.matrix_free import ScatterOperator, matrix_free_eigh
 from dmlfe.solvers.result import flip_signs
 from dmlfe.stats.pass_ import compute_stats
-
-
-class CountingScheduler:
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self, dsk, keys, **kwargs):
-        self.count += 1
-        return dask.get(dsk, keys, **kwargs)
 
 
 def corpus(n: int = 240, D: int = 50, q: int = 4, seed: int = 0):

@@ -11,26 +11,15 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import labels_dask, sparse_dask, write_store
+from conftest import CountingScheduler, count_computes, labels_dask, sparse_dask, write_store
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from dmlfe.stats.cache import load_or_compute_stats, stats_dir_for
 from dmlfe.stats.pass_ import add_partials, compute_stats
 
-
 # --------------------------------------------------------------------------- #
 # Helpers
 # --------------------------------------------------------------------------- #
-class CountingScheduler:
-    """Synchronous scheduler that counts how many times dask computes (xarray's idiom)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self, dsk, keys, **kwargs):
-        self.count += 1
-        return dask.get(dsk, keys, **kwargs)
-
 
 class GraphCounter(SchedulerPlugin):
     """Counts graphs submitted to a distributed scheduler (every compute is one)."""
@@ -244,12 +233,6 @@ def test_row_mismatch_is_reported():
 # --------------------------------------------------------------------------- #
 # Cache
 # --------------------------------------------------------------------------- #
-def count_computes(fn):
-    counter = CountingScheduler()
-    with dask.config.set(scheduler=counter):
-        out = fn()
-    return out, counter.count
-
 
 def test_cache_saves_then_reuses_without_computing(tmp_path):
     X, Y = data()

@@ -198,7 +198,8 @@ def _read_meta(json_path: Path, params: dict[str, Any]) -> dict[str, Any]:
 def _read_arrays(npz_path: Path, meta: dict[str, Any]) -> SufficientStats:
     """The arrays of ``npz_path``, checked against what the record ``meta`` names."""
     try:
-        with np.load(npz_path, allow_pickle=False) as z:
+        # our own file handle: np.load leaves its own open when the zip is damaged
+        with open(npz_path, "rb") as f, np.load(f, allow_pickle=False) as z:
             arrays = {name: np.array(z[name]) for name in z.files}
     except Exception as exc:  # noqa: BLE001 - truncated/garbage zip: BadZipFile, EOFError...
         raise _BadEntry(f"unreadable ({type(exc).__name__}: {exc})") from None
