@@ -201,6 +201,8 @@ def _read_arrays(npz_path: Path, meta: dict[str, Any]) -> SufficientStats:
         # our own file handle: np.load leaves its own open when the zip is damaged
         with open(npz_path, "rb") as f, np.load(f, allow_pickle=False) as z:
             arrays = {name: np.array(z[name]) for name in z.files}
+    except FileNotFoundError:
+        raise
     except Exception as exc:  # noqa: BLE001 - truncated/garbage zip: BadZipFile, EOFError...
         raise _BadEntry(f"unreadable ({type(exc).__name__}: {exc})") from None
     want = {name: tuple(shape) for name, shape in meta["arrays"].items()}
@@ -264,6 +266,8 @@ def load_stats(
         return None  # absent, or a write in progress (the record goes last)
     try:
         meta = _read_meta(json_path, params)
+    except FileNotFoundError:
+        return None  # another process is replacing the entry right now: a miss
     except (_BadEntry, OSError) as exc:
         _warn_bad(json_path, exc)
         return None
@@ -273,6 +277,8 @@ def load_stats(
         return None
     try:
         return _read_arrays(npz_path, meta)
+    except FileNotFoundError:
+        return None  # replaced between the two reads: a miss
     except (_BadEntry, OSError) as exc:
         _warn_bad(npz_path, exc)
         return None
