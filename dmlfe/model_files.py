@@ -59,7 +59,7 @@ from dmlfe.errors import MissingPathError, ModelFormatError
 from dmlfe.methods.registry import all_methods
 from dmlfe.params import validate
 from dmlfe.relation.kernels import SIMILARITIES
-from dmlfe.tempfiles import remove_stale, temp_sibling
+from dmlfe.tempfiles import move_into_place, remove_stale, temp_sibling
 
 #: Name written into every model.json, so that other JSON files are not mistaken for models.
 FORMAT_NAME = "dmlfe-model"
@@ -699,14 +699,8 @@ def save_model(estimator: Any, path: str | os.PathLike[str], *, overwrite: bool 
 
 def _commit(tmp: Path, out: Path, overwrite: bool) -> None:
     """Rename ``tmp`` to ``out``; an old model is removed only after the rename."""
-    old = None
-    if out.exists():
-        _check_target(out, overwrite)  # it may have appeared while we were writing
-        old = temp_sibling(out)  # a kill before its removal leaves a stale temporary
-        os.replace(out, old)
-    os.replace(tmp, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    _check_target(out, overwrite)  # it may have appeared while we were writing
+    move_into_place(tmp, out)
 
 
 # --------------------------------------------------------------------------- #

@@ -30,7 +30,7 @@ from dask import delayed
 
 from dmlfe._version import __version__
 from dmlfe.compute import BlockFn, check_row_blocks, compute_one, is_dask, to_float_block
-from dmlfe.tempfiles import remove_stale, temp_sibling
+from dmlfe.tempfiles import move_into_place, remove_stale, temp_sibling
 
 
 def _project_block(
@@ -114,18 +114,9 @@ def project(
 # --------------------------------------------------------------------------- #
 def _commit(tmp: Path, out: Path, overwrite: bool) -> None:
     """Rename the finished ``tmp`` to ``out``; an old ``out`` is removed only after that."""
-    old = None
-    if out.exists():
-        if not overwrite:
-            raise FileExistsError(f"{out} exists; pass overwrite=True to replace it")
-        old = temp_sibling(out)  # a kill before its removal leaves a stale temporary
-        os.replace(out, old)
-    os.replace(tmp, out)
-    if old is not None:
-        if old.is_dir():
-            shutil.rmtree(old)
-        else:
-            old.unlink()
+    if out.exists() and not overwrite:
+        raise FileExistsError(f"{out} exists; pass overwrite=True to replace it")
+    move_into_place(tmp, out)
 
 
 def _regular_rows(Z: da.Array) -> tuple[da.Array, int]:

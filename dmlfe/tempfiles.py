@@ -16,7 +16,9 @@ import shutil
 import time
 import uuid
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 #: A temporary without a readable pid (written by dmlfe before pids were recorded) is
 #: taken as stale once it is this old (seconds).
@@ -72,6 +74,43 @@ def remove_path(p: Path) -> None:
         shutil.rmtree(p, ignore_errors=True)
     else:
         p.unlink(missing_ok=True)
+
+
+def write_atomically(target: str | os.PathLike[str], write: Callable[[BinaryIO], None]) -> None:
+    """``write(file)`` into a temporary sibling of the file ``target``, then rename it
+    into place (replacing an older ``target``); nothing is left behind on failure. The
+    stale temporaries of ``target`` are removed first (:func:`remove_stale`)."""
+    target = Path(target)
+    remove_stale(target)
+    tmp = temp_sibling(target)
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def move_into_place(tmp: str | os.PathLike[str], out: str | os.PathLike[str]) -> None:
+    """Rename the finished ``tmp`` (a file or folder) to ``out``, replacing an old ``out``.
+
+    The old ``out`` is first renamed to a temporary sibling and removed only after the
+    new one is in place (and put back if that rename fails), so a kill at any point
+    leaves either ``out`` or stale temporaries that :func:`remove_stale` clears. The
+    caller decides beforehand whether ``out`` may be replaced.
+    """
+    tmp, out = Path(tmp), Path(out)
+    if not os.path.lexists(out):
+        os.replace(tmp, out)
+        return
+    old = temp_sibling(out)
+    os.replace(out, old)
+    try:
+        os.replace(tmp, out)
+    except BaseException:
+        os.replace(old, out)
+        raise
+    remove_path(old)
 
 
 def remove_stale(target: str | os.PathLike[str], *, quiet: bool = False) -> list[Path]:

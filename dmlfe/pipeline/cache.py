@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from dmlfe._version import __version__
-from dmlfe.tempfiles import temp_sibling
+from dmlfe.tempfiles import write_atomically
 
 RECORD = "stage.json"
 
@@ -56,13 +56,8 @@ def stage_key(kind: str, config: Any, inputs: list[str] | tuple[str, ...] = ()) 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Write JSON under a temporary name and rename it into place."""
-    tmp = temp_sibling(path)
-    try:
-        tmp.write_text(json.dumps(to_json(obj), indent=2, default=str), encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    text = json.dumps(to_json(obj), indent=2, default=str).encode("utf-8")
+    write_atomically(path, lambda f: f.write(text))
 
 
 class StageCache:

@@ -47,7 +47,12 @@ from dmlfe.errors import MissingPathError
 from dmlfe.stats.pass_ import LabelFn, compute_stats
 from dmlfe.stats.sufficient import SufficientStats
 from dmlfe.store import Store, open_store
-from dmlfe.tempfiles import remove_path, remove_stale, stale_temporaries, temp_sibling
+from dmlfe.tempfiles import (
+    remove_path,
+    remove_stale,
+    stale_temporaries,
+    write_atomically,
+)
 
 log = logging.getLogger(__name__)
 
@@ -114,17 +119,6 @@ def _digest(arrays: dict[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
-def _replace_atomically(target: Path, write) -> None:
-    """``write(file)`` into a temporary sibling of ``target``, then rename it into place."""
-    tmp = temp_sibling(target)
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def save_stats(
     stats: SufficientStats, directory: str | os.PathLike[str], params: dict[str, Any]
 ) -> Path:
@@ -141,8 +135,6 @@ def save_stats(
     key = stats_key(params)
     npz_path = directory / f"{key}.npz"
     json_path = directory / f"{key}.json"
-    for target in (npz_path, json_path):
-        remove_stale(target)
     arrays = {"n": np.asarray(stats.n, dtype=np.int64)}
     for name in _ARRAYS:
         value = getattr(stats, name, None)
@@ -165,8 +157,8 @@ def save_stats(
     # The old record goes first: until the new one is in place a reader sees no entry
     # (and computes) rather than an old record beside new arrays.
     json_path.unlink(missing_ok=True)
-    _replace_atomically(npz_path, lambda f: np.savez(f, **arrays))
-    _replace_atomically(json_path, lambda f: f.write(text))
+    write_atomically(npz_path, lambda f: np.savez(f, **arrays))
+    write_atomically(json_path, lambda f: f.write(text))
     return npz_path
 
 

@@ -12,8 +12,8 @@ rebuilds an identical store. :func:`import_parquet` refuses anything else with a
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +24,7 @@ from dmlfe.errors import DataFormatError, DmlfeError, MissingPathError
 from dmlfe.store import _format as F
 from dmlfe.store.reader import Store, open_store
 from dmlfe.store.writer import StoreWriter, write_piece
-from dmlfe.tempfiles import remove_stale, temp_sibling
+from dmlfe.tempfiles import write_atomically
 
 _META_KEY = b"dmlfe"
 _COLUMNS = ("id", "split", "indices", "values", "labels")
@@ -91,10 +91,9 @@ def export_parquet(store_or_path, out_path, *, row_group_rows: int = 65536,
     }
     schema = pa.schema(fields, metadata={_META_KEY: json.dumps(meta).encode("utf-8")})
     label_arr = np.array(store.label_names, dtype=object)
-    remove_stale(out_path)
-    tmp = temp_sibling(out_path)
-    try:
-        with pq.ParquetWriter(tmp, schema) as writer:
+
+    def write(f: BinaryIO) -> None:
+        with pq.ParquetWriter(f, schema) as writer:
             for block in store.iter_blocks():
                 X: sp.csr_matrix = block["X"]
                 Y = np.asarray(block["Y"])
@@ -115,10 +114,8 @@ def export_parquet(store_or_path, out_path, *, row_group_rows: int = 65536,
                 ] + [pa.array(block["obs"][k], type=pa.string()) for k in store.obs_columns]
                 writer.write_table(pa.Table.from_arrays(columns, schema=schema),
                                    row_group_size=m)
-        os.replace(tmp, out_path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+
+    write_atomically(out_path, write)
     return out_path
 
 

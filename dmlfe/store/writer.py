@@ -28,7 +28,7 @@ import zarr
 
 from dmlfe._version import __version__
 from dmlfe.store import _format as F
-from dmlfe.tempfiles import remove_stale, temp_sibling
+from dmlfe.tempfiles import move_into_place, remove_stale, temp_sibling
 
 _PIECE_KEYS = ("index", "rows", "nnz", "path", "n_cols", "n_labels", "splits", "meta_keys")
 
@@ -427,20 +427,8 @@ class StoreWriter:
         }
 
     def _rename(self) -> None:
-        out = self.out
-        if not os.path.lexists(out):
-            os.rename(self.tmp_path, out)
-            return
-        _check_target(out, self.overwrite)
-        # a temporary name too: a kill before the rmtree below leaves a stale temporary
-        old = temp_sibling(out)
-        os.rename(out, old)
-        try:
-            os.rename(self.tmp_path, out)
-        except BaseException:
-            os.rename(old, out)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
+        _check_target(self.out, self.overwrite)
+        move_into_place(self.tmp_path, self.out)
 
 
 def _check_target(out: Path, overwrite: bool) -> None:
