@@ -57,7 +57,7 @@ from numpy.lib.npyio import NpzFile
 from dmlfe._version import __version__
 from dmlfe.errors import MissingPathError, ModelFormatError
 from dmlfe.methods.registry import all_methods
-from dmlfe.params import validate
+from dmlfe.params import Check, interval, one_of, validate
 from dmlfe.relation.kernels import SIMILARITIES
 from dmlfe.tempfiles import move_into_place, remove_stale, temp_sibling
 
@@ -83,10 +83,6 @@ _RUNTIME_PARAMS = ("client",)
 # --------------------------------------------------------------------------- #
 # The schema
 # --------------------------------------------------------------------------- #
-#: What is wrong with a value of the right JSON type (None: nothing).
-Check = Callable[[Any], "str | None"]
-
-
 @dataclass(frozen=True)
 class Key:
     """One key of model.json.
@@ -102,7 +98,7 @@ class Key:
     doc: str
     required: bool = True
     default: Any = None
-    check: Check | None = None
+    check: Check | None = None  # a dmlfe.params constraint on a value of the right type
     fields: Mapping[str, Key] | None = None
     closed: bool = True
 
@@ -122,35 +118,24 @@ class ArraySpec:
     check: Callable[[np.ndarray, dict[str, int]], str | None] | None = None
 
 
-def _at_least(lo: float) -> Check:
-    return lambda v: None if v >= lo else f"must be >= {lo}"
-
-
-def _positive(v: Any) -> str | None:
-    return None if v > 0 else "must be > 0"
-
-
-def _one_of(*values: Any) -> Check:
-    return lambda v: None if v in values else f"must be one of {', '.join(map(repr, values))}"
-
-
-def _dmlfe_format(v: Any) -> str | None:
-    return None if v == FORMAT_NAME else f"must be {FORMAT_NAME!r} (not a dmlfe model file)"
-
-
-def _array_shapes(v: dict) -> str | None:
+def _array_shapes(key: str, v: dict) -> dict:
     for name, shape in v.items():
         if not (isinstance(shape, list) and all(
                 isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)):
-            return f"the shape of {name} must be a list of non-negative integers, got {shape!r}"
-    return None
+            raise ValueError(f"the shape of {name} must be a list of non-negative integers, "
+                             f"got {shape!r}")
+    return v
+
+
+_AT_LEAST_0 = interval(0, None)
+_AT_LEAST_1 = interval(1, None)
 
 
 #: Every key of model.json.
 META_SCHEMA: dict[str, Key] = {
-    "format": Key(("string",), f"always {FORMAT_NAME!r}", check=_dmlfe_format),
+    "format": Key(("string",), f"always {FORMAT_NAME!r}", check=one_of(FORMAT_NAME)),
     "format_version": Key(("integer",), f"1..{FORMAT_VERSION}; newer ones need a newer dmlfe",
-                          check=_at_least(1)),
+                          check=_AT_LEAST_1),
     "dmlfe_version": Key(("string",), "the dmlfe that wrote the model"),
     "created": Key(("string",), "when (ISO 8601, UTC)", required=False),
     "estimator": Key(("string",), "the estimator class, one of dmlfe's (dmlfe.estimators)"),
@@ -170,15 +155,15 @@ REQUIRED_KEYS = tuple(k for k, spec in META_SCHEMA.items() if spec.required)
 
 #: fitted.relation_ (the relation map's parameters, RelationMap.params() + selection).
 RELATION_SCHEMA: dict[str, Key] = {
-    "similarity": Key(("string",), "the similarity", check=_one_of(*SIMILARITIES)),
+    "similarity": Key(("string",), "the similarity", check=one_of(*SIMILARITIES)),
     "tau": Key(("number", "null"), "its width (gaussian, inverse_normalized_distance)",
-               required=False, check=_positive),
+               required=False, check=interval(0, None, closed="neither")),
     "n_neighbors": Key(("integer", "null"), "K of local_scaling", required=False,
-                       check=_at_least(1)),
+                       check=_AT_LEAST_1),
     "n_prototypes": Key(("integer",), "p, the prototypes: the columns of components_",
-                        check=_at_least(1)),
+                        check=_AT_LEAST_1),
     "n_features": Key(("integer",), "the prototypes' features (= n_features_in_)",
-                      check=_at_least(1)),
+                      check=_AT_LEAST_1),
     "prototype_selection": Key(("string",), "how they were chosen", required=False),
     "random_state": Key(("integer",), "the selection's seed", required=False),
 }
@@ -191,7 +176,7 @@ TRAINING_STORE_SCHEMA: dict[str, Key] = {
     "feature_names_sha256": Key(("string", "null"), "the vocabulary's hash",
                                 required=False),
     "hashing": Key(("object", "null"), "the hashing parameters", required=False),
-    "n_features": Key(("integer",), "its features", required=False, check=_at_least(1)),
+    "n_features": Key(("integer",), "its features", required=False, check=_AT_LEAST_1),
 }
 
 
@@ -199,20 +184,20 @@ TRAINING_STORE_SCHEMA: dict[str, Key] = {
 #: name (see dmlfe.fit.run.FittedProjection). Keys added after format version 1 was
 #: first written are optional, with the value the estimator had before they existed.
 FITTED_SCHEMA: dict[str, Key] = {
-    "n_components_": Key(("integer",), "d, the number of components", check=_at_least(1)),
+    "n_components_": Key(("integer",), "d, the number of components", check=_AT_LEAST_1),
     "solver_": Key(("string",), "the eigensolver used"),
-    "n_passes_": Key(("integer",), "passes over the data", check=_at_least(0)),
-    "regularization_": Key(("number",), "ridge added to the constraint", check=_at_least(0)),
+    "n_passes_": Key(("integer",), "passes over the data", check=_AT_LEAST_0),
+    "regularization_": Key(("number",), "ridge added to the constraint", check=_AT_LEAST_0),
     "centred_": Key(("boolean",), "whether transform subtracts mean_"),
-    "n_features_in_": Key(("integer",), "D, the training features", check=_at_least(1)),
-    "n_samples_": Key(("integer",), "training documents", check=_at_least(1)),
-    "n_genuine_": Key(("integer",), "eigenvalues above round-off", check=_at_least(0)),
+    "n_features_in_": Key(("integer",), "D, the training features", check=_AT_LEAST_1),
+    "n_samples_": Key(("integer",), "training documents", check=_AT_LEAST_1),
+    "n_genuine_": Key(("integer",), "eigenvalues above round-off", check=_AT_LEAST_0),
     "method_params_": Key(("object",), "the method's parameters as used"),
     "training_store_": Key(("object", "null"), "the training store's provenance "
                            "(TRAINING_STORE_SCHEMA); null when X was not a store",
                            fields=TRAINING_STORE_SCHEMA, closed=False),
     "route_": Key(("string", "null"), "'feature' or 'relation' (null or absent: 'feature')",
-                  required=False, default="feature", check=_one_of("feature", "relation")),
+                  required=False, default="feature", check=one_of("feature", "relation")),
     "route_reason_": Key(("string", "null"), "why that route", required=False),
     "relation_": Key(("object", "null"), "the relation route's similarity "
                      "(RELATION_SCHEMA); null on the feature route", required=False,
@@ -348,9 +333,10 @@ def _key_error(obj: Mapping[str, Any], schema: Mapping[str, Key], *,
             return key, (f"= {_short(v)} is {_json_type(v)}, expected "
                          f"{' or '.join(spec.types)} ({spec.doc})")
         if v is not None and spec.check is not None:
-            what = spec.check(v)
-            if what:
-                return key, f"= {_short(v)}: {what}"
+            try:
+                spec.check(key, v)
+            except (TypeError, ValueError) as exc:
+                return key, str(exc)
         if isinstance(v, dict) and spec.fields is not None:
             err = _key_error(v, spec.fields, closed=spec.closed)
             if err is not None:
