@@ -97,9 +97,6 @@ def _ingest_options(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_ingest(args: argparse.Namespace) -> int:
     if args.format != "synthetic" and not args.source:
         raise SystemExit(f"dmlfe ingest: format {args.format!r} needs a SOURCE path")
-    if args.format == "mulan" and not args.labels:
-        raise ValueError("--format mulan needs --labels FILE.xml (the MULAN file naming the "
-                         "label attributes)")
     source = args.source if len(args.source) != 1 else args.source[0]
     with client_from_args(args) as client:
         path = ingest(

@@ -246,7 +246,8 @@ def _open_numeric(source, format, opts, report) -> NumericSource:
     paths = _as_paths(source)
     if format == "mulan":
         if not opts.get("labels"):
-            raise InputError("format 'mulan' needs labels= (the .xml file naming the labels)")
+            raise InputError("format 'mulan' needs the .xml file naming the labels: "
+                             "labels= (command line: --labels FILE.xml)")
         src = read_mulan(paths, opts["labels"], report=report)
     else:
         src = read_meka(paths, report=report)
