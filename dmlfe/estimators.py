@@ -94,8 +94,8 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         data = fit_data(X, Y, params["split"], name)
         plan = plan_fit(spec, params, data.shape,
                         Limits(params["max_dense_features"], params["max_components"]))
-        fitted = run_fit(plan, data, client=self.client, progress=self.progress,
-                         cache=self.cache)
+        fitted = run_fit(plan, data, client=params["client"], progress=params["progress"],
+                         cache=params["cache"])
         for key, value in fitted.attributes().items():
             setattr(self, key, value)
         return self

@@ -57,7 +57,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from dmlfe.errors import InputError, MissingPathError
-from dmlfe.readers.base import DataFormatError, IngestReport, NumericBatch, NumericSource
+from dmlfe.readers.base import (
+    DataFormatError,
+    IngestReport,
+    NumericBatch,
+    NumericSource,
+    sniff_compression,
+)
 
 __all__ = ["read_mulan", "read_meka"]
 
@@ -101,7 +107,6 @@ class _Header:
 
 
 _COMPRESSION = {".gz": "gzip", ".bz2": "bzip2"}
-_MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"))
 _RENAME = {"gzip": ".gz", "bzip2": ".bz2"}
 
 
@@ -116,21 +121,12 @@ def _open_text(path: Path) -> TextIO:
     return open(path, encoding="utf-8-sig", newline=None)  # noqa: SIM115
 
 
-def _sniff_compression(path: Path) -> str | None:
-    """"gzip" or "bzip2" when the file's first bytes say so, else None."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(3)
-    except OSError:
-        return None
-    return next((kind for magic, kind in _MAGIC if head.startswith(magic)), None)
-
-
 def _read_failure(path: Path, lineno: int, exc: Exception) -> str:
     """Words for a failure to read/decompress/decode ``path`` after ``lineno`` lines."""
     where = f"after line {lineno}" if lineno else "before its first line"
     named = _COMPRESSION.get(path.suffix.lower())
-    found = _sniff_compression(path)
+    found = sniff_compression(path)
+    found = found if found in _RENAME else None  # ARFF files are plain, .gz or .bz2
     if isinstance(exc, UnicodeDecodeError):
         bad = exc.object[exc.start : exc.start + 1].hex()
         msg = (f"{path}: not valid UTF-8 {where} ({exc.reason}, byte 0x{bad}); "

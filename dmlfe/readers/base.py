@@ -14,13 +14,44 @@ dropped without being counted and reported.
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import IO
 
 import numpy as np
 import scipy.sparse as sp
 
 from dmlfe.errors import DataFormatError  # noqa: F401  (re-exported: readers raise it)
+
+#: The first bytes of the compressed formats the readers recognise by content.
+COMPRESSION_MAGIC = {"gzip": b"\x1f\x8b", "bzip2": b"BZh", "xz": b"\xfd7zXZ\x00"}
+_DECOMPRESSORS = {"gzip": gzip.open, "bzip2": bz2.open, "xz": lzma.open}
+
+
+def sniff_compression(path: str | os.PathLike[str]) -> str | None:
+    """"gzip", "bzip2" or "xz" when the file's first bytes say so; None otherwise (or
+    when it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+    except OSError:
+        return None
+    return next((kind for kind, magic in COMPRESSION_MAGIC.items() if head.startswith(magic)),
+                None)
+
+
+def open_by_content(path: str | os.PathLike[str]) -> tuple[IO[bytes], str | None]:
+    """The file as bytes, decompressed when its content is gzip, bzip2 or xz (whatever
+    its name says), and that compression (None: plain). The decompressors check the
+    stream's checksum at its end, so a corrupt file does not read as fine."""
+    kind = sniff_compression(path)
+    if kind is None:
+        return open(path, "rb"), None  # noqa: SIM115
+    return _DECOMPRESSORS[kind](path, "rb"), kind
 
 
 @dataclass

@@ -17,8 +17,6 @@ archive member); a missing one a :class:`~dmlfe.errors.MissingPathError`.
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import lzma
 import re
 import tarfile
@@ -30,7 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from dmlfe.errors import MissingPathError
-from dmlfe.readers.base import DataFormatError, IngestReport, TextBatch
+from dmlfe.readers.base import DataFormatError, IngestReport, TextBatch, open_by_content
 
 __all__ = ["read_reuters21578", "reuters_label_counts", "MODAPTE_SKIP_REASON"]
 
@@ -194,23 +192,6 @@ def _sgm_stories(path: Path, odd: Counter) -> Iterator[_RawStory]:
         raise DataFormatError(f"{path}: cannot be read ({type(exc).__name__}: {exc})") from exc
 
 
-def _open_archive(p: Path) -> IO[bytes]:
-    """The archive's tar bytes: decompressed when its first bytes say gzip, bzip2 or xz.
-
-    The decompressors of the gzip/bz2/lzma modules check the stream's checksum at its
-    end (tarfile's own stream mode does not), so a corrupt archive cannot read as fine.
-    """
-    with open(p, "rb") as f:
-        head = f.read(6)
-    if head.startswith(b"\x1f\x8b"):
-        return gzip.open(p, "rb")
-    if head.startswith(b"BZh"):
-        return bz2.open(p, "rb")
-    if head.startswith(b"\xfd7zXZ\x00"):
-        return lzma.open(p, "rb")
-    return open(p, "rb")  # noqa: SIM115
-
-
 def _tar_stories(p: Path, odd: Counter) -> Iterator[_RawStory]:
     """The stories of the reut2-*.sgm members of a tar archive (plain, gz, bz2 or xz).
 
@@ -223,7 +204,7 @@ def _tar_stories(p: Path, odd: Counter) -> Iterator[_RawStory]:
     ended = False
     try:
         # Stream mode ("r|"): members are read once, in archive order, never extracted.
-        with _open_archive(p) as raw, tarfile.open(fileobj=raw, mode="r|") as tar:
+        with open_by_content(p)[0] as raw, tarfile.open(fileobj=raw, mode="r|") as tar:
             for member in tar:
                 if not (member.isfile() and _MEMBER_RE.search(member.name)):
                     continue

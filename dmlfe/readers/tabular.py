@@ -2,7 +2,7 @@
 
 Each record is one document with a text field, a labels field (a list of label
 strings) and optionally an id field and a split field; the field names are
-configurable. Both readers stream: JSON Lines line by line (plain or gzip),
+configurable. Both readers stream: JSON Lines line by line (plain or compressed),
 Parquet record batch by record batch with pyarrow, so memory stays bounded by the
 batch size (plus one set of document ids, kept to reject duplicates).
 
@@ -19,24 +19,23 @@ file and the line or row reached; a missing file a :class:`MissingPathError`.
 from __future__ import annotations
 
 import bisect
-import gzip
 import json
+import lzma
 import re
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dmlfe.errors import DmlfeError, MissingPathError
-from dmlfe.readers.base import DataFormatError, IngestReport, TextBatch
+from dmlfe.readers.base import DataFormatError, IngestReport, TextBatch, open_by_content
 
 __all__ = ["read_jsonl", "read_parquet"]
 
-_GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
 # A JSON escape \uD800-\uDFFF alone decodes to a lone surrogate: no character, and it
 # cannot be stored (UTF-8 has no encoding for it).
@@ -242,15 +241,6 @@ class _Batcher:
         return batch
 
 
-def _open_maybe_gzip(path: Path) -> tuple[IO[bytes], bool]:
-    """The file, decompressed when its content is gzip; and whether it is."""
-    with open(path, "rb") as probe:
-        magic = probe.read(2)
-    if magic == _GZIP_MAGIC:
-        return gzip.open(path, "rb"), True
-    return open(path, "rb"), False  # noqa: SIM115
-
-
 def _jsonl_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     """``(line number, raw line)`` of a JSON Lines file: the one place that reads one.
 
@@ -258,9 +248,9 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     file and the last line read (a missing file: :class:`MissingPathError`).
     """
     lineno = 0
-    gz = False
+    kind = None
     try:
-        fobj, gz = _open_maybe_gzip(path)
+        fobj, kind = open_by_content(path)
         with fobj:
             for lineno, raw in enumerate(fobj, start=1):
                 yield lineno, raw
@@ -268,14 +258,14 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, bytes]]:
         raise MissingPathError(f"JSON Lines file {path} does not exist") from exc
     except IsADirectoryError as exc:
         raise DataFormatError(f"{path} is a folder, not a JSON Lines file") from exc
-    except (OSError, EOFError, zlib.error) as exc:
-        # gzip.BadGzipFile is an OSError, a truncated stream an EOFError, a corrupt
-        # deflate block a zlib.error.
+    except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
+        # gzip.BadGzipFile and bz2's "Invalid data stream" are OSErrors, a truncated
+        # stream an EOFError, a corrupt deflate block a zlib.error, bad xz an LZMAError.
         where = f"after line {lineno}" if lineno else "before its first line"
         detail = f"{type(exc).__name__}: {exc}"
-        if gz:
+        if kind is not None:
             raise DataFormatError(
-                f"{path}: cannot decompress {where}: the gzip stream is truncated or corrupt "
+                f"{path}: cannot decompress {where}: the {kind} stream is truncated or corrupt "
                 f"({detail}); compress or download the file again"
             ) from exc
         raise DataFormatError(f"{path}: cannot be read {where} ({detail})") from exc
@@ -291,14 +281,14 @@ def read_jsonl(
     batch_size: int = 1000,
     report: IngestReport | None = None,
 ) -> Iterator[TextBatch]:
-    """Stream a JSON Lines corpus (plain or gzip, detected from the content).
+    """Stream a JSON Lines corpus (plain, gzip, bzip2 or xz, detected from the content).
 
     Each non-blank line is one JSON object, one document.
 
     Parameters
     ----------
     path : str or Path
-        The ``.jsonl`` file, plain or gzip-compressed.
+        The ``.jsonl`` file, plain or gzip, bzip2 or xz compressed.
     text_field : str
         Field holding the document text (a string; null reads as an empty document).
     labels_field : str
