@@ -122,3 +122,17 @@ def count_computes(fn):
     with dask.config.set(scheduler=counter):
         out = fn()
     return out, counter.count
+
+
+def decaying_data(n: int = 150, D: int = 40, q: int = 3, seed: int = 5,
+                  zero_fraction: float = 0.2):
+    """Sparse-ish X whose covariance spectrum decays geometrically (clear eigengaps)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.normal(size=(D, D)))
+    X = (rng.normal(size=(n, D)) * 0.8 ** np.arange(D)) @ Q.T + rng.uniform(0, 2, size=D)
+    X[rng.uniform(size=X.shape) < zero_fraction] = 0.0
+    Y = (rng.uniform(size=(n, q)) < 0.4).astype(np.uint8)
+    return sp.csr_matrix(X), Y

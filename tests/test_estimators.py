@@ -17,7 +17,14 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 import scipy.sparse as sp
-from conftest import count_computes, data_path, labels_dask, sparse_dask, write_store
+from conftest import (
+    count_computes,
+    data_path,
+    decaying_data,
+    labels_dask,
+    sparse_dask,
+    write_store,
+)
 from distributed.diagnostics.plugin import SchedulerPlugin
 from sklearn.base import clone
 from test_methods import ALL, BETA, GAMMA, MU, random_data, ref_problem, ref_solve
@@ -260,16 +267,6 @@ def test_second_method_reuses_the_statistics(tmp_path):
 
 
 # --------------------------------------------------------------------------- matrix-free
-
-
-def decaying_data(n: int = 150, D: int = 40, q: int = 3, seed: int = 5):
-    """Sparse-ish X whose covariance spectrum decays geometrically (clear eigengaps)."""
-    rng = np.random.default_rng(seed)
-    Q, _ = np.linalg.qr(rng.normal(size=(D, D)))
-    X = (rng.normal(size=(n, D)) * 0.8 ** np.arange(D)) @ Q.T + rng.uniform(0, 2, size=D)
-    X[rng.uniform(size=X.shape) < 0.2] = 0.0
-    Y = (rng.uniform(size=(n, q)) < 0.4).astype(np.uint8)
-    return sp.csr_matrix(X), Y
 
 
 @pytest.mark.parametrize("cls", [PCA, MVMD])

@@ -329,6 +329,16 @@ def mutate(data: bytes, rng: np.random.Generator, hot: int = 0) -> tuple[bytes, 
     return bytes(b), "+".join(what)
 
 
+def mutate_compressed(data: bytes, rng: np.random.Generator, i: int, compress,
+                      hot: int = 0) -> tuple[bytes, str]:
+    """Even ``i``: mutate ``data``, then compress it; odd: mutate the compressed bytes."""
+    if i % 2 == 0:
+        mutated, what = mutate(data, rng, hot)
+        return compress(mutated), "inner " + what
+    mutated, what = mutate(compress(data), rng)
+    return mutated, "outer " + what
+
+
 def _data_start(arff: bytes) -> int:
     """Offset of the first data row (mutations favour the rows as much as the header)."""
     i = arff.lower().find(b"@data")
@@ -451,12 +461,7 @@ def _arff_cases(kind: str, folder: Path) -> list[Case]:
             p = _write(folder / f"{kind}-{i}.arff", data)
         else:
             ext, compress = (".gz", gzip.compress) if kind == "arff-gz" else (".bz2", bz2.compress)
-            if i % 2 == 0:  # mutate the text, then compress it
-                data, what = mutate(seed, rng, _data_start(seed))
-                data, what = compress(data), "inner " + what
-            else:  # mutate the compressed bytes
-                data, what = mutate(compress(seed), rng)
-                what = "outer " + what
+            data, what = mutate_compressed(seed, rng, i, compress, _data_start(seed))
             p = _write(folder / f"{kind}-{i}.arff{ext}", data)
         cases.append(Case(f"{kind}#{i} {what}", lambda p=p: read_meka_all(p), p))
     return cases
@@ -482,12 +487,7 @@ def _reuters_cases(kind: str, folder: Path) -> list[Case]:
     tar = _seed_tar(sgm)
     read(_write(folder / "seed.tar.gz", gzip.compress(tar)), {})
     for i in range(N_MUTANTS[kind]):
-        if i % 2 == 0:  # mutate the tar, then compress it
-            data, what = mutate(tar, rng)
-            data, what = gzip.compress(data), "inner " + what
-        else:
-            data, what = mutate(gzip.compress(tar), rng)
-            what = "outer " + what
+        data, what = mutate_compressed(tar, rng, i, gzip.compress)
         p = _write(folder / f"{kind}-{i}.tar.gz", data)
         opts = options[i % len(options)]
         cases.append(Case(f"{kind}#{i} {what} {opts}", lambda p=p, o=opts: read(p, o), p))
@@ -514,12 +514,7 @@ def _tabular_cases(kind: str, folder: Path) -> list[Case]:
             data, what = mutate(seed, rng)
             p = _write(folder / f"{kind}-{i}.jsonl", data)
         else:
-            if i % 2 == 0:
-                data, what = mutate(seed, rng)
-                data, what = gzip.compress(data), "inner " + what
-            else:
-                data, what = mutate(gzip.compress(seed), rng)
-                what = "outer " + what
+            data, what = mutate_compressed(seed, rng, i, gzip.compress)
             p = _write(folder / f"{kind}-{i}.jsonl.gz", data)
         cases.append(Case(f"{kind}#{i} {what}",
                           lambda p=p: _drain_text(read_jsonl(p, **fields)), p))

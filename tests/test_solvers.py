@@ -9,8 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
-from conftest import sparse_dask
+from conftest import decaying_data, sparse_dask
 from scipy.linalg import subspace_angles
 
 import dmlfe.solvers.matrix_free as matrix_free
@@ -146,12 +145,7 @@ def test_flip_signs_returns_a_new_array():
 
 def decaying(n: int = 300, D: int = 60, q: int = 3, seed: int = 0):
     """Sparse X whose scatter spectrum decays geometrically down to a noise floor."""
-    rng = np.random.default_rng(seed)
-    Q, _ = np.linalg.qr(rng.normal(size=(D, D)))
-    X = (rng.normal(size=(n, D)) * 0.8 ** np.arange(D)) @ Q.T + rng.uniform(0, 2, size=D)
-    X[rng.uniform(size=X.shape) < 0.05] = 0.0
-    Y = (rng.uniform(size=(n, q)) < 0.4).astype(np.uint8)
-    return sp.csr_matrix(X), Y
+    return decaying_data(n, D, q, seed, zero_fraction=0.05)
 
 
 def assert_same_solution(free: EigenResult, dense: EigenResult, angle: float = 5e-5):
