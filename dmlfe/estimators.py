@@ -93,7 +93,8 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         spec = self._spec()
         data = fit_data(X, Y, params["split"], name)
         plan = plan_fit(spec, params, data.shape,
-                        Limits(params["max_dense_features"], params["max_components"]))
+                        Limits(params["max_dense_features"], params["max_components"],
+                               params["max_dual_samples"]))
         fitted = run_fit(plan, data, client=params["client"], progress=params["progress"],
                          cache=params["cache"])
         for key, value in fitted.attributes().items():

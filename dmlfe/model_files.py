@@ -196,8 +196,9 @@ FITTED_SCHEMA: dict[str, Key] = {
     "training_store_": Key(("object", "null"), "the training store's provenance "
                            "(TRAINING_STORE_SCHEMA); null when X was not a store",
                            fields=TRAINING_STORE_SCHEMA, closed=False),
-    "route_": Key(("string", "null"), "'feature' or 'relation' (null or absent: 'feature')",
-                  required=False, default="feature", check=one_of("feature", "relation")),
+    "route_": Key(("string", "null"), "'feature', 'relation' or 'dual' (null or absent: "
+                  "'feature')", required=False, default="feature",
+                  check=one_of("feature", "relation", "dual")),
     "route_reason_": Key(("string", "null"), "why that route", required=False),
     "relation_": Key(("object", "null"), "the relation route's similarity "
                      "(RELATION_SCHEMA); null on the feature route", required=False,
@@ -447,8 +448,8 @@ def check_model(meta: Any, arrays: Mapping[str, np.ndarray],
     if route == "relation" and relation is None:
         _fail(js, "fitted.relation_", "is missing or null, but fitted.route_ is 'relation': "
               "the prototypes' similarity is unknown")
-    if route == "feature" and relation is not None:
-        _fail(js, "fitted.relation_", "is given, but fitted.route_ is 'feature'")
+    if route != "relation" and relation is not None:
+        _fail(js, "fitted.relation_", f"is given, but fitted.route_ is {route!r}")
     n_features = fitted["n_features_in_"]
     if relation is not None:
         if relation["n_features"] != n_features:

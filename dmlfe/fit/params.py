@@ -15,7 +15,7 @@ from dmlfe.relation.prototypes import SELECTIONS
 from dmlfe.solvers.dimension import DEFAULT_THRESHOLD, check_n_components
 
 SOLVERS = ("auto", "dense", "randomized", "lanczos")
-ROUTES = ("feature", "relation", "auto")
+ROUTES = ("feature", "relation", "dual", "auto")
 
 
 def _n_components(name: str, value: Any) -> int | float:
@@ -50,6 +50,9 @@ COMMON: tuple[Param, ...] = (
     Param("max_dense_features", 20_000, interval(1, None, integer=True),
           "int, default 20000\n    Largest D (or p) for which a D x D matrix is formed on the "
           "driver."),
+    Param("max_dual_samples", 12_000, interval(1, None, integer=True),
+          "int, default 12000\n    Largest n for the dual route (an n x n Gram on the driver, "
+          "n^2 x 8 bytes;\n    about 3 such matrices at once: 3.5 GB at the default)."),
     Param("max_components", 500, interval(1, None, integer=True),
           "int, default 500\n    Matrix-free path with a threshold: most eigenpairs computed."),
     Param("split", None, _split,
@@ -66,9 +69,11 @@ COMMON: tuple[Param, ...] = (
     Param("progress", False, boolean,
           "bool, default False\n    Progress messages on stderr for the passes."),
     Param("route", "auto", one_of(*ROUTES),
-          "{'feature', 'relation', 'auto'}, default 'auto'\n    Solve on X, on relation "
-          "features R = sim(X, prototypes) (mope section 3.5),\n    or choose (see "
-          "dmlfe.fit.plan). ``route_`` and ``route_reason_`` record it."),
+          "{'feature', 'relation', 'dual', 'auto'}, default 'auto'\n    Solve on X, on "
+          "relation features R = sim(X, prototypes) (mope section 3.5),\n    exactly in the "
+          "n-dimensional row space of X through the n x n Gram\n    ('dual', n moderate, any "
+          "D), or choose (see dmlfe.fit.plan). ``route_``\n    and ``route_reason_`` record "
+          "it."),
     Param("n_prototypes", None, optional(interval(1, None, integer=True)),
           "int, optional\n    Relation route: p; None = every training document."),
     Param("prototype_selection", "all", one_of(*SELECTIONS),

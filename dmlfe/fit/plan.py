@@ -10,10 +10,16 @@ Route (``route``; recorded as ``route_`` and ``route_reason_``):
 * ``"relation"`` (mope section 3.5): each document becomes its similarities to p
   prototype documents, R = sim(X, prototypes) (:mod:`dmlfe.relation`), so every
   method is a p x p problem whatever D is.
-* ``"auto"``: the relation route when the method needs a dense X^T X (MDDMp and PLS
-  have the low-rank path and work at any D), D exceeds ``max_dense_features``, p fits
-  under it and D >= RELATION_RATIO * p; the feature route otherwise. Kernel methods
-  always take the relation route.
+* ``"dual"``: exact, in the n-dimensional row space of X (:mod:`dmlfe.solvers.dual`):
+  one pass for the n x n Gram X X^T, an n x n (or q x q) problem on the driver, one
+  pass mapping the coefficients back to D-space components. Same eigenvalues and
+  subspaces as the feature route at any D; needs n <= ``max_dual_samples``.
+* ``"auto"``: the feature route when D <= ``max_dense_features`` or the method has the
+  low-rank path (MDDMp, PLS: any D); otherwise the dual route when
+  n <= ``max_dual_samples``; otherwise the matrix-free feature route for methods with
+  an operator form (PCA, LSI, MVMD), and the relation route for the rest when p fits
+  under ``max_dense_features`` and D >= RELATION_RATIO * p. Kernel methods always take
+  the relation route.
 
 Solver (``solver="auto"``):
 
@@ -55,6 +61,7 @@ class Limits:
 
     max_dense_features: int = 20_000
     max_components: int = 500
+    max_dual_samples: int = 12_000
 
 
 @dataclass(frozen=True)
@@ -101,10 +108,11 @@ class FitPlan:
         The method's own parameters (validated).
     route, route_reason : str
     solver : str
-        "dense", "lowrank" (thin SVD), "randomized" or "lanczos".
+        "dense", "lowrank" (thin SVD), "randomized", "lanczos" or "dual".
     solver_reason : str
     problem_size : int
-        Size of the eigenproblem: D on the feature route, p on the relation route.
+        Size of the eigenproblem: D on the feature and dual routes (the dual route solves
+        it as an n x n one), p on the relation route.
     stats : StatsRequest
     dense_template : bool
         Whether the builder forms the dense A (False: only its operator form).
@@ -145,12 +153,24 @@ def choose_route(spec: MethodSpec, route: str, solver: str, shape: DataShape, p:
                  limits: Limits) -> tuple[str, str]:
     """(route, reason); see the module docstring."""
     name, D, limit = spec.name, shape.n_features, limits.max_dense_features
+    n = shape.n_samples
     if spec.needs_kernel:
         return "relation", f"{name} is a kernel method on relation features"
     if route == "feature":
         return "feature", "route='feature' was asked for"
     if route == "relation":
         return "relation", "route='relation' was asked for"
+    if route == "dual":
+        if not spec.dual:
+            raise ValueError(f"route='dual' is not available for {name}, whose template is not "
+                             "built from the sufficient statistics; use route='feature' or "
+                             "'relation'")
+        if n > limits.max_dual_samples:
+            raise ValueError(
+                f"route='dual' needs an n x n Gram but n = {n} exceeds max_dual_samples="
+                f"{limits.max_dual_samples} ({_gib(n)} per n x n matrix); raise the limit if "
+                "the driver has the memory, or use route='auto'")
+        return "dual", "route='dual' was asked for"
     if spec.lowrank_only:
         return "feature", (f"{name} has the low-rank path (thin SVD of the D x q X^T Y), "
                            "which works at any D")
@@ -160,6 +180,14 @@ def choose_route(spec: MethodSpec, route: str, solver: str, shape: DataShape, p:
         return "feature", f"D = {D} <= max_dense_features = {limit}: the dense D x D route fits"
     if solver in ("randomized", "lanczos"):
         return "feature", f"solver={solver!r} (matrix-free on X) was asked for"
+    if spec.dual and n <= limits.max_dual_samples:
+        return "dual", (f"D = {D} > max_dense_features = {limit} but n = {n} <= "
+                        f"max_dual_samples = {limits.max_dual_samples}: exact solve in the "
+                        f"n-dimensional row space of X (an n x n Gram, {_gib(n)})")
+    if spec.operator_form and not spec.lowrank_only:
+        return "feature", (f"D = {D} > max_dense_features = {limit} and n = {n} > "
+                           f"max_dual_samples = {limits.max_dual_samples}: {name} is applied "
+                           "matrix-free by passes over X")
     if p > limit:
         return "feature", (f"p = {p} prototypes exceed max_dense_features = {limit} as well, "
                            "so the relation route would not fit either")
@@ -175,6 +203,9 @@ def choose_solver(spec: MethodSpec, params: dict[str, Any], solver: str, route: 
                   limits: Limits) -> tuple[str, str]:
     """(solver, reason) for a problem of size D (p on the relation route)."""
     name, limit = spec.name, limits.max_dense_features
+    if route == "dual":
+        return "dual", ("the n x n problem in the row space of X, leading eigenpairs only "
+                        "(dmlfe.solvers.dual)")
     dense_ok = D <= limit
     lowrank = spec.lowrank_only and spec.has_lowrank_form(params)
     if solver in ("randomized", "lanczos"):
@@ -257,13 +288,16 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
                                    int(params["n_neighbors"]), int(params["random_state"]))
     D = p if route == "relation" else shape.n_features
     solver, solver_reason = choose_solver(spec, method_params, params["solver"], route, D, limits)
-    _check_n_components(params["n_components"], solver, D, shape.n_labels)
-    dense = solver == "dense"
-    need_xtx = dense and spec.needs_xtx
+    _check_n_components(params["n_components"], solver,
+                        min(D, shape.n_samples) if route == "dual" else D, shape.n_labels)
+    dense = solver in ("dense", "dual")
+    need_xtx = solver == "dense" and spec.needs_xtx
     reason = ("the dense template needs the scatter" if need_xtx else
               "A is applied without X^T X" if spec.operator_form else "no scatter needed")
-    stats = StatsRequest(need_xtx=need_xtx, need_xtwx=spec.needs_weighted_xtx,
-                         labels=spec.labels, reason=reason)
+    if route == "dual":
+        reason = "sums and label statistics only; the scatter lives in the n x n Gram"
+    stats = StatsRequest(need_xtx=need_xtx, need_xtwx=spec.needs_weighted_xtx and route != "dual",
+                         labels="01" if route == "dual" else spec.labels, reason=reason)
     return FitPlan(spec=spec, params=method_params, route=route, route_reason=route_reason,
                    solver=solver, solver_reason=solver_reason, problem_size=D, stats=stats,
                    dense_template=dense, n_components=params["n_components"],

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from dmlfe.compute import compute_one, is_dask
 from dmlfe.fit.data import FitData
@@ -22,9 +23,11 @@ from dmlfe.methods.mlda import WeightedLabels, label_correlation
 from dmlfe.methods.template import TraceTemplate
 from dmlfe.relation import RelationMap, build_relation_map, relation_block_rows, ship
 from dmlfe.solvers.dense import solve_dense
+from dmlfe.solvers.dual import label_only, solve_dual
 from dmlfe.solvers.matrix_free import solve_matrix_free
-from dmlfe.solvers.result import EigenResult
+from dmlfe.solvers.result import EigenResult, sign_rule
 from dmlfe.stats.cache import load_or_compute_stats
+from dmlfe.stats.gram import gram_matrix, transpose_product
 from dmlfe.stats.pass_ import compute_stats
 from dmlfe.stats.sufficient import SufficientStats
 
@@ -71,12 +74,16 @@ def label_gram(Y: Any, client: Any = None) -> np.ndarray:
     return Yd.T @ Yd
 
 
+def _label_fn(labels: str, Y: Any, client: Any) -> WeightedLabels | None:
+    if labels == "mlda_weighted":
+        return WeightedLabels(label_correlation(label_gram(Y, client)))
+    return None
+
+
 def statistics(plan: FitPlan, data: FitData, rmap: RelationMap | None, *, client: Any = None,
                progress: bool = False, cache: bool = True) -> SufficientStats:
     """The sufficient statistics the plan asks for: cached beside the store, or one pass."""
-    label_fn = None
-    if plan.stats.labels == "mlda_weighted":
-        label_fn = WeightedLabels(label_correlation(label_gram(data.Y, client)))
+    label_fn = _label_fn(plan.stats.labels, data.Y, client)
     kw: dict[str, Any] = dict(need_xtx=plan.stats.need_xtx, need_xtwx=plan.stats.need_xtwx,
                               max_dense_features=plan.limits.max_dense_features, client=client,
                               label_fn=label_fn, progress=progress)
@@ -102,6 +109,48 @@ def build_template(plan: FitPlan, stats: SufficientStats,
     return spec.build(stats, **kw)
 
 
+def labels_in_memory(Y: Any, client: Any = None) -> np.ndarray:
+    """The 0/1 label matrix as a dense float64 array (small: n x q)."""
+    if is_dask(Y):
+        Y = compute_one(Y, client=client)
+    Y = Y.toarray() if sp.issparse(Y) else np.asarray(Y)
+    return np.asarray(Y, dtype=np.float64).reshape(Y.shape[0], -1)
+
+
+def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
+                     client: Any = None, progress: bool = False
+                     ) -> tuple[EigenResult, dict[str, Any]]:
+    """The dual route: Gram pass -> n-space solve on the driver -> map-back pass.
+
+    Returns the solution and the method's parameters as its builder recorded them.
+    """
+    spec = plan.spec
+    Y = labels_in_memory(data.Y, client)
+    label_side = None if spec.needs_weighted_xtx else build_template(plan, label_only(stats),
+                                                                      None)
+    label_fn = _label_fn(spec.labels, Y, None)
+    built: list[TraceTemplate] = [] if label_side is None else [label_side]
+
+    def build_reduced(Z: np.ndarray) -> TraceTemplate:
+        zstats = compute_stats(Z, Y, need_xtx=True, need_xtwx=spec.needs_weighted_xtx,
+                               max_dense_features=Z.shape[1], label_fn=label_fn)
+        built.append(build_template(plan, zstats, None))
+        return built[-1]
+
+    G = gram_matrix(data.X, client=client, progress=progress)
+    sol = solve_dual(label_side, G, Y, stats.n_features, plan.n_components,
+                     build_reduced=build_reduced, max_components=plan.limits.max_components,
+                     random_state=plan.random_state)
+    del G
+    comps = transpose_product(data.X, sol.alpha, client=client, progress=progress)
+    comps *= sign_rule(comps.T)[:, None]
+    res = EigenResult(components=comps.T, eigenvalues=sol.eigenvalues,
+                      n_components=sol.n_components, n_genuine=sol.n_genuine,
+                      solver=sol.solver, regularization=sol.regularization, n_passes=2,
+                      converged=True, trace=sol.trace)
+    return res, dict(built[0].params)
+
+
 def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: SufficientStats, *,
           client: Any = None) -> EigenResult:
     """The plan's eigensolver on the template; d chosen by the one dimension rule."""
@@ -109,7 +158,8 @@ def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: Sufficie
         return solve_matrix_free(template, data.X, plan.n_components,
                                  max_components=plan.limits.max_components, solver=plan.solver,
                                  client=client, random_state=plan.random_state, stats=stats)
-    return solve_dense(template, plan.n_components)
+    return solve_dense(template, plan.n_components, max_components=plan.limits.max_components,
+                       random_state=plan.random_state)
 
 
 def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool = False,
@@ -128,18 +178,23 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
         relation = {**rmap.params(), "prototype_selection": r.selection,
                     "random_state": r.random_state}
     stats = statistics(plan, data, rmap, client=client, progress=progress, cache=cache)
-    template = build_template(plan, stats, rmap)
-    res = solve(plan, template, data, stats, client=client)
+    if plan.route == "dual":
+        res, params = solve_dual_route(plan, data, stats, client=client, progress=progress)
+        centred = plan.spec.centred
+    else:
+        template = build_template(plan, stats, rmap)
+        res = solve(plan, template, data, stats, client=client)
+        centred, params = template.centred, dict(template.params)
     return FittedProjection(
         components=np.ascontiguousarray(res.components.T),
         eigenvalues=np.asarray(res.eigenvalues, dtype=np.float64),
-        n_components=int(res.n_components), centred=bool(template.centred),
-        mean=stats.mean_x if template.centred else np.zeros(stats.n_features),
+        n_components=int(res.n_components), centred=bool(centred),
+        mean=stats.mean_x if centred else np.zeros(stats.n_features),
         n_features_in=n_features_in, n_samples=int(stats.n), n_genuine=int(res.n_genuine),
         solver=res.solver, regularization=float(res.regularization),
         converged=bool(res.converged),
         n_passes=(0 if stats.from_cache else 1) + int(res.n_passes),
-        stats_from_cache=bool(stats.from_cache), method_params=dict(template.params),
+        stats_from_cache=bool(stats.from_cache), method_params=params,
         route=plan.route, route_reason=plan.route_reason, relation_map=rmap,
         relation=relation, prototype_indices=proto_idx,
         training_store=None if data.store is None else data.store.provenance())

@@ -42,6 +42,8 @@ def cca(stats: SufficientStats, gamma_x: float = 0.1, gamma_y: float = 0.1) -> T
         xx_coef=0.0,
         lowrank=F,
         operator_form=True,
+        label_factor=root,
+        constraint=(1.0, gx),
     )
 
 
@@ -61,6 +63,7 @@ def pls(stats: SufficientStats, dense: bool = True) -> TraceTemplate:
         xx_coef=0.0,
         lowrank=F,
         operator_form=True,
+        label_factor=np.eye(stats.n_labels),
     )
 
 
@@ -88,4 +91,6 @@ def opls(stats: SufficientStats, gamma_x: float = 0.0) -> TraceTemplate:
         xx_coef=0.0,
         lowrank=F,
         operator_form=True,
+        label_factor=np.eye(stats.n_labels),
+        constraint=(1.0, gx),
     )

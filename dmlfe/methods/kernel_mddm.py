@@ -60,7 +60,7 @@ def kernel_mddm_p(
         As in :func:`dmlfe.methods.mddm.mddm_p`.
     """
     K = _check_kernel(kernel, stats, "kmddm_p")
-    xty, Bl, _ = _dependence_parts(stats, label_kernel, rbf_gamma)
+    xty, Bl, _, _ = _dependence_parts(stats, label_kernel, rbf_gamma)
     return TraceTemplate(
         method="kmddm_p",
         params=_params(label_kernel, rbf_gamma),
@@ -84,7 +84,7 @@ def kernel_mddm_f(
     """
     mu = check_fraction("mu", mu, "kmddm_f")
     K = _check_kernel(kernel, stats, "kmddm_f")
-    xty, Bl, _ = _dependence_parts(stats, label_kernel, rbf_gamma)
+    xty, Bl, _, _ = _dependence_parts(stats, label_kernel, rbf_gamma)
     B = (1.0 - mu) * K
     if mu > 0.0:
         B = B + mu * stats.centred_xtx()

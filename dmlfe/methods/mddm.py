@@ -77,14 +77,14 @@ def label_kernel_matrix(
 
 def _dependence_parts(
     stats: SufficientStats, label_kernel: LabelKernel, rbf_gamma: float | None
-) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """(Xc^T Yc, B_label or None, F = Xc^T Yc B^{1/2} or None when B is not PSD)."""
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """(Xc^T Yc, B_label or None, F = Xc^T Yc K, K = B^{1/2}); F, K None when B is not PSD."""
     xty = stats.centred_xty()
     Bl = label_kernel_matrix(stats, label_kernel, rbf_gamma)
     if Bl is None:
-        return xty, None, xty
+        return xty, None, xty, np.eye(stats.n_labels)
     root = psd_sqrt(Bl)
-    return xty, Bl, (None if root is None else xty @ root)
+    return xty, Bl, (None if root is None else xty @ root), root
 
 
 def _dependence_matrix(xty: np.ndarray, Bl: np.ndarray | None) -> np.ndarray:
@@ -122,7 +122,7 @@ def mddm_p(
         Also form the D x D A. The operator form (xx_coef = 0, lowrank =
         Xc^T Yc B^{1/2}) is always returned when B is positive semi-definite.
     """
-    xty, Bl, F = _dependence_parts(stats, label_kernel, rbf_gamma)
+    xty, Bl, F, K = _dependence_parts(stats, label_kernel, rbf_gamma)
     if F is None and not dense:
         raise ValueError(
             "mddm_p: the label-correlation matrix is not positive semi-definite, so A has "
@@ -138,6 +138,7 @@ def mddm_p(
         xx_coef=0.0,
         lowrank=F,
         operator_form=F is not None,
+        label_factor=K,
     )
 
 
@@ -156,7 +157,7 @@ def mddm_f(
     is MDDMp.
     """
     mu = check_fraction("mu", mu, "mddm_f")
-    xty, Bl, F = _dependence_parts(stats, label_kernel, rbf_gamma)
+    xty, Bl, F, K = _dependence_parts(stats, label_kernel, rbf_gamma)
     A = _dependence_matrix(xty, Bl)
     if mu == 0.0:
         B = None
@@ -174,4 +175,6 @@ def mddm_f(
         xx_coef=0.0,
         lowrank=F,
         operator_form=F is not None,
+        label_factor=K,
+        constraint=None if mu == 0.0 else (mu, 1.0 - mu),
     )

@@ -38,4 +38,5 @@ def mvmd(stats: SufficientStats, beta: float = 0.5, dense: bool = True) -> Trace
         xx_coef=1.0 - beta,
         lowrank=F,
         operator_form=True,
+        label_factor=2.0 * np.sqrt(beta) * np.eye(stats.n_labels),
     )

@@ -90,6 +90,10 @@ class MethodSpec:
         (default: always, for ``lowrank_only`` / ``operator_form`` methods).
     supervised : bool
         The objective uses the labels (False for PCA and LSI).
+    dual : bool
+        The builder uses nothing but the sufficient statistics, so the dual route (the
+        problem in the row space of X, :mod:`dmlfe.solvers.dual`) is exact for it. False
+        for kernel methods and for methods whose template needs more of the data.
     """
 
     name: str
@@ -112,6 +116,7 @@ class MethodSpec:
     check_params: Callable[[dict[str, Any]], None] | None = None
     lowrank_form: Callable[[dict[str, Any]], bool] | None = None
     supervised: bool = True
+    dual: bool = True
 
     @property
     def params(self) -> dict[str, Any]:

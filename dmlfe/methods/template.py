@@ -54,6 +54,12 @@ class TraceTemplate:
         Whether ``xx_coef`` and ``lowrank`` describe A exactly. False for methods
         whose A cannot be written that way (MLSI, MLDA, DMLDA) or whose label
         kernel is not positive semi-definite.
+    label_factor : ndarray of shape (q, r) or None
+        K with ``lowrank`` = Xc^T Yc K, Yc the centred 0/1 labels: the n-space form of
+        the low-rank part, used by the dual route (:mod:`dmlfe.solvers.dual`).
+    constraint : (b, c) or None
+        B = b Xs^T Xs + c I when B has that form (CCA, OPLS, MDDMf); the dual route
+        then solves through the n x n Gram instead of forming B.
     """
 
     method: str
@@ -66,6 +72,8 @@ class TraceTemplate:
     lowrank: np.ndarray | None = None
     operator_form: bool = False
     notes: list[str] = field(default_factory=list)
+    label_factor: np.ndarray | None = None
+    constraint: tuple[float, float] | None = None
 
     @property
     def generalized(self) -> bool:

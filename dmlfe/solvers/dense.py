@@ -25,8 +25,15 @@ from dmlfe.methods.template import TraceTemplate, symmetrize
 from dmlfe.solvers.dimension import (
     DEFAULT_THRESHOLD,
     ROUNDOFF_RTOL,
+    check_n_components,
     choose_dimension,
     n_genuine,
+)
+from dmlfe.solvers.partial import (
+    FULL_SPECTRUM_LIMIT,
+    cholesky_reduce,
+    leading_eigh,
+    lowrank_generalized,
 )
 from dmlfe.solvers.result import EigenResult, flip_signs
 
@@ -118,14 +125,43 @@ def thin_svd(F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return w, flip_signs(U)
 
 
+def _leading(template: TraceTemplate, k: int, random_state: int
+             ) -> tuple[np.ndarray, np.ndarray, float, str, float | None]:
+    """(eigenvalues, vectors, ridge, solver, total) of a problem above FULL_SPECTRUM_LIMIT.
+
+    Only k pairs are computed; ``total`` is the sum of all eigenvalues (the trace of
+    A, or of B^{-1} A), the denominator of a threshold.
+    """
+    A, B, method = template.A, template.B, template.method
+    if B is None:
+        w, V, _ = leading_eigh(A, k, random_state=random_state)
+        return w, flip_signs(V), 0.0, "eigh-partial", float(np.trace(A))
+    Breg, reg = regularize_constraint(B, what=f"B of {method}")
+    F = template.lowrank
+    if template.operator_form and template.xx_coef == 0.0 and F is not None and \
+            k <= F.shape[1]:
+        # A = F F^T has rank q: the q x q reduction (one Cholesky of B)
+        factor = sla.cho_factor(Breg, lower=True, check_finite=False)
+        w, V = lowrank_generalized(F, lambda R: sla.cho_solve(factor, R, check_finite=False))
+        return w, V, reg, "lowrank-generalized", float(w.sum())
+    C, L = cholesky_reduce(symmetrize(A), Breg)
+    w, U, _ = leading_eigh(C, k, random_state=random_state)
+    V = sla.solve_triangular(L, U, lower=True, trans="T", check_finite=False)
+    return w, flip_signs(V), reg, "eigh-generalized-partial", float(np.trace(C))
+
+
 def solve_dense(
-    template: TraceTemplate, n_components: int | float = DEFAULT_THRESHOLD
+    template: TraceTemplate, n_components: int | float = DEFAULT_THRESHOLD, *,
+    max_components: int = 500, random_state: int = 0,
 ) -> EigenResult:
     """Solve a trace template on the driver and choose d.
 
     The thin-SVD path is taken whenever A = F F^T and B = I (no D x D is
-    formed even when the template also carries a dense A); otherwise the dense
-    A (and B) must be present.
+    formed even when the template also carries a dense A). Otherwise problems up to
+    :data:`~dmlfe.solvers.partial.FULL_SPECTRUM_LIMIT` are solved completely (every
+    eigenvalue in ``eigenvalues``); larger ones compute only the leading pairs
+    (:mod:`dmlfe.solvers.partial`): d of them for an int ``n_components``, at most
+    ``max_components`` for a threshold, whose denominator is then the trace.
 
     Raises
     ------
@@ -134,6 +170,8 @@ def solve_dense(
         (xx_coef != 0 and no dense A): use the matrix-free solver.
     """
     reg = 0.0
+    total = None
+    nc = check_n_components(n_components)
     if template.is_pure_lowrank:
         w, V = thin_svd(template.lowrank)
         solver = "thin_svd"
@@ -143,6 +181,12 @@ def solve_dense(
             "and A involves the data scatter; solve it with the matrix-free solver or build "
             "it with dense=True from statistics that include X^T X"
         )
+    elif template.A.shape[0] > FULL_SPECTRUM_LIMIT:
+        m = template.A.shape[0]
+        k = nc if isinstance(nc, int) else min(int(max_components), m)
+        if k > m:
+            raise ValueError(f"n_components={k} must lie between 1 and the problem size {m}")
+        w, V, reg, solver, total = _leading(template, k, random_state)
     elif template.B is None:
         w, V = eigh(template.A)
         solver = "eigh"
@@ -150,7 +194,7 @@ def solve_dense(
         w, V, reg = eigh_generalized(template.A, template.B, what=f"B of {template.method}")
         solver = "eigh_generalized"
     k = n_genuine(w, ROUNDOFF_RTOL)
-    d = choose_dimension(w, n_components)
+    d = choose_dimension(w, nc, total=total)
     if d > k:
         warnings.warn(
             f"{template.method}: n_components={d} but only {k} eigenvalues are above round-off "
@@ -168,4 +212,5 @@ def solve_dense(
         regularization=reg,
         n_passes=0,
         converged=True,
+        trace=total,
     )

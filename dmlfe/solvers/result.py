@@ -34,10 +34,19 @@ def flip_signs(V: np.ndarray) -> np.ndarray:
     V = np.asarray(V, dtype=np.float64)
     if V.size == 0:
         return V.copy()
+    return V * sign_rule(V)
+
+
+def sign_rule(V: np.ndarray) -> np.ndarray:
+    """The +-1 per column of V (D x k) that :func:`flip_signs` multiplies it by.
+
+    For components held as rows (k x D, e.g. 0.8 GB at D = 2^20), flip them in place
+    with ``C *= sign_rule(C.T)[:, None]``.
+    """
     idx = np.argmax(np.abs(V), axis=0)
     signs = np.sign(V[idx, np.arange(V.shape[1])])
     signs[signs == 0] = 1.0
-    return V * signs
+    return signs
 
 
 @dataclass

@@ -1,0 +1,243 @@
+"""Exact solves in the n-dimensional row space of X (the dual route, n << D).
+
+Every method of dmlfe has A = Xs^T (...) Xs (+ B of the same kind, + c I): its non-zero
+eigenpairs lie in the row space of X, of dimension r = rank(X) <= n. With the Gram
+G = X X^T (n x n, :func:`dmlfe.stats.gram.gram_matrix`) the D x D problem becomes an
+n x n (or q x q) one, solved here on the driver; the components are P = X^T alpha for
+coefficients alpha (n x d), mapped back by one pass
+(:func:`dmlfe.stats.gram.transpose_product`). Same eigenvalues and same subspaces as
+the feature route, at any D. Three forms, tried in order:
+
+1. **B = I, A = a Xs^T Xs + Xs^T Phi Phi^T Xs** (PCA, LSI, MVMD; Phi = Yc K with K the
+   template's ``label_factor``): A = Xs^T C Xs with C = a I + Phi Phi^T, whose
+   non-zero spectrum is that of the n x n matrix C^{1/2} Gs C^{1/2} (Gs = H G H, or G
+   uncentred); for its eigenpair (lambda, u), alpha = C^{1/2} u / sqrt(lambda) gives
+   unit-norm p = Xs^T alpha.
+2. **A = F F^T, F = Xc^T Phi, B = b Xc^T Xc + c I** (CCA, OPLS, MDDMf: the template's
+   ``constraint``): by Woodbury, B^{-1} F = Xc^T Psi with
+   Psi = (Gc + (c/b) I)^{-1} Phi / b, so the q non-zero eigenvalues are those of the
+   q x q matrix Phi^T Gc Psi, and alpha = Psi u / sqrt(lambda) (the q x q reduction
+   p = B^{-1} F u / sqrt(lambda)); one Cholesky of an n x n matrix.
+3. **Anything else** (MLSI, MLDA, DMLDA, and forms 1-2 when more components are asked
+   than they have): the pivoted Cholesky factor G[piv, piv] = L L^T gives reduced data
+   Z (n x r, Z[piv] = L) with X = Z U^T for an orthonormal D x r basis U of the row
+   space, so every statistic of X is U (statistic of Z) U^T: the method is fitted on Z
+   (r features) by the ordinary dense route and its r x d solution V maps back as
+   P = U V = X^T alpha with alpha[piv[:r]] = L_11^{-T} V.
+
+Memory: G and one or two further n x n matrices on the driver (about 3 n^2 x 8 bytes;
+1 GB at n = 6,500, 2.4 GB at 10,000).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+import scipy.linalg as sla
+
+from dmlfe.methods.template import TraceTemplate
+from dmlfe.solvers.dense import REG_EPS, solve_dense
+from dmlfe.solvers.dimension import choose_dimension, n_genuine
+from dmlfe.solvers.partial import FULL_SPECTRUM_LIMIT, leading_eigh
+from dmlfe.stats.sufficient import SufficientStats
+
+
+@dataclass
+class DualSolution:
+    """Coefficients of the components in the row space: P = X^T alpha.
+
+    Attributes
+    ----------
+    alpha : ndarray (n, d)
+    eigenvalues : ndarray
+        The computed eigenvalues, descending (the non-zero part of the D-space spectrum).
+    n_components, n_genuine : int
+    solver : str
+        "dual-identity", "dual-lowrank" or "dual-reduced".
+    regularization : float
+    trace : float or None
+        Sum of all eigenvalues when only the leading ones were computed.
+    """
+
+    alpha: np.ndarray
+    eigenvalues: np.ndarray
+    n_components: int
+    n_genuine: int
+    solver: str
+    regularization: float = 0.0
+    trace: float | None = None
+
+
+def label_only(stats: SufficientStats) -> SufficientStats:
+    """The statistics with zero features: what a builder needs for its label side.
+
+    A builder run on these returns the template's n-space ingredients (``centred``,
+    ``xx_coef``, ``label_factor``, ``constraint``), which do not depend on D.
+    """
+    q = stats.n_labels
+    return replace(stats, sum_x=np.zeros(0), xty=np.zeros((0, q)), xtx=np.zeros((0, 0)),
+                   xtwx=None if stats.xtwx is None else np.zeros((0, 0)))
+
+
+def centre_gram(G: np.ndarray) -> np.ndarray:
+    """H G H in place (H = I - 11^T/n): the Gram of the centred rows, Xc Xc^T."""
+    r = G.mean(axis=0)
+    G -= r[None, :]
+    G -= r[:, None]
+    G += r.mean()
+    return G
+
+
+def _choose(w: np.ndarray, n_components: int | float, total: float | None) -> int:
+    return choose_dimension(w, n_components, total=total)
+
+
+def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int | float,
+              max_components: int, random_state: int) -> DualSolution:
+    """Form 1: B = I, A = Xs^T (a I + Phi Phi^T) Xs."""
+    a = float(t.xx_coef)
+    M = G  # Gs, overwritten by C^{1/2} Gs C^{1/2}
+    U = E = None
+    if t.lowrank is not None and t.lowrank.shape[1]:
+        Uf, s, _ = np.linalg.svd(Yc @ t.label_factor, full_matrices=False)
+        keep = s > 1e-12 * max(float(s.max(initial=0.0)), np.finfo(float).tiny)
+        U, s = Uf[:, keep], s[keep]
+        E = np.sqrt(a + s * s) - np.sqrt(a)  # C^{1/2} = sqrt(a) I + U diag(E) U^T
+        MU = M @ U
+        inner = (E[:, None] * (U.T @ MU)) * E[None, :]
+        M *= a
+        M += np.sqrt(a) * ((MU * E) @ U.T + U @ (MU * E).T)
+        M += U @ inner @ U.T
+    else:
+        M *= a
+    m = M.shape[0]
+    k = n_components if isinstance(n_components, int) else min(max_components, m)
+    if m <= FULL_SPECTRUM_LIMIT:
+        k = min(max(k, m), m)  # the whole spectrum is computed anyway
+    if k > m:
+        raise ValueError(f"n_components={k} exceeds the n = {m} documents: the problem has "
+                         f"at most {m} non-zero eigenvalues")
+    total = float(np.trace(M))
+    w, V, _ = leading_eigh(M, k, random_state=random_state)
+    d = _choose(w, n_components, total if w.size < m else None)
+    w_d = w[:d]
+    alpha = np.sqrt(a) * V[:, :d]
+    if U is not None:
+        alpha += U @ (E[:, None] * (U.T @ V[:, :d]))
+    scale = np.zeros(d)
+    np.divide(1.0, np.sqrt(np.clip(w_d, 0.0, None)), out=scale, where=w_d > 0)
+    alpha *= scale
+    if t.centred:
+        alpha -= alpha.mean(axis=0)
+    return DualSolution(alpha, w, d, n_genuine(w), "dual-identity",
+                        trace=total if w.size < m else None)
+
+
+def _lowrank(t: TraceTemplate, Gc: np.ndarray, Yc: np.ndarray, n_features: int,
+             n_components: int | float) -> DualSolution:
+    """Form 2: A = F F^T, B = b Xc^T Xc + c I, through the q x q reduction."""
+    b, c = t.constraint
+    Phi = Yc @ t.label_factor
+    reg = 0.0
+    if c <= 0.0:
+        # B = b Xc^T Xc is singular when D > n; the dense route adds REG_EPS tr(B)/D
+        reg = REG_EPS * b * float(np.trace(Gc)) / n_features
+        warnings.warn(
+            f"the constraint matrix B of {t.method} is singular (rank <= n < D); added "
+            f"{reg:.3e} * I to it ({REG_EPS:g} * trace/D) so that the generalised "
+            "eigenproblem is well posed. Raise the method's regularisation parameter "
+            "(e.g. gamma_x) to control this yourself.", RuntimeWarning, stacklevel=3)
+        c = reg
+    GcPhi = Gc @ Phi  # Phi^T Gc Psi = (Gc Phi)^T Psi: Gc may then be factorised in place
+    Gc[np.diag_indices_from(Gc)] += c / b
+    factor = sla.cho_factor(Gc, lower=True, check_finite=False, overwrite_a=True)
+    Psi = sla.cho_solve(factor, Phi, check_finite=False) / b
+    S = GcPhi.T @ Psi
+    w, Uq = np.linalg.eigh(0.5 * (S + S.T))
+    order = np.argsort(w)[::-1]
+    w, Uq = np.clip(w[order], 0.0, None), Uq[:, order]
+    d = _choose(w, n_components, None)
+    scale = np.zeros(d)
+    np.divide(1.0, np.sqrt(w[:d]), out=scale, where=w[:d] > 0)
+    alpha = (Psi @ Uq[:, :d]) * scale
+    alpha -= alpha.mean(axis=0)
+    return DualSolution(alpha, w, d, n_genuine(w), "dual-lowrank", regularization=reg)
+
+
+def reduced_data(G: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(Z, piv, L11): G[piv, piv] = L L^T by pivoted Cholesky, Z[piv] = L (n x r).
+
+    r = rank(G) (LAPACK's default tolerance, n eps max diag); X = Z U^T for an
+    orthonormal D x r basis U of the row space of X.
+    """
+    L, piv, r, info = sla.lapack.dpstrf(G, lower=1)
+    if info < 0:
+        raise ValueError(f"pivoted Cholesky of the Gram failed (LAPACK info {info})")
+    piv = np.asarray(piv) - 1  # LAPACK's pivots are 1-based
+    L = np.tril(L)[:, :r]
+    Z = np.empty_like(L)
+    Z[piv] = L
+    return Z, piv, np.ascontiguousarray(L[:r, :r])
+
+
+def _reduced(G: np.ndarray, build_reduced: Callable[[np.ndarray], TraceTemplate],
+             n_components: int | float, max_components: int, random_state: int
+             ) -> DualSolution:
+    """Form 3: the method on the reduced data Z by the dense route, mapped back."""
+    Z, piv, L11 = reduced_data(G)
+    del G
+    template = build_reduced(Z)
+    res = solve_dense(template, n_components, max_components=max_components,
+                      random_state=random_state)
+    r = Z.shape[1]
+    alpha = np.zeros((Z.shape[0], res.n_components))
+    alpha[piv[:r]] = sla.solve_triangular(L11, res.components, lower=True, trans="T",
+                                          check_finite=False)
+    return DualSolution(alpha, res.eigenvalues, res.n_components, res.n_genuine,
+                        "dual-reduced", res.regularization, res.trace)
+
+
+def solve_dual(label_side: TraceTemplate | None, G: np.ndarray, Y: np.ndarray, n_features: int,
+               n_components: int | float, *,
+               build_reduced: Callable[[np.ndarray], TraceTemplate],
+               max_components: int = 500, random_state: int = 0) -> DualSolution:
+    """Solve a method's problem in the row space; see the module docstring.
+
+    Parameters
+    ----------
+    label_side : TraceTemplate or None
+        The method's template on :func:`label_only` statistics (its n-space parts);
+        None: solve on the reduced data (form 3).
+    G : ndarray (n, n)
+        X X^T, uncentred; overwritten.
+    Y : ndarray (n, q)
+        The 0/1 labels of the same documents, in memory.
+    n_features : int
+        D (for the regularisation of a singular B, as the dense route does).
+    n_components : int or float
+    build_reduced : callable
+        ``build_reduced(Z)`` -> the method's dense template on the reduced data Z.
+    max_components : int
+        Most eigenpairs computed for a threshold.
+    random_state : int
+        Seed of the block Krylov start.
+    """
+    t = label_side
+    if t is None:
+        return _reduced(G, build_reduced, n_components, max_components, random_state)
+    Yc = np.asarray(Y, dtype=np.float64)
+    Yc = Yc - Yc.mean(axis=0)
+    has_factor = t.lowrank is None or t.label_factor is not None
+    if t.operator_form and t.constraint is None and t.B is None and t.xx_coef > 0 and \
+            has_factor:
+        Gs = centre_gram(G) if t.centred else G
+        return _identity(t, Gs, Yc, n_components, max_components, random_state)
+    if t.operator_form and t.constraint is not None and t.xx_coef == 0 and \
+            t.label_factor is not None and t.centred and t.constraint[0] > 0 and not (
+                isinstance(n_components, int) and n_components > t.label_factor.shape[1]):
+        # (more components than the q non-zero eigenpairs: form 3, as the dense route)
+        return _lowrank(t, centre_gram(G), Yc, n_features, n_components)
+    return _reduced(G, build_reduced, n_components, max_components, random_state)
