@@ -274,10 +274,12 @@ def test_matrix_free_equals_dense_top_k(cls):
     Xs, Y = decaying_data()
     dense = cls(n_components=4).fit(Xs, Y)
     assert dense.solver_ == "eigh"
-    explicit = cls(n_components=4, solver="randomized").fit(Xs, Y)
+    explicit = cls(n_components=4, solver="randomized", tol=1e-7).fit(Xs, Y)
     lanczos = cls(n_components=4, solver="lanczos").fit(Xs, Y)
-    # the automatic switch: D = 40 > max_dense_features, from a dask array
-    auto = cls(n_components=4, max_dense_features=20).fit(sparse_dask(Xs, 32), Y)
+    # the automatic switch: D = 40 > max_dense_features and n = 150 > max_dual_samples,
+    # from a dask array
+    auto = cls(n_components=4, max_dense_features=20, max_dual_samples=100,
+               tol=1e-7).fit(sparse_dask(Xs, 32), Y)
     for est, solver in ((explicit, "randomized-subspace"), (lanczos, "lanczos-arpack"),
                         (auto, "randomized-subspace")):
         assert est.solver_ == solver and est.converged_
@@ -293,7 +295,8 @@ def test_matrix_free_equals_dense_top_k(cls):
 def test_matrix_free_threshold_picks_the_dense_d():
     Xs, Y = decaying_data()
     dense = PCA(n_components=0.9).fit(Xs, Y)
-    free = PCA(n_components=0.9, max_dense_features=20, max_components=25).fit(Xs, Y)
+    free = PCA(n_components=0.9, max_dense_features=20, max_components=25,
+               max_dual_samples=100).fit(Xs, Y)
     assert free.solver_ == "randomized-subspace"
     assert free.n_components_ == dense.n_components_
     assert 1 < dense.n_components_ < 25
@@ -323,10 +326,13 @@ def test_mddm_p_at_large_D_never_forms_D_by_D():
     # CCA needs D x D on the feature route: refused there with the memory figure ...
     with pytest.raises(ValueError, match="max_dense_features"):
         CCA(max_dense_features=1000, route="feature").fit(X, Y)
-    # ... while the default route="auto" moves it to the n x n relation route
+    # ... while the default route="auto" solves it exactly in the n-dimensional row space
     auto = CCA(n_components=2, max_dense_features=1000).fit(X, Y)
-    assert auto.route_ == "relation" and "max_dense_features" in auto.route_reason_
+    assert auto.route_ == "dual" and "max_dual_samples" in auto.route_reason_
     assert auto.transform(X[:5]).shape == (5, 2)
+    # ... or, with more documents than max_dual_samples, on n x n relation features
+    rel = CCA(n_components=2, max_dense_features=1000, max_dual_samples=100).fit(X, Y)
+    assert rel.route_ == "relation" and "max_dense_features" in rel.route_reason_
 
 
 # --------------------------------------------------------------------------- parameters
@@ -362,7 +368,7 @@ def test_errors_name_what_is_wrong():
     with pytest.raises(ValueError, match="needs Y"):
         PCA().fit(X)
     with pytest.raises(ValueError, match=r"max_dense_features=5 .*raise max_dense_features"):
-        CCA(max_dense_features=5).fit(Xs, Y)
+        CCA(max_dense_features=5, max_dual_samples=5).fit(Xs, Y)
     with pytest.raises(ValueError, match="max_dense_features"):
         PCA(solver="dense", max_dense_features=5).fit(Xs, Y)
     with pytest.raises(ValueError, match="needs the dense solver"):

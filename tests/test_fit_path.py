@@ -47,8 +47,14 @@ def plan(method: str, n: int, D: int, q: int = 5, limit: int = 20_000, **over):
 # --------------------------------------------------------------------------- plan (no data)
 def test_plan_chooses_route_solver_and_statistics_with_reasons():
     big = 2**20
-    p = plan("mvmd", n=6490, D=big)  # needs X^T X, D huge, p = n fits: relation route
-    assert (p.route, p.solver, p.problem_size) == ("relation", "dense", 6490)
+    p = plan("mvmd", n=6490, D=big)  # D huge, n moderate: the exact dual route
+    assert (p.route, p.solver) == ("dual", "dual") and "max_dual_samples" in p.route_reason
+    assert not p.stats.need_xtx and not p.stats.need_xtwx
+    # too many documents for the dual route: MVMD matrix-free, CCA on relation features
+    p = plan("mvmd", n=50_000, D=big)
+    assert (p.route, p.solver) == ("feature", "randomized")
+    p = plan("cca", n=50_000, D=big, n_prototypes=2000, prototype_selection="random")
+    assert (p.route, p.solver, p.problem_size) == ("relation", "dense", 2000)
     assert "needs X^T X" in p.route_reason and p.stats.need_xtx
     p = plan("mvmd", n=6490, D=big, route="feature")
     assert (p.route, p.solver) == ("feature", "randomized")
@@ -64,7 +70,8 @@ def test_plan_chooses_route_solver_and_statistics_with_reasons():
     p = plan("kmddm_f", n=300, D=big)
     assert (p.route, p.solver, p.problem_size) == ("relation", "dense", 300)
     assert p.relation.similarity == "gaussian" and p.stats.need_xtx
-    p = plan("mvmd", n=6490, D=big, n_prototypes=500, prototype_selection="random")
+    p = plan("mvmd", n=6490, D=big, n_prototypes=500, prototype_selection="random",
+             route="relation")
     assert p.problem_size == 500 and p.relation.n_prototypes == 500
     assert set(p.describe()) >= {"route", "route_reason", "solver", "solver_reason"}
 

@@ -251,14 +251,16 @@ def test_kernel_mddm_with_fewer_prototypes_and_the_centred_reading():
 # --------------------------------------------------------------------------- route, models
 def test_auto_route_and_saved_model(tmp_path):
     X, Y = _data(n=50, D=400, seed=2, density=0.05)
-    auto = CCA(n_components=2, route="auto", max_dense_features=200).fit(X, Y)
+    auto = CCA(n_components=2, route="auto", max_dense_features=200, max_dual_samples=40)
+    auto = auto.fit(X, Y)  # n = 50: too many documents for the dual route
     assert auto.route_ == "relation" and "needs X^T X" in auto.route_reason_
     assert PCA(n_components=2, route="auto").fit(X, Y).route_ == "feature"  # D fits
     low = MDDM(n_components=2, route="auto", max_dense_features=200).fit(X, Y)
     assert low.route_ == "feature" and "any D" in low.route_reason_
     free = MVMD(n_components=2, route="auto", max_dense_features=200, solver="randomized")
     assert free.fit(X, Y).route_ == "feature"  # matrix-free on X was asked for
-    big_p = CCA(n_components=2, route="auto", max_dense_features=40).fit  # p = 50 > 40
+    big_p = CCA(n_components=2, route="auto", max_dense_features=40,
+                max_dual_samples=40).fit  # p = 50 > 40
     with pytest.raises(ValueError, match="max_dense_features=40 .*route='relation'"):
         big_p(X, Y)
     # save / load: prototypes as CSR parts, similarity parameters in JSON

@@ -55,6 +55,20 @@ COMMON: tuple[Param, ...] = (
           "n^2 x 8 bytes;\n    about 3 such matrices at once: 3.5 GB at the default)."),
     Param("max_components", 500, interval(1, None, integer=True),
           "int, default 500\n    Matrix-free path with a threshold: most eigenpairs computed."),
+    Param("n_oversamples", 10, interval(0, None, integer=True),
+          "int, default 10\n    Matrix-free path: extra columns of the iterated block "
+          "(scikit-learn's name)."),
+    Param("n_iter", None, optional(interval(1, None, integer=True)),
+          "int, optional\n    Matrix-free path: a fixed number of passes (scikit-learn's "
+          "name); None: iterate\n    until the residuals meet ``tol``, at most ``max_passes``. "
+          "``converged_`` says\n    whether they did."),
+    Param("tol", 1e-5, interval(0.0, None, closed="neither"),
+          "float, default 1e-5\n    Matrix-free path: stop when every wanted pair has "
+          "||A u - theta u|| <= tol * theta_1\n    (eigenvalues are then accurate to about "
+          "tol^2)."),
+    Param("max_passes", 30, interval(1, None, integer=True),
+          "int, default 30\n    Matrix-free path: most passes over X when ``n_iter`` is "
+          "None."),
     Param("split", None, _split,
           "str or list of str, optional\n    When X is a store path: fit on (and transform) "
           "the documents of these splits."),

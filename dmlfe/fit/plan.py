@@ -42,6 +42,9 @@ from typing import Any
 from dmlfe.errors import InputError
 from dmlfe.methods.registry import MethodSpec
 
+#: The estimator parameters that tune the matrix-free solver.
+MATRIX_FREE_OPTIONS = ("n_oversamples", "n_iter", "tol", "max_passes")
+
 #: "auto" takes the relation route only when D is at least this many times p.
 RELATION_RATIO = 2
 
@@ -120,6 +123,8 @@ class FitPlan:
     limits : Limits
     random_state : int
     relation : RelationRequest or None
+    solver_options : dict or None
+        The matrix-free solver's n_oversamples, n_iter, tol and max_passes.
     """
 
     spec: MethodSpec
@@ -135,6 +140,7 @@ class FitPlan:
     limits: Limits
     random_state: int
     relation: RelationRequest | None = None
+    solver_options: dict[str, Any] | None = None
 
     def describe(self) -> dict[str, Any]:
         """The decisions and their reasons, JSON-able (for logs and reports)."""
@@ -180,6 +186,8 @@ def choose_route(spec: MethodSpec, route: str, solver: str, shape: DataShape, p:
         return "feature", f"D = {D} <= max_dense_features = {limit}: the dense D x D route fits"
     if solver in ("randomized", "lanczos"):
         return "feature", f"solver={solver!r} (matrix-free on X) was asked for"
+    if solver == "dense":
+        return "feature", "solver='dense' (the D x D problem on the driver) was asked for"
     if spec.dual and n <= limits.max_dual_samples:
         return "dual", (f"D = {D} > max_dense_features = {limit} but n = {n} <= "
                         f"max_dual_samples = {limits.max_dual_samples}: exact solve in the "
@@ -212,11 +220,6 @@ def choose_solver(spec: MethodSpec, params: dict[str, Any], solver: str, route: 
         if not spec.operator_form:
             raise ValueError(f"solver={solver!r} is available for PCA, LSI, MVMD, MDDMp and "
                              f"PLS only; {name} needs the dense solver")
-        if route == "relation":
-            raise ValueError(
-                f"the relation route solves p x p problems densely, but p = {D} prototypes "
-                f"exceed max_dense_features={limit}; choose fewer prototypes (n_prototypes) or "
-                "raise max_dense_features")
         return solver, f"solver={solver!r} was asked for"
     if lowrank and (solver == "auto" or not dense_ok):
         # the thin SVD of F is this method's exact solver; the dense template would also
@@ -229,11 +232,15 @@ def choose_solver(spec: MethodSpec, params: dict[str, Any], solver: str, route: 
         raise ValueError(
             f"solver='dense' needs a {D} x {D} matrix ({_gib(D)}) but max_dense_features="
             f"{limit}; raise the limit or use solver='auto'")
-    if route == "relation":
+    if route == "relation" and not (spec.operator_form and not spec.lowrank_only):
         raise ValueError(
-            f"the relation route solves p x p problems densely, but p = {D} prototypes exceed "
-            f"max_dense_features={limit}; choose fewer prototypes (n_prototypes) or raise "
-            "max_dense_features")
+            f"the relation route solves p x p problems densely for {name}, but p = {D} "
+            f"prototypes exceed max_dense_features={limit}; choose fewer prototypes "
+            "(n_prototypes) or raise max_dense_features")
+    if route == "relation":
+        return "randomized", (f"p = {D} > max_dense_features = {limit}: matrix-free randomized "
+                              "subspace iteration on the relation features, one pass per "
+                              "iteration")
     if spec.operator_form and not spec.lowrank_only:
         return "randomized", (f"D = {D} > max_dense_features = {limit}: matrix-free randomized "
                               "subspace iteration, one pass over X per iteration")
@@ -302,4 +309,5 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
                    solver=solver, solver_reason=solver_reason, problem_size=D, stats=stats,
                    dense_template=dense, n_components=params["n_components"],
                    limits=limits,
-                   random_state=int(params["random_state"]), relation=relation)
+                   random_state=int(params["random_state"]), relation=relation,
+                   solver_options={k: params[k] for k in MATRIX_FREE_OPTIONS if k in params})

@@ -152,12 +152,19 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
 
 
 def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: SufficientStats, *,
-          client: Any = None) -> EigenResult:
-    """The plan's eigensolver on the template; d chosen by the one dimension rule."""
+          client: Any = None, rmap: RelationMap | None = None) -> EigenResult:
+    """The plan's eigensolver on the template; d chosen by the one dimension rule.
+
+    On the relation route the matrix-free passes map every row block to its relation
+    features first (``rmap``), so R is never held whole.
+    """
     if plan.solver in ("randomized", "lanczos"):
+        options = plan.solver_options if plan.solver == "randomized" else {}
         return solve_matrix_free(template, data.X, plan.n_components,
                                  max_components=plan.limits.max_components, solver=plan.solver,
-                                 client=client, random_state=plan.random_state, stats=stats)
+                                 client=client, random_state=plan.random_state, stats=stats,
+                                 block_fn=None if rmap is None else ship(rmap, data.X),
+                                 **(options or {}))
     return solve_dense(template, plan.n_components, max_components=plan.limits.max_components,
                        random_state=plan.random_state)
 
@@ -183,7 +190,7 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
         centred = plan.spec.centred
     else:
         template = build_template(plan, stats, rmap)
-        res = solve(plan, template, data, stats, client=client)
+        res = solve(plan, template, data, stats, client=client, rmap=rmap)
         centred, params = template.centred, dict(template.params)
     return FittedProjection(
         components=np.ascontiguousarray(res.components.T),

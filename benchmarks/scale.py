@@ -1,0 +1,282 @@
+"""Million-dimension fits: R10 at 2^20 features, relation route, IMDB, a large synthetic corpus.
+
+Every fit runs in a fresh child process (its wall time and the peak RSS of it and its
+dask workers are measured there), so that a "before" checkout can run the same cases
+in the same run: ``--before PATH`` puts PATH (a checkout of an older dmlfe, e.g. a git
+worktree of dd74bfe) first on the children's PYTHONPATH.
+
+Parts (``--parts``, comma list):
+
+* ``r10``: Reuters ModApte R10 train (6,490 stories), 2^20 hashed 1-3-gram tf-idf; PCA
+  and MVMD (d = 100), CCA and MDDMf (d = 10 = q) with default parameters otherwise
+  (``route="auto"``), from in-memory CSR and from the store (LocalCluster, 2 workers x
+  1 thread); scikit-learn's TruncatedSVD(100) on the same CSR; micro-F1 of a ridge
+  classifier on the ModApte test stories. Exactness: the PCA eigenvalues against
+  scipy.linalg.eigh of the centred n x n Gram, and every method's auto-route
+  eigenvalues against the dense D x D route on the same corpus hashed to 2^12
+  features (where the dense route fits).
+* ``relation``: the relation route with p = 2,000 random prototypes on the same data.
+* ``imdb``: IMDB (120,919 x 1,001), PCA d = 100, solver "randomized" (passes counted)
+  and "auto".
+* ``synthetic``: ``--docs`` synthetic documents (raw text -> store -> MVMD(100) and
+  MDDMp -> embeddings written), 2^20 hashed features.
+
+    python benchmarks/scale.py --parts r10,relation,imdb [--before ../before]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _measure import DATA, OUT, emit, measured  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = OUT / "scale-work"
+REUTERS = DATA / "reuters21578" / "reuters21578.tar.gz"
+IMDB = DATA / "meka" / "IMDB.arff.bz2"
+R10 = {"modapte": True, "top_n": 10, "fit_split": "train", "vectorizer": "hashing",
+       "ngram_range": (1, 3)}
+
+
+def ridge_micro_f1(Z_train: np.ndarray, Y_train: np.ndarray, Z_test: np.ndarray,
+                   Y_test: np.ndarray) -> float:
+    """Micro-F1 of per-label ridge (alpha 0.01, intercept) on +-1 targets, threshold 0."""
+    from sklearn.linear_model import Ridge
+    from sklearn.metrics import f1_score
+
+    model = Ridge(alpha=0.01).fit(Z_train, 2.0 * Y_train - 1.0)
+    pred = (model.predict(Z_test) > 0).astype(np.uint8)
+    return round(float(f1_score(Y_test, pred, average="micro", zero_division=0)), 4)
+
+
+def r10_store(n_features: int) -> Path:
+    import dmlfe
+
+    path = WORK / f"r10_hashed_{n_features}.zarr"
+    if not path.exists():
+        dmlfe.ingest(REUTERS, format="reuters21578", out=path, overwrite=True,
+                     chunk_rows=2000, n_features=n_features, **R10)
+    return path
+
+
+# ------------------------------------------------------------------ one case, in a child
+def _split(store: str, split: str) -> tuple[Any, np.ndarray]:
+    import dmlfe
+
+    s = dmlfe.open_store(store).subset(split)
+    return s.X.compute(scheduler="sync").tocsr(), np.asarray(s.Y.compute(scheduler="sync"))
+
+
+def run_case(case: dict[str, Any]) -> dict[str, Any]:
+    """Fit one case and measure it (runs in the child process)."""
+    rec: dict[str, Any] = dict(case)
+    store, source = case["store"], case.get("source", "memory")
+    f1 = case.get("f1", True)
+    X, Y = _split(store, "train") if source == "memory" or f1 else (None, None)
+    Xt, Yt = _split(store, "test") if f1 else (None, None)
+    if case["kind"] == "sklearn":
+        from sklearn.decomposition import TruncatedSVD
+
+        est = TruncatedSVD(n_components=case["n_components"], random_state=0)
+        with measured(rec):
+            Z = est.fit_transform(X)
+        if Xt is not None:
+            rec["micro_f1"] = ridge_micro_f1(Z, Y, est.transform(Xt), Yt)
+        return rec
+    from dmlfe.cluster import get_client
+    from dmlfe.estimators import make_estimator
+
+    params = dict(case.get("params", {}))
+    client = None
+    if source == "store":
+        client = get_client(n_workers=2, threads_per_worker=1, memory_limit="6GiB")
+        params |= {"split": case.get("split", "train"), "client": client, "cache": False}
+    est = make_estimator(case["method"], n_components=case["n_components"], **params)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with measured(rec):
+            est.fit(store if source == "store" else X, None if source == "store" else Y)
+    rec.update(route=est.route_, route_reason=getattr(est, "route_reason_", None),
+               solver=est.solver_, d=int(est.n_components_), n_passes=int(est.n_passes_),
+               converged=getattr(est, "converged_", None),
+               eigenvalues=[float(v) for v in est.eigenvalues_[: est.n_components_]],
+               warnings=sorted({str(w.message)[:120] for w in caught}))
+    if Xt is not None:
+        rec["micro_f1"] = ridge_micro_f1(np.asarray(est.transform(X)), Y,
+                                         np.asarray(est.transform(Xt)), Yt)
+    if client is not None:
+        client.close()
+    return rec
+
+
+def child(case: dict[str, Any], pythonpath: str | None = None, timeout: float = 900) -> dict:
+    """run_case(case) in a fresh interpreter (with ``pythonpath`` first, for "before")."""
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH")]))
+    t0 = time.perf_counter()
+    try:
+        out = subprocess.run([sys.executable, __file__, "--case", json.dumps(case)],
+                             capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {**case, "status": f"stopped after {timeout:.0f} s"}
+    if out.returncode != 0:
+        return {**case, "status": "failed", "error": out.stderr.strip()[-600:]}
+    rec = json.loads(out.stdout.strip().splitlines()[-1])
+    rec["status"] = "ok"
+    rec["process_seconds"] = round(time.perf_counter() - t0, 2)
+    label = f"{case.get('version', 'after')} {case.get('method', case['kind'])} " \
+            f"{case.get('source', '')}"
+    print(f"{label}: {rec.get('seconds')} s, {rec.get('peak_rss_total_mib')} MiB, "
+          f"route={rec.get('route')} solver={rec.get('solver')} f1={rec.get('micro_f1')}",
+          file=sys.stderr, flush=True)
+    return rec
+
+
+# ------------------------------------------------------------------ parts (parent)
+METHODS = (("pca", 100), ("mvmd", 100), ("cca", 10), ("mddm_f", 10))
+
+
+def part_r10(args: argparse.Namespace) -> dict[str, Any]:
+    store = str(r10_store(2**20))
+    runs = [child({"kind": "sklearn", "store": store, "n_components": 100})]
+    for version, path in (("after", None), ("before", args.before)):
+        if version == "before" and not path:
+            continue
+        sources = ("memory", "store") if version == "after" else ("memory",)
+        for source in sources:
+            for method, d in METHODS:
+                runs.append(child({"kind": "dmlfe", "store": store, "method": method,
+                                   "n_components": d, "source": source, "version": version},
+                                  path, timeout=args.timeout))
+    return {"store": store, "runs": runs, "exactness": exactness(store)}
+
+
+def exactness(store: str) -> dict[str, Any]:
+    """PCA against eigh of the centred Gram at 2^20; every method: auto vs dense at 2^12."""
+    import scipy.linalg as sla
+
+    from dmlfe.estimators import make_estimator
+    from dmlfe.solvers.dual import centre_gram
+    from dmlfe.stats.gram import gram_matrix
+
+    X, Y = _split(store, "train")
+    n = X.shape[0]
+    Gc = centre_gram(gram_matrix(X))
+    ref = sla.eigh(Gc, subset_by_index=[n - 100, n - 1], eigvals_only=True)[::-1]
+    pca = make_estimator("pca", n_components=100).fit(X, Y)
+    out: dict[str, Any] = {"pca_2^20_vs_centred_gram_max_rel_err": float(
+        np.max(np.abs(pca.eigenvalues_[:100] - ref)) / ref[0])}
+    small, _ = _split(str(r10_store(2**12)), "train")
+    for method, d in METHODS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dense = make_estimator(method, n_components=d, route="feature",
+                                   solver="dense").fit(small, Y)
+            auto = make_estimator(method, n_components=d, max_dense_features=1000).fit(small, Y)
+        k = min(d, dense.n_genuine_)
+        out[f"{method}_2^12_auto_vs_dense"] = {
+            "auto_route": auto.route_, "auto_solver": auto.solver_,
+            "max_rel_eigenvalue_err": float(np.max(np.abs(auto.eigenvalues_[:k]
+                                                          - dense.eigenvalues_[:k]))
+                                            / dense.eigenvalues_[0])}
+    return out
+
+
+def part_relation(args: argparse.Namespace) -> dict[str, Any]:
+    store = str(r10_store(2**20))
+    runs = []
+    rel = {"route": "relation", "n_prototypes": 2000, "prototype_selection": "random"}
+    for version, path in (("after", None), ("before", args.before)):
+        if version == "before" and not path:
+            continue
+        for method, d in METHODS:
+            runs.append(child({"kind": "dmlfe", "store": store, "method": method,
+                               "n_components": d, "params": rel, "version": version},
+                              path, timeout=args.timeout))
+    return {"runs": runs}
+
+
+def part_imdb(args: argparse.Namespace) -> dict[str, Any]:
+    import dmlfe
+
+    store = WORK / "imdb.zarr"
+    if not store.exists():
+        dmlfe.ingest(IMDB, format="meka", out=store, overwrite=True, chunk_rows=20_000)
+    runs = []
+    for version, path in (("after", None), ("before", args.before)):
+        if version == "before" and not path:
+            continue
+        for solver in ("randomized", "auto"):
+            runs.append(child({"kind": "dmlfe", "store": str(store), "method": "pca",
+                               "n_components": 100, "params": {"solver": solver},
+                               "source": "store", "f1": False, "version": version,
+                               "split": None}, path, timeout=args.timeout))
+    return {"runs": runs}
+
+
+def part_synthetic(args: argparse.Namespace) -> dict[str, Any]:
+    import dmlfe
+    from dmlfe.cluster import get_client
+
+    rec: dict[str, Any] = {"docs": args.docs}
+    store = WORK / f"synthetic_{args.docs}.zarr"
+    with get_client(n_workers=2, threads_per_worker=1, memory_limit="3GiB") as client:
+        ing: dict[str, Any] = {}
+        with measured(ing):
+            dmlfe.ingest(None, format="synthetic", out=store, overwrite=True, client=client,
+                         n_docs=args.docs, vectorizer="hashing", n_features=2**20,
+                         chunk_rows=20_000)
+        rec["ingest"] = ing
+        for method, d in (("mvmd", 100), ("mddm_p", 10)):
+            r: dict[str, Any] = {}
+            with measured(r):
+                est = dmlfe.make_estimator(method, n_components=d, client=client,
+                                           cache=False).fit(str(store))
+                out = WORK / f"synthetic_{args.docs}_{method}.zarr"
+                est.transform(str(store), out=str(out))
+            r.update(route=est.route_, solver=est.solver_, n_passes=est.n_passes_,
+                     converged=est.converged_)
+            rec[method] = r
+            shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+    return rec
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--case", help=argparse.SUPPRESS)
+    ap.add_argument("--parts", default="r10,relation,imdb")
+    ap.add_argument("--before", help="a checkout of the older dmlfe to compare with")
+    ap.add_argument("--docs", type=int, default=250_000, help="synthetic documents")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per fit")
+    args = ap.parse_args()
+    if args.case:
+        print(json.dumps(run_case(json.loads(args.case))))
+        return
+    WORK.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
+                                          "loadavg_at_start": os.getloadavg()},
+                              "before": args.before}
+    for part in args.parts.split(","):
+        t0 = time.perf_counter()
+        result[part] = globals()[f"part_{part}"](args)
+        result[part]["part_seconds"] = round(time.perf_counter() - t0, 1)
+    result["machine"]["loadavg_at_end"] = os.getloadavg()
+    emit(result, "scale")
+
+
+if __name__ == "__main__":
+    main()

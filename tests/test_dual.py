@@ -1,0 +1,229 @@
+"""The dual route and the partial eigensolvers against dense numpy/scipy references.
+
+The dual route solves every method in the n-dimensional row space of X; it must give
+the eigenvalues and subspaces of the dense D x D (feature) route, for D > n and D < n,
+in memory, on a store and on a LocalCluster. The partial solvers must give the leading
+eigenpairs of a full scipy.linalg.eigh.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+import scipy.sparse as sp
+from conftest import count_computes, labels_dask, sparse_dask, write_store
+
+from dmlfe.estimators import make_estimator
+from dmlfe.fit.plan import DataShape, Limits, plan_fit
+from dmlfe.methods import get_method
+from dmlfe.methods.template import TraceTemplate
+from dmlfe.solvers.dense import solve_dense
+from dmlfe.solvers.dual import centre_gram, reduced_data
+from dmlfe.solvers.partial import FULL_SPECTRUM_LIMIT, block_krylov_eigh
+from dmlfe.stats.gram import gram_matrix, transpose_product
+
+#: (method, parameters, d) for every method with the dual route.
+CASES = [
+    ("pca", {}, 8), ("lsi", {}, 8), ("mvmd", {"beta": 0.3}, 8), ("cca", {}, 3),
+    ("opls", {"gamma_x": 0.5}, 3), ("mddm_f", {"mu": 0.7}, 3),
+    ("mddm_f", {"label_kernel": "rbf"}, 3), ("mlsi", {}, 5), ("mlda", {}, 3),
+    ("dmlda", {}, 3), ("cca", {}, 7),  # d > q: the reduced form, as the dense route
+]
+
+
+def _data(n: int, D: int, q: int = 4, seed: int = 0, duplicates: int = 0):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, D, density=0.08, random_state=seed, format="csr")
+    X.data = rng.uniform(0.1, 1.0, X.nnz)
+    if duplicates:
+        X = sp.vstack([X, X[:duplicates]]).tocsr()
+    Y = (rng.uniform(size=(X.shape[0], q)) < 0.35).astype(np.uint8)
+    return X, Y
+
+
+def _fit(method, params, d, X, Y, route, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return make_estimator(method, n_components=d, route=route, **params, **kw).fit(X, Y)
+
+
+def _principal_cosines(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    qa, _ = np.linalg.qr(A.T)
+    qb, _ = np.linalg.qr(B.T)
+    return np.linalg.svd(qa.T @ qb, compute_uv=False)
+
+
+@pytest.mark.parametrize("shape", [(60, 150), (140, 45)], ids=["D>n", "D<n"])
+@pytest.mark.parametrize(("method", "params", "d"), CASES,
+                         ids=[f"{m}-{i}" for i, (m, _, _) in enumerate(CASES)])
+def test_dual_equals_dense_feature_route(method, params, d, shape):
+    X, Y = _data(*shape, duplicates=5)  # duplicated documents: a rank-deficient Gram
+    ref = _fit(method, params, d, X, Y, "feature", solver="dense")
+    dual = _fit(method, params, d, X, Y, "dual")
+    assert dual.route_ == "dual" and dual.solver_.startswith("dual-")
+    k = min(d, ref.n_genuine_)
+    w_ref = ref.eigenvalues_[:k]
+    np.testing.assert_allclose(dual.eigenvalues_[:k], w_ref, rtol=1e-8, atol=1e-8 * w_ref[0])
+    # the non-zero spectrum is the same (the dual one has no D - n structural zeros)
+    g = dual.n_genuine_
+    np.testing.assert_allclose(dual.eigenvalues_[:g], ref.eigenvalues_[:g], rtol=1e-7,
+                               atol=1e-9 * w_ref[0])
+    assert dual.n_components_ == ref.n_components_
+    # the same subspace, and the same embedding of the training data (the sign rule
+    # fixes each component: they agree one by one where the eigenvalues are distinct)
+    cos = _principal_cosines(ref.components_[:k], dual.components_[:k])
+    assert cos.min() > 1 - 1e-8
+    np.testing.assert_allclose(dual.mean_, ref.mean_, atol=1e-15)
+    gaps = np.abs(np.diff(w_ref)) > 1e-6 * w_ref[0]
+    if gaps.all():
+        np.testing.assert_allclose(dual.transform(X)[:, :k], ref.transform(X)[:, :k],
+                                   atol=1e-7 * np.abs(ref.transform(X)[:, :k]).max())
+
+
+def test_dual_threshold_matches_dense():
+    X, Y = _data(50, 120)
+    ref = _fit("pca", {}, 0.9, X, Y, "feature", solver="dense")
+    dual = _fit("pca", {}, 0.9, X, Y, "dual")
+    assert dual.n_components_ == ref.n_components_
+    np.testing.assert_allclose(dual.eigenvalues_[:dual.n_components_],
+                               ref.eigenvalues_[:ref.n_components_], rtol=1e-9)
+
+
+def test_auto_picks_dual_and_says_why():
+    spec = get_method("mvmd")
+    params = make_estimator("mvmd").get_params()
+    plan = plan_fit(spec, params, DataShape(5_000, 2**20, 10), Limits(max_dual_samples=12_000))
+    assert plan.route == "dual" and plan.solver == "dual"
+    assert "max_dual_samples" in plan.route_reason and "Gram" in plan.route_reason
+    assert not plan.stats.need_xtx
+    # too many documents: MVMD goes matrix-free on X, CCA to the relation route
+    big = DataShape(50_000, 2**20, 10)
+    plan = plan_fit(spec, params, big, Limits(max_dual_samples=12_000))
+    assert (plan.route, plan.solver) == ("feature", "randomized")
+    cca = make_estimator("cca").get_params() | {"n_prototypes": 2000}
+    plan = plan_fit(get_method("cca"), cca, big, Limits(max_dual_samples=12_000))
+    assert plan.route == "relation"
+    # D within the dense limit: the feature route as before
+    small = plan_fit(spec, params, DataShape(5_000, 3_000, 10))
+    assert small.route == "feature" and small.solver == "dense"
+
+
+def test_dual_route_refuses_too_many_documents():
+    params = make_estimator("pca").get_params() | {"route": "dual"}
+    with pytest.raises(ValueError, match="max_dual_samples"):
+        plan_fit(get_method("pca"), params, DataShape(20_000, 10**6, 0),
+                 Limits(max_dual_samples=10_000))
+
+
+def test_auto_route_fit_at_large_d_is_dual_and_exact():
+    X, Y = _data(80, 3_000)
+    auto = _fit("cca", {}, 3, X, Y, "auto", max_dense_features=1_000)
+    assert auto.route_ == "dual"
+    ref = _fit("cca", {}, 3, X, Y, "feature", solver="dense", max_dense_features=5_000)
+    np.testing.assert_allclose(auto.eigenvalues_[:3], ref.eigenvalues_[:3], rtol=1e-8)
+
+
+def test_dual_on_store_and_cluster_equals_in_memory(tmp_path, cluster_client):
+    X, Y = _data(90, 200)
+    splits = ["train"] * X.shape[0]
+    store = tmp_path / "s.zarr"
+    write_store(store, X, Y, splits, chunk_rows=17)
+    mem = _fit("mvmd", {}, 6, X, Y, "dual")
+    on_store = _fit("mvmd", {}, 6, str(store), None, "dual", client=cluster_client,
+                    cache=False)
+    np.testing.assert_allclose(on_store.eigenvalues_[:6], mem.eigenvalues_[:6], rtol=1e-12)
+    np.testing.assert_allclose(on_store.components_, mem.components_, atol=1e-12)
+    assert on_store.n_passes_ == 3  # statistics, Gram, map back
+
+
+def test_dual_passes_are_one_compute_each():
+    X, Y = _data(70, 150)
+    Xd, Yd = sparse_dask(X, 13), labels_dask(Y, 13)
+    est, computes = count_computes(lambda: _fit("pca", {}, 4, Xd, Yd, "dual"))
+    # labels, statistics, Gram, map back
+    assert computes <= 4 and est.n_passes_ == 3
+
+
+@pytest.mark.parametrize("rows", [7, 64])
+def test_gram_and_map_back_blockwise(rows):
+    X, _ = _data(45, 80)
+    Xd = sparse_dask(X, rows)
+    G = gram_matrix(Xd)
+    np.testing.assert_allclose(G, (X @ X.T).toarray(), atol=1e-13)
+    np.testing.assert_array_equal(G, G.T)
+    alpha = np.random.default_rng(1).normal(size=(45, 20))
+    ref = (X.T @ alpha).T
+    np.testing.assert_allclose(transpose_product(Xd, alpha), ref, atol=1e-12)
+    np.testing.assert_allclose(transpose_product(X, alpha), ref, atol=1e-12)
+    np.testing.assert_allclose(gram_matrix(X, block_rows=10), G, atol=1e-13)
+
+
+def test_reduced_data_reproduces_the_gram():
+    X, _ = _data(40, 30, duplicates=6)  # rank <= 30 < n = 46
+    G = (X @ X.T).toarray()
+    Z, piv, L11 = reduced_data(G)
+    assert Z.shape[1] == np.linalg.matrix_rank(X.toarray())
+    np.testing.assert_allclose(Z @ Z.T, G, atol=1e-12)
+    np.testing.assert_allclose(L11, np.tril(L11))
+    Gc = centre_gram(G.copy())
+    H = np.eye(46) - 1 / 46
+    np.testing.assert_allclose(Gc, H @ G @ H, atol=1e-12)
+
+
+# ------------------------------------------------------------- partial eigensolvers
+def _psd(m: int, rank: int, decay: float, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    F = rng.normal(size=(m, rank)) * decay ** np.arange(rank)
+    return F @ F.T
+
+
+def test_block_krylov_matches_eigh():
+    A = _psd(600, 300, 0.98)
+    w_ref, V_ref = sla.eigh(A)
+    w_ref, V_ref = w_ref[::-1], V_ref[:, ::-1]
+    w, V, info = block_krylov_eigh(lambda M: A @ M, 600, 25, tol=1e-10)
+    assert info["converged"]
+    np.testing.assert_allclose(w, w_ref[:25], rtol=1e-10)
+    assert _principal_cosines(V.T, V_ref[:, :25].T).min() > 1 - 1e-10
+    # an operator of rank below the block: the Krylov space becomes invariant
+    B = _psd(300, 4, 0.9)
+    w, V, info = block_krylov_eigh(lambda M: B @ M, 300, 4)
+    np.testing.assert_allclose(w, sla.eigvalsh(B)[::-1][:4], rtol=1e-10)
+
+
+def _template(A, B=None, lowrank=None, constraint=None):
+    return TraceTemplate(method="test", params={}, centred=False, n_features=A.shape[0], A=A,
+                         B=B, lowrank=lowrank, operator_form=lowrank is not None,
+                         constraint=constraint)
+
+
+def test_solve_dense_above_the_full_spectrum_limit_is_partial_and_exact():
+    m = FULL_SPECTRUM_LIMIT + 200
+    A = _psd(m, 400, 0.99, seed=1)
+    res = solve_dense(_template(A), 12)
+    assert res.solver == "eigh-partial" and res.eigenvalues.size == 12
+    w_ref = sla.eigh(A, subset_by_index=[m - 12, m - 1], eigvals_only=True)[::-1]
+    np.testing.assert_allclose(res.eigenvalues, w_ref, rtol=1e-10)
+    # a threshold: d from the computed values and the trace
+    res_t = solve_dense(_template(A), 0.5, max_components=200)
+    full = np.clip(np.linalg.eigvalsh(A)[::-1], 0, None)
+    d_ref = int(np.searchsorted(np.cumsum(full), 0.5 * np.trace(A)) + 1)
+    assert res_t.n_components == d_ref and res_t.trace == pytest.approx(np.trace(A))
+
+
+def test_lowrank_generalised_reduction_matches_eigh():
+    m = FULL_SPECTRUM_LIMIT + 100
+    rng = np.random.default_rng(3)
+    F = rng.normal(size=(m, 5))
+    W = rng.normal(size=(m, m // 2))
+    B = W @ W.T / m + 0.5 * np.eye(m)
+    res = solve_dense(_template(F @ F.T, B, lowrank=F), 5)
+    assert res.solver == "lowrank-generalized"
+    w_ref = sla.eigh(F @ F.T, B, subset_by_index=[m - 5, m - 1], eigvals_only=True)[::-1]
+    np.testing.assert_allclose(res.eigenvalues[:5], w_ref, rtol=1e-9)
+    P = res.components
+    np.testing.assert_allclose(P.T @ B @ P, np.eye(5), atol=1e-9)
+    np.testing.assert_allclose(F @ (F.T @ P), B @ P * res.eigenvalues[:5], atol=1e-8)
