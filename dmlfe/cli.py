@@ -237,8 +237,10 @@ def _fit_estimator(args: argparse.Namespace) -> MultiLabelProjection:
         kw["n_components"] = args.threshold
     if args.max_dense_features is not None:
         kw["max_dense_features"] = args.max_dense_features
-    if args.max_components is not None:
-        kw["max_components"] = args.max_components
+    for name in ("max_components", "max_dual_samples", "n_oversamples", "n_iter", "tol",
+                 "max_passes"):
+        if getattr(args, name, None) is not None:
+            kw[name] = getattr(args, name)
     for param in _RELATION_FLAGS:
         value = getattr(args, param, None)
         if value is not None:
@@ -398,10 +400,10 @@ def build_parser() -> argparse.ArgumentParser:
     mo.add_argument("--variant", choices=variants, default=None, help=", ".join(families))
     ro = pf.add_argument_group(
         "route (relation = similarities to prototype documents, a p x p problem at any D)")
-    ro.add_argument("--route", choices=["feature", "relation", "auto"], default=None,
-                    help="default: auto (kmddm: relation); auto picks relation when the "
-                    "method needs X^T X and D is large relative to p and above "
-                    "--max-dense-features")
+    ro.add_argument("--route", choices=["feature", "relation", "dual", "auto"], default=None,
+                    help="default: auto (kmddm: relation); above --max-dense-features auto "
+                    "picks dual (exact, through the n x n Gram) when n <= "
+                    "--max-dual-samples, else matrix-free (PCA, LSI, MVMD) or relation")
     ro.add_argument("--prototypes", dest="n_prototypes", type=_positive_int, default=None,
                     help="number of prototypes p (default: every training document)")
     ro.add_argument("--prototype-selection", choices=["all", "random", "stratified",
@@ -426,6 +428,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help="largest D for which a D x D matrix is formed (default 20000)")
     pf.add_argument("--max-components", type=_positive_int, default=None,
                     help="matrix-free solver with a threshold: most eigenpairs (default 500)")
+    pf.add_argument("--max-dual-samples", type=_positive_int, default=None,
+                    help="largest n for the dual route (an n x n Gram; default 12000)")
+    pf.add_argument("--n-oversamples", type=int, default=None,
+                    help="matrix-free solver: extra block columns (default 10)")
+    pf.add_argument("--n-iter", type=_positive_int, default=None,
+                    help="matrix-free solver: a fixed number of passes (default: until --tol)")
+    pf.add_argument("--tol", type=float, default=None,
+                    help="matrix-free solver: relative residual to stop at (default 1e-5)")
+    pf.add_argument("--max-passes", type=_positive_int, default=None,
+                    help="matrix-free solver: most passes (default 30)")
     pf.add_argument("--out", required=True, help="the model directory to write")
     pf.add_argument("--overwrite", action="store_true", help="replace an existing model")
     add_cluster_arguments(pf)

@@ -46,14 +46,20 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     """Common machinery of every dmlfe projection estimator.
 
     Fitted attributes: ``components_`` (n_components_, n_features), ``eigenvalues_``
-    (all computed eigenvalues, descending), ``n_components_``, ``mean_`` (training
+    (the computed eigenvalues, descending: the whole spectrum of problems up to
+    ``dmlfe.solvers.partial.FULL_SPECTRUM_LIMIT`` = 1,000; above it only the leading
+    ones -- d, or ``max_components`` for a threshold, whose denominator is then the
+    trace; on the dual route the non-zero spectrum, at most n values, or q for CCA,
+    OPLS and MDDMf), ``n_components_``, ``mean_`` (training
     feature means; zeros for uncentred methods, whose projection is X P),
     ``centred_``, ``solver_``, ``n_passes_`` (passes over the data made by this fit:
-    the statistics pass unless ``stats_from_cache_``, plus the matrix-free solver's),
+    the statistics pass unless ``stats_from_cache_``, plus the solver's: the Gram and
+    map-back passes of the dual route, one per iteration of the matrix-free one),
     ``converged_``, ``regularization_``, ``n_features_in_``, ``n_genuine_``,
     ``n_samples_``, ``method_params_`` and ``training_store_`` (the training store's
     :meth:`dmlfe.store.Store.provenance`; None when X was not a store path),
-    ``route_`` ("feature" or "relation") and ``route_reason_``. On the relation route
+    ``route_`` ("feature", "relation" or "dual") and ``route_reason_``. Memory: ``components_``
+    is d x D float64, 0.8 GB per 100 components at D = 2^20. On the relation route
     also ``relation_map_`` (the :class:`dmlfe.relation.RelationMap`: prototypes and
     similarity), ``relation_`` (its JSON parameters) and ``prototype_indices_`` (the
     prototypes' training row indices); ``components_`` and ``mean_`` then have p

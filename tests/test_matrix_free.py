@@ -9,9 +9,12 @@ import scipy.sparse as sp
 from conftest import CountingScheduler, sparse_dask
 from scipy.linalg import subspace_angles
 
+from dmlfe.solvers import matrix_free
 from dmlfe.solvers.matrix_free import ScatterOperator, matrix_free_eigh
 from dmlfe.solvers.result import flip_signs
 from dmlfe.stats.pass_ import compute_stats
+
+RANDOMIZED = {"randomized-subspace", "block-krylov"}
 
 
 def corpus(n: int = 240, D: int = 50, q: int = 4, seed: int = 0):
@@ -55,7 +58,7 @@ def test_pca_scatter_matches_dense_eigh(solver, rows):
     res = matrix_free_eigh(src, 6, solver=solver, **opts)
     check(res, w, V, 6)
     assert res.trace == pytest.approx(np.trace(Xc.T @ Xc), rel=1e-12)
-    assert res.solver == {"randomized": "randomized-subspace", "lanczos": "lanczos-arpack"}[solver]
+    assert res.solver in {"randomized": RANDOMIZED, "lanczos": {"lanczos-arpack"}}[solver]
     assert res.converged
 
 
@@ -95,6 +98,19 @@ def test_each_pass_is_one_compute_and_is_recorded():
     # A full-width block is solved exactly by one Rayleigh-Ritz step: one pass.
     res = matrix_free_eigh(X, 5, n_oversamples=X.shape[1])
     assert res.n_passes == 1
+
+
+def test_subspace_iteration_when_the_krylov_space_does_not_fit(monkeypatch):
+    # at D = 2^20 a Krylov space of several D x w blocks would not fit: subspace iteration
+    X, _ = corpus()
+    Xc = X.toarray() - X.toarray().mean(axis=0)
+    w, V = dense_top(Xc.T @ Xc, 4)
+    monkeypatch.setattr(matrix_free, "KRYLOV_MEMORY", 0)
+    res = matrix_free_eigh(X, 4, tol=1e-9, n_oversamples=6)
+    assert res.solver == "randomized-subspace" and res.converged
+    check(res, w, V, 4, angle=1e-6)
+    fixed = matrix_free_eigh(X, 4, n_iter=3)  # scikit-learn's fixed count, any memory
+    assert fixed.solver == "randomized-subspace" and fixed.n_passes == 3
 
 
 def test_passes_stop_at_max_passes_and_report_not_converged():

@@ -173,7 +173,8 @@ def test_solve_matrix_free_matches_solve_dense(build, n_components, rows):
         warnings.simplefilter("error")
         free = solve_matrix_free(template, src, n_components, max_components=20, stats=stats)
     assert isinstance(free, EigenResult)
-    assert free.solver == "randomized-subspace" and free.converged and free.n_passes >= 1
+    assert free.solver in ("randomized-subspace", "block-krylov")
+    assert free.converged and free.n_passes >= 1
     assert free.eigenvalues.size == (n_components if isinstance(n_components, int) else 20)
     assert free.n_genuine == n_genuine(free.eigenvalues)
     assert free.trace == pytest.approx(np.trace(build(stats).A), rel=1e-10)

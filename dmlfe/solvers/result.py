@@ -69,7 +69,8 @@ class EigenResult:
         (:func:`dmlfe.solvers.dimension.n_genuine`).
     solver : str
         Which solver produced it: "eigh", "eigh_generalized", "thin_svd",
-        "randomized-subspace" or "lanczos-arpack".
+        "randomized-subspace", "block-krylov", "lanczos-arpack", "eigh-partial",
+        "eigh-generalized-partial", "lowrank-generalized" or a "dual-*" solver.
     regularization : float
         Multiple of I added to the constraint matrix B (0.0 when none was needed).
     n_passes : int
