@@ -131,8 +131,8 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
     label_fn = _label_fn(spec.labels, Y, None)
     built: list[TraceTemplate] = [] if label_side is None else [label_side]
 
-    def build_reduced(Z: np.ndarray) -> TraceTemplate:
-        zstats = compute_stats(Z, Y, need_xtx=True, need_xtwx=spec.needs_weighted_xtx,
+    def build_reduced(Z: np.ndarray, order: np.ndarray) -> TraceTemplate:
+        zstats = compute_stats(Z, Y[order], need_xtx=True, need_xtwx=spec.needs_weighted_xtx,
                                max_dense_features=Z.shape[1], label_fn=label_fn)
         built.append(build_template(plan, zstats, None))
         return built[-1]

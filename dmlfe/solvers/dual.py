@@ -19,11 +19,11 @@ the feature route, at any D. Three forms, tried in order:
    q x q matrix Phi^T Gc Psi, and alpha = Psi u / sqrt(lambda) (the q x q reduction
    p = B^{-1} F u / sqrt(lambda)); one Cholesky of an n x n matrix.
 3. **Anything else** (MLSI, MLDA, DMLDA, and forms 1-2 when more components are asked
-   than they have): the pivoted Cholesky factor G[piv, piv] = L L^T gives reduced data
-   Z (n x r, Z[piv] = L) with X = Z U^T for an orthonormal D x r basis U of the row
-   space, so every statistic of X is U (statistic of Z) U^T: the method is fitted on Z
-   (r features) by the ordinary dense route and its r x d solution V maps back as
-   P = U V = X^T alpha with alpha[piv[:r]] = L_11^{-T} V.
+   than they have): the pivoted Cholesky factor G[piv, piv] = Z Z^T gives reduced data
+   Z (n x r, row i for document piv[i]) with X[piv] = Z U^T for an orthonormal D x r
+   basis U of the row space, so every statistic of X is U (statistic of Z) U^T: the
+   method is fitted on (Z, Y[piv]) (r features) by the ordinary dense route and its
+   r x d solution V maps back as P = U V = X^T alpha with alpha[piv[:r]] = Z_11^{-T} V.
 
 Memory: G and one or two further n x n matrices on the driver (about 3 n^2 x 8 bytes;
 1 GB at n = 6,500, 2.4 GB at 10,000).
@@ -167,33 +167,35 @@ def _lowrank(t: TraceTemplate, Gc: np.ndarray, Yc: np.ndarray, n_features: int,
     return DualSolution(alpha, w, d, n_genuine(w), "dual-lowrank", regularization=reg)
 
 
-def reduced_data(G: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(Z, piv, L11): G[piv, piv] = L L^T by pivoted Cholesky, Z[piv] = L (n x r).
+def reduced_data(G: np.ndarray, overwrite: bool = False
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(Z, piv, L11): G[piv, piv] = Z Z^T by pivoted Cholesky; Z (n x r) is lower trapezoidal.
 
-    r = rank(G) (LAPACK's default tolerance, n eps max diag); X = Z U^T for an
-    orthonormal D x r basis U of the row space of X.
+    Row i of Z belongs to document piv[i]: X[piv] = Z U^T for an orthonormal D x r
+    basis U of the row space of X, r = rank(G) (LAPACK's default tolerance, n eps max
+    diag). L11 = Z[:r] is triangular and non-singular. With ``overwrite`` the factor
+    is computed in G's memory (Z is then a view of G).
     """
-    L, piv, r, info = sla.lapack.dpstrf(G, lower=1)
+    L, piv, r, info = sla.lapack.dpstrf(G, lower=1, overwrite_a=int(overwrite))
     if info < 0:
         raise ValueError(f"pivoted Cholesky of the Gram failed (LAPACK info {info})")
-    piv = np.asarray(piv) - 1  # LAPACK's pivots are 1-based
-    L = np.tril(L)[:, :r]
-    Z = np.empty_like(L)
-    Z[piv] = L
-    return Z, piv, np.ascontiguousarray(L[:r, :r])
+    for i in range(L.shape[0] - 1):  # LAPACK leaves the input in the strict upper part
+        L[i, i + 1:] = 0.0
+    Z = L[:, :r]
+    return Z, np.asarray(piv) - 1, np.ascontiguousarray(Z[:r])  # LAPACK's pivots: 1-based
 
 
-def _reduced(G: np.ndarray, build_reduced: Callable[[np.ndarray], TraceTemplate],
+def _reduced(G: np.ndarray, build_reduced: Callable[[np.ndarray, np.ndarray], TraceTemplate],
              n_components: int | float, max_components: int, random_state: int
              ) -> DualSolution:
     """Form 3: the method on the reduced data Z by the dense route, mapped back."""
-    Z, piv, L11 = reduced_data(G)
-    del G
-    template = build_reduced(Z)
+    Z, piv, L11 = reduced_data(G, overwrite=True)
+    template = build_reduced(Z, piv)
+    del Z
     res = solve_dense(template, n_components, max_components=max_components,
                       random_state=random_state)
-    r = Z.shape[1]
-    alpha = np.zeros((Z.shape[0], res.n_components))
+    r = L11.shape[0]
+    alpha = np.zeros((G.shape[0], res.n_components))
     alpha[piv[:r]] = sla.solve_triangular(L11, res.components, lower=True, trans="T",
                                           check_finite=False)
     return DualSolution(alpha, res.eigenvalues, res.n_components, res.n_genuine,
@@ -202,7 +204,7 @@ def _reduced(G: np.ndarray, build_reduced: Callable[[np.ndarray], TraceTemplate]
 
 def solve_dual(label_side: TraceTemplate | None, G: np.ndarray, Y: np.ndarray, n_features: int,
                n_components: int | float, *,
-               build_reduced: Callable[[np.ndarray], TraceTemplate],
+               build_reduced: Callable[[np.ndarray, np.ndarray], TraceTemplate],
                max_components: int = 500, random_state: int = 0) -> DualSolution:
     """Solve a method's problem in the row space; see the module docstring.
 
@@ -219,7 +221,8 @@ def solve_dual(label_side: TraceTemplate | None, G: np.ndarray, Y: np.ndarray, n
         D (for the regularisation of a singular B, as the dense route does).
     n_components : int or float
     build_reduced : callable
-        ``build_reduced(Z)`` -> the method's dense template on the reduced data Z.
+        ``build_reduced(Z, order)`` -> the method's dense template on the reduced data Z,
+        whose rows are the documents ``order`` (labels ``Y[order]``).
     max_components : int
         Most eigenpairs computed for a threshold.
     random_state : int
