@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.decomposition import PCA as SkPCA
+from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import Pipeline
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -19,8 +20,10 @@ from dmlfe.validation import expected_failed_checks
 
 PROJECTIONS = ("PCA", "LSI", "MDDM", "MVMD", "CCA", "PLS", "OPLS", "MLSI", "MLDA", "DMLDA",
                "KernelMDDM")
-CLASSIFIERS = (dmlfe.MultiLabelRidge(), dmlfe.MLkNN(k=3),  # the checks fit on 10 documents
-               dmlfe.BinaryRelevance(), dmlfe.PerLabelFLDA())
+# MLkNN: the checks fit on 10 documents, and ML-kNN needs more than k. BinaryRelevance:
+# a given estimator, as its default cross-validates C per label (25 fits a label).
+CLASSIFIERS = (dmlfe.MultiLabelRidge(), dmlfe.MLkNN(k=3),
+               dmlfe.BinaryRelevance(estimator=LogisticRegression()), dmlfe.PerLabelFLDA())
 
 
 @parametrize_with_checks([getattr(dmlfe, n)() for n in PROJECTIONS] + list(CLASSIFIERS),
@@ -83,7 +86,7 @@ def test_non_finite_and_empty_input_refused(est, bad):
 def test_classifier_targets_classes_and_probabilities():
     X, Y = _multilabel()
     for clf in (dmlfe.MultiLabelRidge(), dmlfe.MLkNN(k=5), dmlfe.PerLabelFLDA(),
-                dmlfe.BinaryRelevance(cv=2)):
+                dmlfe.BinaryRelevance(Cs=(1.0,), cv=2)):
         clf.fit(X, Y)
         np.testing.assert_array_equal(clf.classes_, np.arange(3))
         P, S = clf.predict_proba(X), clf.decision_function(X)
