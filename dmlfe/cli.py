@@ -9,21 +9,28 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dmlfe._version import __version__
 from dmlfe.cluster import add_cluster_arguments, client_from_args
 from dmlfe.demo import demo_pipeline_path
-from dmlfe.errors import DmlfeError
+from dmlfe.embed import INPUT_FORMATS, label_sets, read_documents, training_classifier
+from dmlfe.errors import DmlfeError, InputError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
 from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, ingest
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
 from dmlfe.model_io import check_compatible, load_model
 from dmlfe.params import Param
 from dmlfe.pipeline.cli import add_run_parser, cmd_run
+from dmlfe.pipeline.config import CLASSIFIERS, ClassifierSpec
+from dmlfe.pipeline.runner import make_classifier
 from dmlfe.projection import write_embeddings
 from dmlfe.relation import relation_block_rows
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.stats.cache import clean
 from dmlfe.store import export_parquet, import_parquet, open_store
+from dmlfe.tempfiles import write_atomically
+from dmlfe.vectorize.text import text_pipeline
 
 
 def _ngram(s: str) -> tuple[int, int]:
@@ -327,6 +334,61 @@ def cmd_transform(args: argparse.Namespace) -> int:
     return 0
 
 
+def _documents(args: argparse.Namespace) -> tuple[Any, list[str], list[str]]:
+    """The text pipeline of ``args.model`` and the documents of ``args.input``."""
+    model = load_model(args.model)
+    _check_out(args.out, args.overwrite)
+    ids, texts = read_documents(args.input, args.input_format, text_field=args.text_field,
+                                id_field=args.id_field)
+    if not texts:
+        raise InputError(f"{args.input} holds no documents")
+    return model, ids, texts
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    model, ids, texts = _documents(args)
+    Z = text_pipeline(model, store=args.store).transform(texts)
+    out = write_embeddings(Z, args.out, ids=np.asarray(ids, dtype=object), format=args.format,
+                           overwrite=args.overwrite,
+                           attrs={"model": str(Path(args.model).resolve()),
+                                  "method": model._method, "input": str(args.input)})
+    print(f"wrote {args.format} embeddings {Path(out).resolve()}: {len(texts)} documents x "
+          f"{model.n_components_} components ({model._method})")
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    model, ids, texts = _documents(args)
+    with client_from_args(args):
+        clf = training_classifier(model, make_classifier(
+            ClassifierSpec(args.classifier, args.classifier, {})))
+    pipe = text_pipeline(model, clf, store=args.store)
+    names = model.training_store_["label_names"]
+    records = label_sets(np.asarray(pipe.predict(texts)), np.asarray(pipe.predict_proba(texts)),
+                         list(names), ids)
+    write_atomically(args.out, lambda f: f.write(
+        "".join(json.dumps(r) + "\n" for r in records).encode("utf-8")))
+    print(f"wrote label sets and scores of {len(records)} documents to "
+          f"{Path(args.out).resolve()} ({model._method} + {args.classifier})")
+    return 0
+
+
+def _add_document_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="a model directory written by dmlfe fit")
+    p.add_argument("input", help="the raw documents: a .jsonl[.gz] file, a .parquet file or "
+                   "folder, or a text file with one document per line; - reads lines from "
+                   "standard input")
+    p.add_argument("--input-format", choices=INPUT_FORMATS, default=None,
+                   help="how to read INPUT (default: from its name; standard input is text)")
+    p.add_argument("--text-field", default="text", help="jsonl/parquet: the text field "
+                   "(default text)")
+    p.add_argument("--id-field", default=None, help="jsonl/parquet: the document id field "
+                   "(default: the document numbers)")
+    p.add_argument("--store", default=None, help="the store whose vectoriser to use "
+                   "(default: the model's training store)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dmlfe", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"dmlfe {__version__}")
@@ -440,6 +502,32 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--overwrite", action="store_true", help="replace existing embeddings")
     add_cluster_arguments(pt)
     pt.set_defaults(func=cmd_transform)
+
+    pb = sub.add_parser(
+        "embed", help="embed raw documents with a saved model",
+        description="Vectorise raw documents as the model's training store vectorised its "
+        "own (same vocabulary or hashing, idf, tokeniser, n-grams) and project them.",
+        epilog="example: dmlfe embed model/ new.jsonl --out new-emb --format parquet")
+    _add_document_flags(pb)
+    pb.add_argument("--out", required=True, help="the embeddings to write (a directory)")
+    pb.add_argument("--format", choices=["zarr", "parquet"], default="zarr",
+                    help="embeddings format (default zarr)")
+    pb.set_defaults(func=cmd_embed)
+
+    pp = sub.add_parser(
+        "predict", help="predict the label sets of raw documents",
+        description="Embed raw documents as dmlfe embed does, and classify them with a "
+        "classifier fitted on the model's embeddings of its training documents (the "
+        "training store and split the model records). Writes JSON Lines: one record per "
+        "document with its id, the predicted label names and every label's score "
+        "(predict_proba).",
+        epilog="example: dmlfe predict model/ new.txt --out labels.jsonl --classifier ridge")
+    _add_document_flags(pp)
+    pp.add_argument("--out", required=True, help="the JSON Lines file to write")
+    pp.add_argument("--classifier", choices=list(CLASSIFIERS), default="ridge",
+                    help="classifier on the embeddings (default ridge: MultiLabelRidge)")
+    add_cluster_arguments(pp)
+    pp.set_defaults(func=cmd_predict)
 
     for command in sub.choices.values():  # --debug after the command name works too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
