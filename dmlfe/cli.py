@@ -57,13 +57,23 @@ def _add_ingest_flags(p: argparse.ArgumentParser) -> None:
                    help="documents per chunk (default 10000)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     v = p.add_argument_group("vectoriser (text formats)")
-    v.add_argument("--vectorizer", choices=["tfidf", "hashing"], default=None)
-    v.add_argument("--ngram-range", type=_ngram, default=None, metavar="MIN,MAX")
-    v.add_argument("--min-df", type=_df, default=None)
-    v.add_argument("--max-df", type=_df, default=None)
-    v.add_argument("--max-features", type=int, default=None)
-    v.add_argument("--sublinear-tf", action="store_true", default=None)
-    v.add_argument("--norm", choices=["l2", "l1", "none"], default=None)
+    v.add_argument("--vectorizer", choices=["tfidf", "hashing"], default=None,
+                   help="tfidf: a learned vocabulary (default); hashing: hashed terms, for "
+                   "huge vocabularies")
+    v.add_argument("--ngram-range", type=_ngram, default=None, metavar="MIN,MAX",
+                   help="word n-grams from MIN to MAX words (default 1,1)")
+    v.add_argument("--min-df", type=_df, default=None,
+                   help="drop terms in fewer documents: an int count or a float fraction "
+                   "(default 1)")
+    v.add_argument("--max-df", type=_df, default=None,
+                   help="drop terms in more documents: an int count or a float fraction "
+                   "(default 1.0)")
+    v.add_argument("--max-features", type=int, default=None,
+                   help="tfidf: keep the N most frequent terms (default all)")
+    v.add_argument("--sublinear-tf", action="store_true", default=None,
+                   help="term frequency 1 + ln(tf) instead of tf")
+    v.add_argument("--norm", choices=["l2", "l1", "none"], default=None,
+                   help="row normalisation of the tf-idf rows (default l2)")
     v.add_argument("--n-features", type=int, default=None, help="hashing: number of columns")
     v.add_argument("--fit-split", default=None,
                    help="learn vocabulary and idf on this split only (e.g. train)")
@@ -76,10 +86,10 @@ def _add_ingest_flags(p: argparse.ArgumentParser) -> None:
     for f in ("text", "labels", "id", "split"):
         r.add_argument(f"--{f}-field", default=None, help=f"jsonl/parquet: the {f} field")
     s = p.add_argument_group("synthetic corpus")
-    s.add_argument("--n-docs", type=int, default=None)
-    s.add_argument("--vocab-size", type=int, default=None)
-    s.add_argument("--n-labels", type=int, default=None)
-    s.add_argument("--seed", type=int, default=None)
+    s.add_argument("--n-docs", type=int, default=None, help="number of documents")
+    s.add_argument("--vocab-size", type=int, default=None, help="number of distinct words")
+    s.add_argument("--n-labels", type=int, default=None, help="number of labels")
+    s.add_argument("--seed", type=int, default=None, help="random seed of the corpus")
 
 
 _FLAG_TO_OPTION = {
@@ -396,21 +406,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the traceback of an error (for reporting a bug)")
     sub = p.add_subparsers(dest="command", required=True)
 
-    pi = sub.add_parser("ingest", help="read a corpus into a chunked sparse store")
+    pi = sub.add_parser("ingest", help="read a corpus into a chunked sparse store",
+                        epilog="example: dmlfe ingest reuters21578.tar.gz --format "
+                        "reuters21578 --modapte --top-n 10 --out r10.zarr")
     pi.add_argument("source", nargs="*", help="corpus file(s); none for --format synthetic")
-    pi.add_argument("--format", required=True, choices=FORMATS)
+    pi.add_argument("--format", required=True, choices=FORMATS, help="the corpus format")
     pi.add_argument("--out", required=True, help="the store to write (a directory)")
     _add_ingest_flags(pi)
     add_cluster_arguments(pi)
     pi.set_defaults(func=cmd_ingest)
 
-    pn = sub.add_parser("info", help="describe a store")
-    pn.add_argument("store")
+    pn = sub.add_parser("info", help="describe a store",
+                        epilog="example: dmlfe info r10.zarr --json")
+    pn.add_argument("store", help="the store (a folder written by dmlfe ingest)")
     pn.add_argument("--json", action="store_true", help="machine-readable output")
     pn.set_defaults(func=cmd_info)
 
     pd = sub.add_parser("demo", help="the main job: the demo pipeline on a synthetic corpus "
-                        "(= dmlfe run pipelines/demo.yaml)")
+                        "(= dmlfe run pipelines/demo.yaml)",
+                        epilog="example: dmlfe demo --work-dir /tmp/demo")
     pd.add_argument("--work-dir", default=None, help="cache and report folder "
                     "(default dmlfe-work/demo)")
     pd.add_argument("--fresh", action="store_true", help="run every stage again")
@@ -419,8 +433,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_run_parser(sub)
 
-    pe = sub.add_parser("export", help="export a store to Parquet (one row per document)")
-    pe.add_argument("store")
+    pe = sub.add_parser("export", help="export a store to Parquet (one row per document)",
+                        epilog="example: dmlfe export r10.zarr --out r10.parquet")
+    pe.add_argument("store", help="the store to export")
     pe.add_argument("--out", required=True, help="the Parquet file to write")
     pe.add_argument("--overwrite", action="store_true", help="replace an existing file")
     pe.set_defaults(func=cmd_export)
@@ -433,15 +448,19 @@ def build_parser() -> argparse.ArgumentParser:
     pc.add_argument("store", help="the store (it need not exist any more)")
     pc.set_defaults(func=cmd_clean)
 
-    pm = sub.add_parser("import", help="import a Parquet export into a store")
-    pm.add_argument("source")
-    pm.add_argument("--out", required=True)
-    pm.add_argument("--chunk-rows", type=int, default=10_000)
+    pm = sub.add_parser("import", help="import a Parquet export into a store",
+                        epilog="example: dmlfe import r10.parquet --out r10.zarr")
+    pm.add_argument("source", help="the Parquet file written by dmlfe export")
+    pm.add_argument("--out", required=True, help="the store to write (a directory)")
+    pm.add_argument("--chunk-rows", type=int, default=10_000,
+                    help="documents per chunk (default 10000)")
     add_cluster_arguments(pm)
     pm.set_defaults(func=cmd_import)
 
-    pf = sub.add_parser("fit", help="learn a projection from a store and save the model")
-    pf.add_argument("store")
+    pf = sub.add_parser("fit", help="learn a projection from a store and save the model",
+                        epilog="example: dmlfe fit r10.zarr --method mddm_f --dim 9 --split "
+                        "train --out mddm-model")
+    pf.add_argument("store", help="the training store")
     pf.add_argument("--method", required=True, metavar="NAME",
                     help=f"one of {', '.join(method_choices())} (a family name such as mddm "
                     "= its first variant)")
@@ -483,7 +502,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seed of prototype selection and randomized solvers (default 0)")
     pf.add_argument("--split", default=None, help="fit on the documents of this split only")
     pf.add_argument("--solver", choices=["auto", "dense", "randomized", "lanczos"],
-                    default="auto")
+                    default="auto", help="eigensolver (default auto: dense when D is small "
+                    "enough, else matrix-free)")
     pf.add_argument("--max-dense-features", type=_positive_int, default=None,
                     help="largest D for which a D x D matrix is formed (default 20000)")
     pf.add_argument("--max-components", type=_positive_int, default=None,
@@ -493,11 +513,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_cluster_arguments(pf)
     pf.set_defaults(func=cmd_fit)
 
-    pt = sub.add_parser("transform", help="project a store's documents with a saved model")
-    pt.add_argument("model")
-    pt.add_argument("store")
+    pt = sub.add_parser("transform", help="project a store's documents with a saved model",
+                        epilog="example: dmlfe transform mddm-model r10.zarr --split test "
+                        "--out r10-test-emb --format parquet")
+    pt.add_argument("model", help="a model directory written by dmlfe fit")
+    pt.add_argument("store", help="the store whose documents to project")
     pt.add_argument("--out", required=True, help="the embeddings to write (a directory)")
-    pt.add_argument("--format", choices=["zarr", "parquet"], default="zarr")
+    pt.add_argument("--format", choices=["zarr", "parquet"], default="zarr",
+                    help="embeddings format (default zarr)")
     pt.add_argument("--split", default=None, help="project the documents of this split only")
     pt.add_argument("--overwrite", action="store_true", help="replace existing embeddings")
     add_cluster_arguments(pt)

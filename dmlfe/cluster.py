@@ -10,7 +10,8 @@ Three ways to say where work runs:
   ``processes``; or ``kind: scheduler`` with ``address``), and every other key is
   applied with ``dask.config.set`` while the client is open. Profiles named without
   a path are looked up in ``$DMLFE_CLUSTER_CONFIGS``, then ``./cluster_configs``,
-  then the ``cluster_configs`` folder of the dmlfe source tree.
+  then the ``cluster_configs`` folder of the dmlfe source tree, then the copy installed
+  with the package.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import yaml
 from distributed import Client, LocalCluster
 
 _SOURCE_CONFIGS = Path(__file__).resolve().parent.parent / "cluster_configs"
+#: Where a (non-editable) install puts them: package data (see setup.py).
+_INSTALLED_CONFIGS = Path(__file__).resolve().parent / "cluster_configs"
 
 
 def _profile_dirs() -> list[Path]:
@@ -34,7 +37,7 @@ def _profile_dirs() -> list[Path]:
     env = os.environ.get("DMLFE_CLUSTER_CONFIGS")
     if env:
         dirs.append(Path(env))
-    dirs += [Path.cwd() / "cluster_configs", _SOURCE_CONFIGS]
+    dirs += [Path.cwd() / "cluster_configs", _SOURCE_CONFIGS, _INSTALLED_CONFIGS]
     return dirs
 
 
