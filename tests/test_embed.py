@@ -92,12 +92,14 @@ def test_cli_embed_jsonl_parquet_and_stdin(fitted, monkeypatch, capsys):
     assert "5 documents x 2 components" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("fitted", ["tfidf"], indirect=True)  # the vectoriser is tested above
 def test_cli_predict_writes_label_sets_and_scores(fitted):
     tmp, records, store, model_dir = fitted
     texts = tmp / "docs.txt"
     texts.write_text("\n".join(r["text"] for r in records[45:]) + "\n")
     out = tmp / "labels.jsonl"
-    assert main(["predict", str(model_dir), str(texts), "--out", str(out), "--overwrite"]) == 0
+    assert main(["predict", str(model_dir), str(texts), "--out", str(out), "--overwrite",
+                 "--workers", "1"]) == 0
     got = [json.loads(line) for line in out.read_text().splitlines()]
     # the reference: the same classifier fitted on the stored training embeddings
     st = dmlfe.open_store(store)
