@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import sys
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -558,6 +561,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@contextlib.contextmanager
+def _quiet(quiet: bool) -> Iterator[None]:
+    """``--quiet``: no dask log lines on stderr below errors (progress and the dashboard
+    address are left out by the commands). The result summary on stdout stays: it is
+    what scripts read."""
+    if not quiet:
+        yield
+        return
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 #: Errors about what the user gave: one line on stderr, exit status 2.
 USER_ERRORS = (DmlfeError, ValueError, FileNotFoundError, FileExistsError, PermissionError)
 
@@ -572,7 +592,8 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        with _quiet(getattr(args, "quiet", False)):
+            return args.func(args)
     except USER_ERRORS as exc:
         if args.debug:
             traceback.print_exc()

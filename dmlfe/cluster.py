@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,7 @@ def _local_defaults() -> dict[str, Any]:
 def get_client(
     scheduler: str | None = None,
     cluster: str | None = None,
+    announce: bool = False,
     **local_options: Any,
 ) -> Iterator[Any]:
     """Open a dask client for the duration of a ``with`` block.
@@ -100,6 +102,9 @@ def get_client(
         Address of a running scheduler (``tcp://host:8786``).
     cluster : str, optional
         Profile name or path (see module docstring). Mutually exclusive with ``scheduler``.
+    announce : bool
+        Print the dask dashboard's address on stderr once the client is up (the
+        command line does, unless ``--quiet``).
     **local_options
         Overrides for the LocalCluster (``n_workers``, ``threads_per_worker``,
         ``memory_limit``, ``processes``).
@@ -121,6 +126,7 @@ def get_client(
         if scheduler:
             client = Client(scheduler)
             try:
+                _announce(client, announce)
                 yield client
             finally:
                 client.close()
@@ -130,7 +136,13 @@ def get_client(
         opts.update({k: v for k, v in local_options.items() if v is not None})
         opts.setdefault("dashboard_address", ":0")  # any free port, never a clash
         with LocalCluster(**opts) as lc, Client(lc) as client:
+            _announce(client, announce)
             yield client
+
+
+def _announce(client: Any, announce: bool) -> None:
+    if announce:
+        print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
 
 
 def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
@@ -142,9 +154,12 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
                    help="cluster profile: a name in cluster_configs/ or a .yaml path")
     g.add_argument("--workers", type=int, default=None,
                    help="LocalCluster workers (default: one per core)")
-    g.add_argument("--quiet", action="store_true", help="no progress messages")
+    g.add_argument("--quiet", action="store_true",
+                   help="nothing on stderr but errors and warnings: no progress, no dask "
+                   "log lines, no dashboard address (the result summary stays on stdout)")
 
 
 def client_from_args(args: argparse.Namespace) -> Any:
     """:func:`get_client` for the flags of :func:`add_cluster_arguments`."""
-    return get_client(scheduler=args.scheduler, cluster=args.cluster, n_workers=args.workers)
+    return get_client(scheduler=args.scheduler, cluster=args.cluster, n_workers=args.workers,
+                      announce=not args.quiet)
