@@ -26,12 +26,13 @@ from dmlfe.evaluation import BinaryRelevance, MLkNN, MultiLabelRidge, PerLabelFL
 from dmlfe.ingestion import ingest
 from dmlfe.model_io import load_model
 from dmlfe.store import open_store
+from dmlfe.vectorize.text import text_pipeline
 
 __all__ = [
     "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA",
     "CCA", "DMLDA", "KernelMDDM", "LSI", "MDDM", "MLDA", "MLSI", "MVMD", "OPLS", "PCA", "PLS",
     "__version__", "estimator_class", "ingest", "load_model", "make_estimator", "metrics",
-    "open_store",
+    "open_store", "text_pipeline",
 ]
 
 

@@ -3,27 +3,37 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import sys
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from dmlfe._version import __version__
 from dmlfe.cluster import add_cluster_arguments, client_from_args
 from dmlfe.demo import demo_pipeline_path
-from dmlfe.errors import DmlfeError
+from dmlfe.embed import INPUT_FORMATS, label_sets, read_documents, training_classifier
+from dmlfe.errors import DmlfeError, InputError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
 from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, ingest
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
 from dmlfe.model_io import check_compatible, load_model
 from dmlfe.params import Param
 from dmlfe.pipeline.cli import add_run_parser, cmd_run
+from dmlfe.pipeline.config import CLASSIFIERS, ClassifierSpec
+from dmlfe.pipeline.runner import make_classifier
 from dmlfe.projection import write_embeddings
 from dmlfe.relation import relation_block_rows
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.stats.cache import clean
 from dmlfe.store import export_parquet, import_parquet, open_store
+from dmlfe.tempfiles import write_atomically
+from dmlfe.vectorize.text import text_pipeline
 
 
 def _ngram(s: str) -> tuple[int, int]:
@@ -50,13 +60,23 @@ def _add_ingest_flags(p: argparse.ArgumentParser) -> None:
                    help="documents per chunk (default 10000)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     v = p.add_argument_group("vectoriser (text formats)")
-    v.add_argument("--vectorizer", choices=["tfidf", "hashing"], default=None)
-    v.add_argument("--ngram-range", type=_ngram, default=None, metavar="MIN,MAX")
-    v.add_argument("--min-df", type=_df, default=None)
-    v.add_argument("--max-df", type=_df, default=None)
-    v.add_argument("--max-features", type=int, default=None)
-    v.add_argument("--sublinear-tf", action="store_true", default=None)
-    v.add_argument("--norm", choices=["l2", "l1", "none"], default=None)
+    v.add_argument("--vectorizer", choices=["tfidf", "hashing"], default=None,
+                   help="tfidf: a learned vocabulary (default); hashing: hashed terms, for "
+                   "huge vocabularies")
+    v.add_argument("--ngram-range", type=_ngram, default=None, metavar="MIN,MAX",
+                   help="word n-grams from MIN to MAX words (default 1,1)")
+    v.add_argument("--min-df", type=_df, default=None,
+                   help="drop terms in fewer documents: an int count or a float fraction "
+                   "(default 1)")
+    v.add_argument("--max-df", type=_df, default=None,
+                   help="drop terms in more documents: an int count or a float fraction "
+                   "(default 1.0)")
+    v.add_argument("--max-features", type=int, default=None,
+                   help="tfidf: keep the N most frequent terms (default all)")
+    v.add_argument("--sublinear-tf", action="store_true", default=None,
+                   help="term frequency 1 + ln(tf) instead of tf")
+    v.add_argument("--norm", choices=["l2", "l1", "none"], default=None,
+                   help="row normalisation of the tf-idf rows (default l2)")
     v.add_argument("--n-features", type=int, default=None, help="hashing: number of columns")
     v.add_argument("--fit-split", default=None,
                    help="learn vocabulary and idf on this split only (e.g. train)")
@@ -69,10 +89,10 @@ def _add_ingest_flags(p: argparse.ArgumentParser) -> None:
     for f in ("text", "labels", "id", "split"):
         r.add_argument(f"--{f}-field", default=None, help=f"jsonl/parquet: the {f} field")
     s = p.add_argument_group("synthetic corpus")
-    s.add_argument("--n-docs", type=int, default=None)
-    s.add_argument("--vocab-size", type=int, default=None)
-    s.add_argument("--n-labels", type=int, default=None)
-    s.add_argument("--seed", type=int, default=None)
+    s.add_argument("--n-docs", type=int, default=None, help="number of documents")
+    s.add_argument("--vocab-size", type=int, default=None, help="number of distinct words")
+    s.add_argument("--n-labels", type=int, default=None, help="number of labels")
+    s.add_argument("--seed", type=int, default=None, help="random seed of the corpus")
 
 
 _FLAG_TO_OPTION = {
@@ -329,6 +349,61 @@ def cmd_transform(args: argparse.Namespace) -> int:
     return 0
 
 
+def _documents(args: argparse.Namespace) -> tuple[Any, list[str], list[str]]:
+    """The text pipeline of ``args.model`` and the documents of ``args.input``."""
+    model = load_model(args.model)
+    _check_out(args.out, args.overwrite)
+    ids, texts = read_documents(args.input, args.input_format, text_field=args.text_field,
+                                id_field=args.id_field)
+    if not texts:
+        raise InputError(f"{args.input} holds no documents")
+    return model, ids, texts
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    model, ids, texts = _documents(args)
+    Z = text_pipeline(model, store=args.store).transform(texts)
+    out = write_embeddings(Z, args.out, ids=np.asarray(ids, dtype=object), format=args.format,
+                           overwrite=args.overwrite,
+                           attrs={"model": str(Path(args.model).resolve()),
+                                  "method": model._method, "input": str(args.input)})
+    print(f"wrote {args.format} embeddings {Path(out).resolve()}: {len(texts)} documents x "
+          f"{model.n_components_} components ({model._method})")
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    model, ids, texts = _documents(args)
+    with client_from_args(args):
+        clf = training_classifier(model, make_classifier(
+            ClassifierSpec(args.classifier, args.classifier, {})))
+    pipe = text_pipeline(model, clf, store=args.store)
+    names = model.training_store_["label_names"]
+    records = label_sets(np.asarray(pipe.predict(texts)), np.asarray(pipe.predict_proba(texts)),
+                         list(names), ids)
+    write_atomically(args.out, lambda f: f.write(
+        "".join(json.dumps(r) + "\n" for r in records).encode("utf-8")))
+    print(f"wrote label sets and scores of {len(records)} documents to "
+          f"{Path(args.out).resolve()} ({model._method} + {args.classifier})")
+    return 0
+
+
+def _add_document_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="a model directory written by dmlfe fit")
+    p.add_argument("input", help="the raw documents: a .jsonl[.gz] file, a .parquet file or "
+                   "folder, or a text file with one document per line; - reads lines from "
+                   "standard input")
+    p.add_argument("--input-format", choices=INPUT_FORMATS, default=None,
+                   help="how to read INPUT (default: from its name; standard input is text)")
+    p.add_argument("--text-field", default="text", help="jsonl/parquet: the text field "
+                   "(default text)")
+    p.add_argument("--id-field", default=None, help="jsonl/parquet: the document id field "
+                   "(default: the document numbers)")
+    p.add_argument("--store", default=None, help="the store whose vectoriser to use "
+                   "(default: the model's training store)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dmlfe", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"dmlfe {__version__}")
@@ -336,21 +411,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the traceback of an error (for reporting a bug)")
     sub = p.add_subparsers(dest="command", required=True)
 
-    pi = sub.add_parser("ingest", help="read a corpus into a chunked sparse store")
+    pi = sub.add_parser("ingest", help="read a corpus into a chunked sparse store",
+                        epilog="example: dmlfe ingest reuters21578.tar.gz --format "
+                        "reuters21578 --modapte --top-n 10 --out r10.zarr")
     pi.add_argument("source", nargs="*", help="corpus file(s); none for --format synthetic")
-    pi.add_argument("--format", required=True, choices=FORMATS)
+    pi.add_argument("--format", required=True, choices=FORMATS, help="the corpus format")
     pi.add_argument("--out", required=True, help="the store to write (a directory)")
     _add_ingest_flags(pi)
     add_cluster_arguments(pi)
     pi.set_defaults(func=cmd_ingest)
 
-    pn = sub.add_parser("info", help="describe a store")
-    pn.add_argument("store")
+    pn = sub.add_parser("info", help="describe a store",
+                        epilog="example: dmlfe info r10.zarr --json")
+    pn.add_argument("store", help="the store (a folder written by dmlfe ingest)")
     pn.add_argument("--json", action="store_true", help="machine-readable output")
     pn.set_defaults(func=cmd_info)
 
     pd = sub.add_parser("demo", help="the main job: the demo pipeline on a synthetic corpus "
-                        "(= dmlfe run pipelines/demo.yaml)")
+                        "(= dmlfe run pipelines/demo.yaml)",
+                        epilog="example: dmlfe demo --work-dir /tmp/demo")
     pd.add_argument("--work-dir", default=None, help="cache and report folder "
                     "(default dmlfe-work/demo)")
     pd.add_argument("--fresh", action="store_true", help="run every stage again")
@@ -359,8 +438,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_run_parser(sub)
 
-    pe = sub.add_parser("export", help="export a store to Parquet (one row per document)")
-    pe.add_argument("store")
+    pe = sub.add_parser("export", help="export a store to Parquet (one row per document)",
+                        epilog="example: dmlfe export r10.zarr --out r10.parquet")
+    pe.add_argument("store", help="the store to export")
     pe.add_argument("--out", required=True, help="the Parquet file to write")
     pe.add_argument("--overwrite", action="store_true", help="replace an existing file")
     pe.set_defaults(func=cmd_export)
@@ -373,15 +453,19 @@ def build_parser() -> argparse.ArgumentParser:
     pc.add_argument("store", help="the store (it need not exist any more)")
     pc.set_defaults(func=cmd_clean)
 
-    pm = sub.add_parser("import", help="import a Parquet export into a store")
-    pm.add_argument("source")
-    pm.add_argument("--out", required=True)
-    pm.add_argument("--chunk-rows", type=int, default=10_000)
+    pm = sub.add_parser("import", help="import a Parquet export into a store",
+                        epilog="example: dmlfe import r10.parquet --out r10.zarr")
+    pm.add_argument("source", help="the Parquet file written by dmlfe export")
+    pm.add_argument("--out", required=True, help="the store to write (a directory)")
+    pm.add_argument("--chunk-rows", type=int, default=10_000,
+                    help="documents per chunk (default 10000)")
     add_cluster_arguments(pm)
     pm.set_defaults(func=cmd_import)
 
-    pf = sub.add_parser("fit", help="learn a projection from a store and save the model")
-    pf.add_argument("store")
+    pf = sub.add_parser("fit", help="learn a projection from a store and save the model",
+                        epilog="example: dmlfe fit r10.zarr --method mddm_f --dim 9 --split "
+                        "train --out mddm-model")
+    pf.add_argument("store", help="the training store")
     pf.add_argument("--method", required=True, metavar="NAME",
                     help=f"one of {', '.join(method_choices())} (a family name such as mddm "
                     "= its first variant)")
@@ -423,7 +507,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seed of prototype selection and randomized solvers (default 0)")
     pf.add_argument("--split", default=None, help="fit on the documents of this split only")
     pf.add_argument("--solver", choices=["auto", "dense", "randomized", "lanczos"],
-                    default="auto")
+                    default="auto", help="eigensolver (default auto: dense when D is small "
+                    "enough, else matrix-free)")
     pf.add_argument("--max-dense-features", type=_positive_int, default=None,
                     help="largest D for which a D x D matrix is formed (default 20000)")
     pf.add_argument("--max-components", type=_positive_int, default=None,
@@ -443,20 +528,66 @@ def build_parser() -> argparse.ArgumentParser:
     add_cluster_arguments(pf)
     pf.set_defaults(func=cmd_fit)
 
-    pt = sub.add_parser("transform", help="project a store's documents with a saved model")
-    pt.add_argument("model")
-    pt.add_argument("store")
+    pt = sub.add_parser("transform", help="project a store's documents with a saved model",
+                        epilog="example: dmlfe transform mddm-model r10.zarr --split test "
+                        "--out r10-test-emb --format parquet")
+    pt.add_argument("model", help="a model directory written by dmlfe fit")
+    pt.add_argument("store", help="the store whose documents to project")
     pt.add_argument("--out", required=True, help="the embeddings to write (a directory)")
-    pt.add_argument("--format", choices=["zarr", "parquet"], default="zarr")
+    pt.add_argument("--format", choices=["zarr", "parquet"], default="zarr",
+                    help="embeddings format (default zarr)")
     pt.add_argument("--split", default=None, help="project the documents of this split only")
     pt.add_argument("--overwrite", action="store_true", help="replace existing embeddings")
     add_cluster_arguments(pt)
     pt.set_defaults(func=cmd_transform)
 
+    pb = sub.add_parser(
+        "embed", help="embed raw documents with a saved model",
+        description="Vectorise raw documents as the model's training store vectorised its "
+        "own (same vocabulary or hashing, idf, tokeniser, n-grams) and project them.",
+        epilog="example: dmlfe embed model/ new.jsonl --out new-emb --format parquet")
+    _add_document_flags(pb)
+    pb.add_argument("--out", required=True, help="the embeddings to write (a directory)")
+    pb.add_argument("--format", choices=["zarr", "parquet"], default="zarr",
+                    help="embeddings format (default zarr)")
+    pb.set_defaults(func=cmd_embed)
+
+    pp = sub.add_parser(
+        "predict", help="predict the label sets of raw documents",
+        description="Embed raw documents as dmlfe embed does, and classify them with a "
+        "classifier fitted on the model's embeddings of its training documents (the "
+        "training store and split the model records). Writes JSON Lines: one record per "
+        "document with its id, the predicted label names and every label's score "
+        "(predict_proba).",
+        epilog="example: dmlfe predict model/ new.txt --out labels.jsonl --classifier ridge")
+    _add_document_flags(pp)
+    pp.add_argument("--out", required=True, help="the JSON Lines file to write")
+    pp.add_argument("--classifier", choices=list(CLASSIFIERS), default="ridge",
+                    help="classifier on the embeddings (default ridge: MultiLabelRidge)")
+    add_cluster_arguments(pp)
+    pp.set_defaults(func=cmd_predict)
+
     for command in sub.choices.values():  # --debug after the command name works too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                              help="print the traceback of an error (for reporting a bug)")
     return p
+
+
+@contextlib.contextmanager
+def _quiet(quiet: bool) -> Iterator[None]:
+    """``--quiet``: no dask log lines on stderr below errors (progress and the dashboard
+    address are left out by the commands). The result summary on stdout stays: it is
+    what scripts read."""
+    if not quiet:
+        yield
+        return
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 #: Errors about what the user gave: one line on stderr, exit status 2.
@@ -473,7 +604,8 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        with _quiet(getattr(args, "quiet", False)):
+            return args.func(args)
     except USER_ERRORS as exc:
         if args.debug:
             traceback.print_exc()

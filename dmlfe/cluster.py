@@ -10,7 +10,8 @@ Three ways to say where work runs:
   ``processes``; or ``kind: scheduler`` with ``address``), and every other key is
   applied with ``dask.config.set`` while the client is open. Profiles named without
   a path are looked up in ``$DMLFE_CLUSTER_CONFIGS``, then ``./cluster_configs``,
-  then the ``cluster_configs`` folder of the dmlfe source tree.
+  then the ``cluster_configs`` folder of the dmlfe source tree, then the copy installed
+  with the package.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,8 @@ import yaml
 from distributed import Client, LocalCluster
 
 _SOURCE_CONFIGS = Path(__file__).resolve().parent.parent / "cluster_configs"
+#: Where a (non-editable) install puts them: package data (see setup.py).
+_INSTALLED_CONFIGS = Path(__file__).resolve().parent / "cluster_configs"
 
 
 def _profile_dirs() -> list[Path]:
@@ -34,7 +38,7 @@ def _profile_dirs() -> list[Path]:
     env = os.environ.get("DMLFE_CLUSTER_CONFIGS")
     if env:
         dirs.append(Path(env))
-    dirs += [Path.cwd() / "cluster_configs", _SOURCE_CONFIGS]
+    dirs += [Path.cwd() / "cluster_configs", _SOURCE_CONFIGS, _INSTALLED_CONFIGS]
     return dirs
 
 
@@ -87,6 +91,7 @@ def _local_defaults() -> dict[str, Any]:
 def get_client(
     scheduler: str | None = None,
     cluster: str | None = None,
+    announce: bool = False,
     **local_options: Any,
 ) -> Iterator[Any]:
     """Open a dask client for the duration of a ``with`` block.
@@ -97,6 +102,9 @@ def get_client(
         Address of a running scheduler (``tcp://host:8786``).
     cluster : str, optional
         Profile name or path (see module docstring). Mutually exclusive with ``scheduler``.
+    announce : bool
+        Print the dask dashboard's address on stderr once the client is up (the
+        command line does, unless ``--quiet``).
     **local_options
         Overrides for the LocalCluster (``n_workers``, ``threads_per_worker``,
         ``memory_limit``, ``processes``).
@@ -118,6 +126,7 @@ def get_client(
         if scheduler:
             client = Client(scheduler)
             try:
+                _announce(client, announce)
                 yield client
             finally:
                 client.close()
@@ -127,7 +136,13 @@ def get_client(
         opts.update({k: v for k, v in local_options.items() if v is not None})
         opts.setdefault("dashboard_address", ":0")  # any free port, never a clash
         with LocalCluster(**opts) as lc, Client(lc) as client:
+            _announce(client, announce)
             yield client
+
+
+def _announce(client: Any, announce: bool) -> None:
+    if announce:
+        print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
 
 
 def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
@@ -139,9 +154,12 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
                    help="cluster profile: a name in cluster_configs/ or a .yaml path")
     g.add_argument("--workers", type=int, default=None,
                    help="LocalCluster workers (default: one per core)")
-    g.add_argument("--quiet", action="store_true", help="no progress messages")
+    g.add_argument("--quiet", action="store_true",
+                   help="nothing on stderr but errors and warnings: no progress, no dask "
+                   "log lines, no dashboard address (the result summary stays on stdout)")
 
 
 def client_from_args(args: argparse.Namespace) -> Any:
     """:func:`get_client` for the flags of :func:`add_cluster_arguments`."""
-    return get_client(scheduler=args.scheduler, cluster=args.cluster, n_workers=args.workers)
+    return get_client(scheduler=args.scheduler, cluster=args.cluster, n_workers=args.workers,
+                      announce=not args.quiet)

@@ -14,19 +14,21 @@ from typing import Any
 from dmlfe.pipeline.runner import run_pipeline
 
 _SOURCE_PIPELINES = Path(__file__).resolve().parent.parent / "pipelines"
+#: Where a (non-editable) install puts them: package data (see setup.py).
+_INSTALLED_PIPELINES = Path(__file__).resolve().parent / "pipelines"
 
 
 def demo_pipeline_path() -> Path:
-    """``pipelines/demo.yaml`` of the dmlfe source tree (``$DMLFE_PIPELINES`` first)."""
+    """``pipelines/demo.yaml``: ``$DMLFE_PIPELINES``, the source tree, the installed copy."""
     dirs = [Path(os.environ["DMLFE_PIPELINES"])] if os.environ.get("DMLFE_PIPELINES") else []
-    dirs.append(_SOURCE_PIPELINES)
+    dirs += [_SOURCE_PIPELINES, _INSTALLED_PIPELINES]
     for d in dirs:
         if (d / "demo.yaml").is_file():
             return d / "demo.yaml"
     raise FileNotFoundError(
         f"the demo pipeline was not found (looked for demo.yaml in {', '.join(map(str, dirs))}); "
-        "dmlfe demo runs from a source checkout (pip install -e .), or set DMLFE_PIPELINES to "
-        "a folder holding demo.yaml")
+        "it is installed with dmlfe (reinstall it), or set DMLFE_PIPELINES to a folder "
+        "holding demo.yaml")
 
 
 def run_demo(work_dir: str | os.PathLike[str] | None = "dmlfe-work/demo", *, client: Any = None,

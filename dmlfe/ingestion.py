@@ -57,7 +57,7 @@ from dmlfe.vectorize.counts import (
     term_counts,
     tfidf_block,
 )
-from dmlfe.vectorize.params import VectorizerParams
+from dmlfe.vectorize.params import VECTORIZER_VERSION, VectorizerParams
 from dmlfe.vectorize.vocabulary import build_vocabulary, smooth_idf
 
 TEXT_FORMATS = ("reuters21578", "jsonl", "parquet", "synthetic")
@@ -432,7 +432,7 @@ def _ingest_text(source, format, opts, vec_opts, stream, writer, report, provena
     ]
     (results,) = run(tasks, desc="vectorise + write pass", progress=progress, client=client)
     report.n_read = sum(r["n_docs"] for r in results)
-    provenance["vectorizer"] = params.to_dict()
+    provenance["vectorizer"] = {**params.to_dict(), "version": VECTORIZER_VERSION}
     if params.kind == "tfidf":
         del provenance["vectorizer"]["n_features"]
     provenance["fit_split"] = fit_split
@@ -448,5 +448,6 @@ def _ingest_text(source, format, opts, vec_opts, stream, writer, report, provena
         feature_names=feature_names,
         hashing=hashing,
         attrs=provenance,
+        idf=idf,
         client=client,
     )

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from sklearn.preprocessing import LabelBinarizer
+from sklearn.utils.multiclass import type_of_target
+
+from dmlfe.errors import InputError
 
 
 def first_non_binary(a: np.ndarray) -> tuple[int, int] | None:
@@ -15,3 +21,40 @@ def first_non_binary(a: np.ndarray) -> tuple[int, int] | None:
         return None
     r, c = np.argwhere(bad)[0]
     return int(r), int(c)
+
+
+def class_indicators(y: Any, owner: str, every_class: bool = False
+                     ) -> tuple[np.ndarray, np.ndarray, str]:
+    """1-D class labels as a 0/1 documents x labels matrix (scikit-learn's target types).
+
+    A multi-class target is the multi-label case with exactly one label per document:
+    one column per class. A ``"binary"`` target gives one column, 1 for the greater
+    class (:class:`sklearn.preprocessing.LabelBinarizer`'s encoding, what a classifier
+    scores), or with ``every_class`` a column for each of the two classes (what a
+    projection needs: a single label column has no between-label structure).
+
+    Returns
+    -------
+    Y : ndarray (n, q) of int8
+    classes : ndarray
+        The sorted class values (column j of Y is ``classes[j]`` for "multiclass").
+    kind : {"binary", "multiclass"}
+
+    Raises
+    ------
+    InputError
+        ``y`` is not 1-D, or is continuous (scikit-learn's "Unknown label type").
+    """
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise InputError(f"{owner}: class labels y must be 1-D; got shape {y.shape}")
+    kind = type_of_target(y, input_name="y")
+    if kind not in ("binary", "multiclass"):
+        raise InputError(f"{owner}: Unknown label type: {kind!r}. Give 1-D class labels or a "
+                         "0/1 documents x labels indicator matrix")
+    binarizer = LabelBinarizer().fit(y)
+    if every_class:
+        Y = y[:, None] == binarizer.classes_[None, :]
+    else:
+        Y = binarizer.transform(y)
+    return Y.astype(np.int8), binarizer.classes_, kind

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 import pytest
+from scipy.special import expit
 from sklearn.base import clone
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.linear_model import LogisticRegression, Ridge
@@ -141,7 +142,11 @@ def test_mlknn_matches_direct_implementation(k, s, integer):
     for block_rows in (None, 4):
         model = MLkNN(k=k, s=s, block_rows=block_rows).fit(Xtr, Ytr)
         np.testing.assert_array_equal(model.predict(Xte), pred)
-        np.testing.assert_allclose(model.decision_function(Xte), score, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(model.predict_proba(Xte), score, rtol=0, atol=1e-12)
+        # decision_function is the posterior's log-odds: > 0 exactly where predicted
+        np.testing.assert_allclose(expit(model.decision_function(Xte)), score, rtol=0,
+                                   atol=1e-12)
+        np.testing.assert_array_equal(model.decision_function(Xte) > 0, pred == 1)
     assert pred.any() and not pred.all()
     # dask training and query embeddings: leave-one-out counts per chunk, same model
     dmodel = MLkNN(k=k, s=s, block_rows=3).fit(da.from_array(Xtr, chunks=(13, -1)), Ytr)
@@ -220,8 +225,10 @@ def test_clone_params_labels_and_dimension_checks():
         bad2[37, 1] = 3
         MultiLabelRidge().fit(da.from_array(Z, chunks=(10, -1)), bad2)
     model = MultiLabelRidge().fit(Z, Y)
-    with pytest.raises(ValueError, match="Z has 3 dimensions but MultiLabelRidge was fitted on 4"):
+    with pytest.raises(ValueError, match="3 features, but MultiLabelRidge is expecting 4"):
         model.predict(Z[:, :3])
+    with pytest.raises(ValueError, match="3 features, but MultiLabelRidge is expecting 4"):
+        model.predict(da.from_array(Z[:, :3], chunks=(10, -1)))
 
 
 def test_dask_classifiers_on_a_distributed_cluster(cluster_client):

@@ -367,7 +367,7 @@ def test_errors_name_what_is_wrong():
     with pytest.raises(ValueError, match="unknown method 'nmf'"):
         make_estimator("nmf")
     with pytest.raises(ValueError, match="needs Y"):
-        PCA().fit(X)
+        MDDM().fit(X)
     with pytest.raises(ValueError, match=r"max_dense_features=5 .*raise max_dense_features"):
         CCA(max_dense_features=5, max_dual_samples=5).fit(Xs, Y)
     with pytest.raises(ValueError, match="max_dense_features"):
@@ -383,7 +383,7 @@ def test_errors_name_what_is_wrong():
     with pytest.raises(ValueError, match="split= applies only"):
         PCA(split="train").fit(X, Y)
     fitted = PCA(n_components=2).fit(X, Y)
-    with pytest.raises(ValueError, match="8 features but the model was fitted on 9"):
+    with pytest.raises(ValueError, match="X has 8 features, but PCA is expecting 9 features"):
         fitted.transform(X[:, :8])
     from sklearn.exceptions import NotFittedError
 

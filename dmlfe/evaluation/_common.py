@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import dask
 import dask.array as da
@@ -13,9 +13,11 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
+from sklearn.utils import Tags
 
 from dmlfe.compute import compute_one, tree_reduce
-from dmlfe.labels import first_non_binary
+from dmlfe.labels import class_indicators, first_non_binary
+from dmlfe.validation import checked_matrix
 
 
 def as_embeddings(Z: Any) -> np.ndarray | da.Array:
@@ -102,22 +104,147 @@ def map_rows(Z: np.ndarray | da.Array, fn: Callable[..., np.ndarray], n_out: int
 
 
 class MultiLabelBase(ClassifierMixin, BaseEstimator):
-    """Common predict-side checks; subclasses set ``n_features_in_`` and ``n_labels_``."""
+    """Common fit/predict-side handling of the multi-label classifiers.
 
-    def __sklearn_tags__(self):
+    Targets: a 0/1 documents x labels matrix (multi-label; ``classes_`` is
+    ``arange(q)``, as for scikit-learn's ``OneVsRestClassifier``), or 1-D class labels
+    (binary or multi-class, one 0/1 label per class as
+    :func:`dmlfe.labels.class_indicators` encodes them; ``classes_`` are the class
+    values, and ``predict`` returns them). Subclasses fit on the 0/1 matrix
+    (:meth:`_fit_input`) and provide per-label ``_scores`` (relevant where > 0),
+    ``_relevant`` (0/1) and ``_probabilities`` (P(label relevant)); this class turns
+    them into ``decision_function``, ``predict`` and ``predict_proba`` of the target's
+    type. Subclasses set ``n_features_in_`` and ``n_labels_``.
+    """
+
+    _xfail_checks: ClassVar[dict[str, str]] = {
+        "check_supervised_y_2d": "a 2-D y is a documents x labels 0/1 matrix here, so a "
+                                 "column of class labels is refused (give 1-D class labels), "
+                                 "not ravelled with a DataConversionWarning",
+    }
+
+    def __sklearn_tags__(self) -> Tags:
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
-        tags.target_tags.single_output = False
+        tags.input_tags.sparse = True  # densified: embeddings have few dimensions
         return tags
 
-    def _check_query(self, Z: Any) -> np.ndarray | da.Array:
+    def _fit_input(self, Z: Any, Y: Any) -> tuple[np.ndarray | da.Array, Any]:
+        """Embeddings (checked) and the 0/1 label matrix; records ``target_type_``."""
+        name = type(self).__name__
+        if Y is None:
+            raise ValueError(f"{name} requires y to be passed, but the target y is None: "
+                             "fit(Z, Y) needs the labels")
+        self._classes = None
+        self.target_type_ = "multilabel-indicator"
+        if isinstance(Z, da.Array):
+            return as_embeddings(Z), Y
+        Z = as_embeddings(checked_matrix(self, Z, reset=True))
+        if not (isinstance(Y, da.Array) or sp.issparse(Y)):
+            Y = np.asarray(Y)
+            if Y.ndim == 1:
+                if len(Y) != Z.shape[0]:
+                    raise ValueError(f"y has {len(Y)} entries but Z has {Z.shape[0]} rows; "
+                                     "they must match")
+                Y, self._classes, self.target_type_ = class_indicators(Y, name)
+        return Z, Y
+
+    @property
+    def classes_(self) -> np.ndarray:
+        """The class values (1-D targets) or ``arange(n_labels_)`` (a label matrix)."""
+        self._check_fitted()
+        return np.arange(self.n_labels_) if self._classes is None else self._classes
+
+    def _check_fitted(self) -> None:
         if not hasattr(self, "n_labels_"):
             raise NotFittedError(f"{type(self).__name__} is not fitted; call fit(Z, Y) first")
-        Z = as_embeddings(Z)
-        if Z.shape[1] != self.n_features_in_:
-            raise ValueError(f"Z has {Z.shape[1]} dimensions but {type(self).__name__} was "
-                             f"fitted on {self.n_features_in_}; project with the same model")
-        return Z
+
+    def _check_query(self, Z: Any) -> np.ndarray | da.Array:
+        self._check_fitted()
+        if isinstance(Z, da.Array):
+            if Z.ndim == 2 and Z.shape[1] != self.n_features_in_:
+                raise ValueError(f"Z has {Z.shape[1]} features, but {type(self).__name__} is "
+                                 f"expecting {self.n_features_in_} features as input; project "
+                                 "with the same model")
+            return as_embeddings(Z)
+        return as_embeddings(checked_matrix(self, Z, reset=False))
+
+    def _label_map(self, Z: Any, fn: Callable[..., np.ndarray], dtype: Any) -> Any:
+        """``fn(block, state)`` -> (rows, q) per row block (see :func:`map_rows`)."""
+        return map_rows(self._check_query(Z), fn, self.n_labels_, dtype, self._state())
+
+    def decision_function(self, Z: Any) -> np.ndarray | da.Array:
+        """Scores: a label (or, for 1-D targets, the greater class) is relevant where > 0.
+
+        Parameters
+        ----------
+        Z : ndarray, scipy.sparse or dask array, shape (n, d)
+
+        Returns
+        -------
+        ndarray or dask array (lazy, chunked like Z's rows) of float64: shape (n, q) for a
+        label matrix or a multi-class target, (n,) for a binary one.
+        """
+        self._check_fitted()
+        S = self._label_map(Z, type(self)._scores, np.float64)
+        return S[:, 0] if self.target_type_ == "binary" else S
+
+    def predict(self, Z: Any) -> np.ndarray | da.Array:
+        """0/1 label matrix (int8, (n, q)), or for 1-D targets the predicted classes (n,).
+
+        A multi-class target predicts the class of the largest score.
+        """
+        self._check_fitted()
+        if self.target_type_ == "multiclass":
+            best = self._label_map(Z, type(self)._scores, np.float64).argmax(axis=1)
+            return _take(self.classes_, best)
+        R = self._label_map(Z, type(self)._relevant, np.int8)
+        return R if self.target_type_ == "multilabel-indicator" else _take(self.classes_,
+                                                                        R[:, 0])
+
+    def predict_proba(self, Z: Any) -> np.ndarray | da.Array:
+        """P(label relevant), (n, q); for 1-D targets the class probabilities (n, classes).
+
+        Each label's probability comes from the classifier's own model (see its
+        ``_probabilities``). A binary target gives the columns (1 - p, p); a multi-class
+        one the labels' probabilities normalised to sum to 1 over the classes (as
+        scikit-learn's ``OneVsRestClassifier``).
+        """
+        self._check_fitted()
+        P = self._label_map(Z, type(self)._probabilities, np.float64)
+        if self.target_type_ == "binary":
+            return _stack_binary(P)
+        if self.target_type_ == "multiclass":
+            total = P.sum(axis=1, keepdims=True)
+            return P / total
+        return P
+
+    # per-label outputs on one block of embeddings: state -> (rows, q)
+    def _state(self) -> Any:
+        raise NotImplementedError
+
+    @staticmethod
+    def _scores(zb: np.ndarray, state: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    @staticmethod
+    def _relevant(zb: np.ndarray, state: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    @staticmethod
+    def _probabilities(zb: np.ndarray, state: Any) -> np.ndarray:
+        raise NotImplementedError
+
+
+def _take(classes: np.ndarray, index: Any) -> Any:
+    if isinstance(index, da.Array):
+        return index.map_blocks(classes.take, dtype=classes.dtype)
+    return classes.take(np.asarray(index, dtype=np.intp))
+
+
+def _stack_binary(P: Any) -> Any:
+    return da.stack([1.0 - P[:, 0], P[:, 0]], axis=1) if isinstance(P, da.Array) \
+        else np.column_stack([1.0 - P[:, 0], P[:, 0]])
 
 
 # ------------------------------------------------------------ moment statistics

@@ -8,11 +8,12 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+from scipy.special import expit
 from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
-from dmlfe.evaluation._common import MultiLabelBase, as_embeddings, labels_in_memory, map_rows
+from dmlfe.evaluation._common import MultiLabelBase, as_embeddings, labels_in_memory
 
 DEFAULT_CS = (0.01, 0.1, 1.0, 10.0, 100.0)
 
@@ -29,6 +30,19 @@ def _block_scores(zb: np.ndarray, state: list) -> np.ndarray:
     for j, est in enumerate(state):
         out[:, j] = (np.inf if est == 1 else -np.inf) if isinstance(est, int) \
             else _label_scores(est, zb)
+    return out
+
+
+def _block_proba(zb: np.ndarray, state: list) -> np.ndarray:
+    out = np.empty((zb.shape[0], len(state)), dtype=np.float64)
+    for j, est in enumerate(state):
+        if isinstance(est, int):
+            out[:, j] = float(est)
+        elif hasattr(est, "predict_proba"):
+            proba = est.predict_proba(zb)
+            out[:, j] = proba[:, list(est.classes_).index(1)]
+        else:
+            out[:, j] = expit(np.asarray(est.decision_function(zb), dtype=np.float64).ravel())
     return out
 
 
@@ -68,7 +82,9 @@ class BinaryRelevance(MultiLabelBase):
     Notes
     -----
     ``decision_function`` gives the estimator's ``decision_function`` (else its
-    ``predict_proba`` of class 1). Fitting needs the embeddings in memory (dask input is
+    ``predict_proba`` of class 1); ``predict_proba`` gives the estimator's
+    ``predict_proba`` of class 1 (else the logistic function of its decision value), 1 / 0
+    for a label constant in training. Fitting needs the embeddings in memory (dask input is
     computed once); prediction runs per row chunk for dask input.
     """
 
@@ -112,7 +128,7 @@ class BinaryRelevance(MultiLabelBase):
         self
         """
         self._validate()
-        Zi = as_embeddings(Z)
+        Zi, Y = self._fit_input(Z, Y)
         if isinstance(Zi, da.Array):
             Zi = as_embeddings(Zi.compute())
         Yi = labels_in_memory(Y, Zi.shape[0])
@@ -142,21 +158,9 @@ class BinaryRelevance(MultiLabelBase):
         self.n_features_in_, self.n_labels_, self.n_samples_ = Zi.shape[1], Yi.shape[1], len(Zi)
         return self
 
-    def decision_function(self, Z: Any) -> np.ndarray | da.Array:
-        """Per-label scores, shape (n, q), float64 (+-inf for labels constant in training).
+    def _state(self) -> list:
+        return self.estimators_
 
-        Parameters
-        ----------
-        Z : ndarray or dask array, shape (n, d)
-
-        Returns
-        -------
-        ndarray, or a lazy dask array chunked like Z's rows
-        """
-        Z = self._check_query(Z)
-        return map_rows(Z, _block_scores, self.n_labels_, np.float64, self.estimators_)
-
-    def predict(self, Z: Any) -> np.ndarray | da.Array:
-        """0/1 label matrix (int8), shape (n, q), from each label's classifier."""
-        Z = self._check_query(Z)
-        return map_rows(Z, _block_predict, self.n_labels_, np.int8, self.estimators_)
+    _scores = staticmethod(_block_scores)
+    _relevant = staticmethod(_block_predict)
+    _probabilities = staticmethod(_block_proba)

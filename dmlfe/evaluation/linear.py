@@ -8,6 +8,7 @@
 Both need only n, the means, the centred scatter Z^T Z and the cross products Z^T Y,
 accumulated chunk by chunk (one dask compute for dask embeddings); ``predict`` and
 ``decision_function`` run per row chunk and return dask arrays for dask input.
+``predict_proba`` maps each score through a logistic function (see each class).
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-import dask.array as da
 import numpy as np
 import scipy.linalg as sla
+from scipy.special import expit
 
-from dmlfe.evaluation._common import Moments, MultiLabelBase, as_embeddings, map_rows, moments
+from dmlfe.evaluation._common import Moments, MultiLabelBase, moments
 
 
 def _linear_scores(zb: np.ndarray, state: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
@@ -43,32 +44,19 @@ class _LinearMultiLabel(MultiLabelBase):
     coef_: np.ndarray
     intercept_: np.ndarray
 
-    def decision_function(self, Z: Any) -> np.ndarray | da.Array:
-        """Scores, shape (n, q): a label is predicted relevant where its score is > 0.
+    def _state(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.coef_, self.intercept_
 
-        Parameters
-        ----------
-        Z : ndarray or dask array, shape (n, d)
-
-        Returns
-        -------
-        ndarray or dask array (lazy, chunked like Z's rows) of float64
-        """
-        Z = self._check_query(Z)
-        return map_rows(Z, _linear_scores, self.n_labels_, np.float64,
-                        (self.coef_, self.intercept_))
-
-    def predict(self, Z: Any) -> np.ndarray | da.Array:
-        """0/1 label matrix (int8), shape (n, q): 1 where the score is > 0."""
-        Z = self._check_query(Z)
-        return map_rows(Z, _positive, self.n_labels_, np.int8, (self.coef_, self.intercept_))
+    _scores = staticmethod(_linear_scores)
+    _relevant = staticmethod(_positive)
 
     def _record(self, m: Moments) -> None:
         self.n_features_in_ = m.scatter.shape[0]
         self.n_labels_ = m.cross.shape[1]
         self.n_samples_ = int(m.n)
         if m.n < 2:
-            raise ValueError(f"{type(self).__name__}.fit needs at least 2 documents; got {m.n}")
+            raise ValueError(f"{type(self).__name__}.fit needs at least 2 documents; got "
+                             f"{m.n} sample(s)")
 
 
 class MultiLabelRidge(_LinearMultiLabel):
@@ -90,6 +78,12 @@ class MultiLabelRidge(_LinearMultiLabel):
 
     Notes
     -----
+    ``predict_proba`` is a calibration of the score s, not a fitted probability model:
+    ridge on +-1 targets estimates E[T | z] = 2 P(relevant | z) - 1 linearly, i.e.
+    P ~ (1 + s) / 2 near the threshold; ``predict_proba`` uses expit(2 s), which has the
+    same value (1/2) and slope there, is strictly increasing (the ranking is the
+    score's) and stays in (0, 1).
+
     W = (Zc^T Zc + alpha I)^-1 Zc^T Tc on centred Z and T, b = mean(T) - mean(Z) W, which
     is scikit-learn's ``Ridge(alpha, fit_intercept=True)``. Fitting reads the data once;
     dask embeddings (row chunks) are reduced chunk-wise in one compute.
@@ -113,7 +107,7 @@ class MultiLabelRidge(_LinearMultiLabel):
         a = self.alpha
         if isinstance(a, bool) or not isinstance(a, numbers.Real) or not a >= 0:
             raise ValueError(f"MultiLabelRidge: alpha={a!r} must be a real number >= 0")
-        m = moments(as_embeddings(Z), Y)
+        m = moments(*self._fit_input(Z, Y))
         self._record(m)
         d = self.n_features_in_
         # Targets T = 2Y - 1: centred cross products scale by 2, the mean maps affinely.
@@ -122,6 +116,10 @@ class MultiLabelRidge(_LinearMultiLabel):
         self.coef_ = W
         self.intercept_ = (2.0 * m.mean_y - 1.0) - m.mean_z @ W
         return self
+
+    @staticmethod
+    def _probabilities(zb: np.ndarray, state: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        return expit(2.0 * _linear_scores(zb, state))
 
 
 class PerLabelFLDA(_LinearMultiLabel):
@@ -156,7 +154,8 @@ class PerLabelFLDA(_LinearMultiLabel):
     Notes
     -----
     The decision value is the log-odds of the two-Gaussian model with shared covariance
-    S (equal priors for ``"midpoint"``), so it is comparable across labels. All labels
+    S (equal priors for ``"midpoint"``), so it is comparable across labels;
+    ``predict_proba`` is its logistic function, that model's P(relevant | z). All labels
     come from one pass of moments (n, means, Z^T Z, Z^T Y): S_W = S_T - n_0 n_1 / n
     d d^T with d = m_1 - m_0, and the q solves share one Cholesky factor of S_T / n + eps I
     through the Sherman-Morrison formula.
@@ -184,7 +183,7 @@ class PerLabelFLDA(_LinearMultiLabel):
         r = self.reg
         if isinstance(r, bool) or not isinstance(r, numbers.Real) or not r >= 0:
             raise ValueError(f"PerLabelFLDA: reg={r!r} must be a real number >= 0")
-        m = moments(as_embeddings(Z), Y)
+        m = moments(*self._fit_input(Z, Y))
         self._record(m)
         n, d, q = m.n, self.n_features_in_, self.n_labels_
         total = m.scatter / n
@@ -220,3 +219,8 @@ class PerLabelFLDA(_LinearMultiLabel):
         self.coef_ = W
         self.intercept_ = b
         return self
+
+    @staticmethod
+    def _probabilities(zb: np.ndarray, state: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        # the score is the two-Gaussian model's log-odds (module docstring)
+        return expit(_linear_scores(zb, state))

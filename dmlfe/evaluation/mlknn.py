@@ -10,8 +10,9 @@ Training (n documents, q labels, k neighbours, smoothing s):
 
 Prediction: C_l from the k nearest training documents, the label is relevant when
 P(H1) P(E_C | H1) > P(H0) P(E_C | H0) (a tie, which needs s = 0 or exact symmetry, is
-not relevant), and the score is the posterior P(H1) P(E | H1) / (sum over b) (the prior
-when both products are 0).
+not relevant). ``predict_proba`` is the posterior P(H1) P(E | H1) / (sum over b) (the
+prior when both products are 0) and ``decision_function`` its log-odds
+log(p / (1 - p)), > 0 where the label is predicted (+-inf for p = 1 / 0).
 
 Neighbours are Euclidean; equal distances are broken by the lower training index so
 results never depend on the block size. Queries are processed in blocks of rows
@@ -29,7 +30,7 @@ import dask.array as da
 import numpy as np
 
 from dmlfe.compute import compute_one
-from dmlfe.evaluation._common import MultiLabelBase, as_embeddings, labels_in_memory, map_rows
+from dmlfe.evaluation._common import MultiLabelBase, as_embeddings, labels_in_memory
 
 # Distances held at once per query block: about 128 MiB of float64.
 _BLOCK_ELEMS = 1 << 24
@@ -99,27 +100,33 @@ def neighbour_label_counts(Q: np.ndarray, X: np.ndarray, Y: np.ndarray, k: int,
     return out
 
 
-def _posterior(counts: np.ndarray, state: dict) -> tuple[np.ndarray, np.ndarray]:
-    q = counts.shape[1]
-    lab = np.arange(q)[None, :]
+def _joint(zb: np.ndarray, state: dict) -> tuple[np.ndarray, np.ndarray]:
+    """P(H1) P(E_C | H1) and P(H0) P(E_C | H0) for each query row and label."""
+    counts = neighbour_label_counts(zb, state["X"], state["Y"], state["k"],
+                                    block_rows=state["block_rows"])
+    lab = np.arange(counts.shape[1])[None, :]
     p1 = state["prior"][None, :] * state["like1"][lab, counts]
     p0 = (1.0 - state["prior"])[None, :] * state["like0"][lab, counts]
+    return p1, p0
+
+
+def _block_posterior(zb: np.ndarray, state: dict) -> np.ndarray:
+    p1, p0 = _joint(zb, state)
     tot = p1 + p0
-    score = np.divide(p1, tot, out=np.broadcast_to(state["prior"], p1.shape).copy(),
-                      where=tot > 0)
-    return score, p1 > p0
+    return np.divide(p1, tot, out=np.broadcast_to(state["prior"], p1.shape).copy(),
+                     where=tot > 0)
 
 
-def _block_scores(zb: np.ndarray, state: dict) -> np.ndarray:
-    c = neighbour_label_counts(zb, state["X"], state["Y"], state["k"],
-                               block_rows=state["block_rows"])
-    return _posterior(c, state)[0]
+def _block_log_odds(zb: np.ndarray, state: dict) -> np.ndarray:
+    # from the posterior itself, so that equal posteriors get equal scores (same ranking)
+    post = _block_posterior(zb, state)
+    with np.errstate(divide="ignore"):
+        return np.log(post) - np.log1p(-post)
 
 
 def _block_predict(zb: np.ndarray, state: dict) -> np.ndarray:
-    c = neighbour_label_counts(zb, state["X"], state["Y"], state["k"],
-                               block_rows=state["block_rows"])
-    return _posterior(c, state)[1].astype(np.int8)
+    p1, p0 = _joint(zb, state)
+    return (p1 > p0).astype(np.int8)
 
 
 def _loo_counts_block(zb: np.ndarray, X: np.ndarray, Y: np.ndarray, k: int,
@@ -187,7 +194,7 @@ class MLkNN(MultiLabelBase):
         """
         self._validate()
         k, s = int(self.k), float(self.s)
-        Zi = as_embeddings(Z)
+        Zi, Y = self._fit_input(Z, Y)
         chunks = Zi.chunks[0] if isinstance(Zi, da.Array) else None
         X = np.ascontiguousarray(Zi.compute() if chunks is not None else Zi)
         if chunks is not None:
@@ -196,7 +203,7 @@ class MLkNN(MultiLabelBase):
         Yi = labels_in_memory(Y, n)
         if k >= n:
             raise ValueError(f"MLkNN: k={k} needs at least k + 1 = {k + 1} training documents "
-                             f"(leave-one-out neighbours); got {n}. Lower k.")
+                             f"(leave-one-out neighbours); got {n} sample(s). Lower k.")
         if chunks is not None and len(chunks) > 1:
             Xd = da.from_array(X, chunks=(chunks, X.shape[1]))
             counts = compute_one(Xd.map_blocks(
@@ -225,25 +232,6 @@ class MLkNN(MultiLabelBase):
                 "prior": self.prior_, "like1": self.cond_prob_true_,
                 "like0": self.cond_prob_false_}
 
-    def decision_function(self, Z: Any) -> np.ndarray | da.Array:
-        """Posterior probability of relevance P(H1 | E), shape (n, q), float64.
-
-        Parameters
-        ----------
-        Z : ndarray or dask array, shape (n, d)
-
-        Returns
-        -------
-        ndarray, or a lazy dask array chunked like Z's rows
-        """
-        Z = self._check_query(Z)
-        return map_rows(Z, _block_scores, self.n_labels_, np.float64, self._state())
-
-    def predict_proba(self, Z: Any) -> np.ndarray | da.Array:
-        """Same as :meth:`decision_function` (posterior probabilities of relevance)."""
-        return self.decision_function(Z)
-
-    def predict(self, Z: Any) -> np.ndarray | da.Array:
-        """MAP label sets, 0/1 int8 matrix of shape (n, q)."""
-        Z = self._check_query(Z)
-        return map_rows(Z, _block_predict, self.n_labels_, np.int8, self._state())
+    _scores = staticmethod(_block_log_odds)
+    _relevant = staticmethod(_block_predict)
+    _probabilities = staticmethod(_block_posterior)

@@ -6,12 +6,13 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
 from dmlfe.compute import is_dask
 from dmlfe.fit.plan import DataShape
-from dmlfe.labels import first_non_binary
+from dmlfe.labels import class_indicators, first_non_binary
 from dmlfe.store import Store, open_store
 
 
@@ -49,14 +50,21 @@ def is_path(X: Any) -> bool:
     return isinstance(X, str | os.PathLike)
 
 
-def fit_data(X: Any, Y: Any, split: Any, owner: str) -> FitData:
+def fit_data(X: Any, Y: Any, split: Any, owner: str, supervised: bool = True) -> FitData:
     """Open a store path once (and select its split), or check in-memory X and Y.
+
+    In-memory X must already be checked (:func:`dmlfe.validation.checked_matrix`). Y may
+    be a 0/1 documents x labels matrix or 1-D class labels (one column per class, see
+    :func:`dmlfe.labels.class_indicators`, a column for each class, two for a binary
+    target); it may be left out when the method is not
+    ``supervised`` (it then has no label columns).
 
     Raises
     ------
     ValueError
-        Y given with a store path, Y missing otherwise, ``split`` without a store, a
-        shape mismatch, or labels that are not 0/1 (the message names the entry).
+        Y given with a store path, Y missing for a supervised method, ``split`` without
+        a store, a shape mismatch, or labels that are not 0/1 (the message names the
+        entry).
     """
     if is_path(X):
         if Y is not None:
@@ -67,21 +75,23 @@ def fit_data(X: Any, Y: Any, split: Any, owner: str) -> FitData:
             store = store.subset(split)
         return FitData(store.X, store.Y, store)
     if Y is None:
-        raise ValueError(f"{owner}.fit needs Y (a 0/1 label indicator matrix) unless X is a "
-                         "store path")
+        if supervised:
+            # scikit-learn's wording, which its estimator checks look for
+            raise ValueError(f"{owner} requires y to be passed, but the target y is None: "
+                             f"{owner}.fit needs Y (a 0/1 label indicator matrix) unless X is "
+                             "a store path")
+        Y = (da.zeros((X.shape[0], 0), chunks=(X.chunks[0], 0), dtype=np.int8) if is_dask(X)
+             else np.zeros((X.shape[0], 0), dtype=np.int8))
     if split is not None:
         raise ValueError("split= applies only when X is a store path")
     if is_dask(X):
         return FitData(X, Y)
-    if sp.issparse(X):
-        X = sp.csr_matrix(X, dtype=np.float64)
-    else:
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2:
-            raise ValueError(f"X must be 2-D (documents x features), got shape {X.shape}")
-    Y = np.asarray(Y)
+    X = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else np.asarray(X, np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (documents x features), got shape {X.shape}")
+    Y = Y.toarray() if sp.issparse(Y) else np.asarray(Y)
     if Y.ndim == 1:
-        Y = Y[:, None]
+        Y = class_indicators(Y, owner, every_class=True)[0]
     if Y.shape[0] != X.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}")
     bad = first_non_binary(Y)

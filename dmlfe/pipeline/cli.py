@@ -19,7 +19,8 @@ def add_run_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         "run", help="run a pipeline file: ingest, fit, transform, classify, report",
         description="Run the stages of a pipeline file on one cluster; stages already done "
         "(same parameters and inputs) are reused from the work dir, so an interrupted run "
-        "resumes where it stopped.")
+        "resumes where it stopped.",
+        epilog="example: dmlfe run pipelines/mulan.yaml --work-dir runs/mulan")
     p.add_argument("pipeline", help="the pipeline YAML file (see pipelines/)")
     p.add_argument("--work-dir", default=None,
                    help="cache and report folder (default: the file's work_dir, else "

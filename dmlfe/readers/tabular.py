@@ -75,7 +75,7 @@ class _Converter:
     def __init__(
         self,
         text_field: str,
-        labels_field: str,
+        labels_field: str | None,
         id_field: str | None,
         split_field: str | None,
         describe: Callable[[int], str],
@@ -140,6 +140,8 @@ class _Converter:
         return value
 
     def _labels(self, rec: Mapping[str, Any], where: Callable[[], str]) -> list[str]:
+        if self.labels_field is None:  # unlabelled documents (e.g. new text to embed)
+            return []
         value = self._get(rec, self.labels_field, where, "list of label strings", "labels_field")
         if value is None:
             self.counts[_NOTE_NULL_LABELS] += 1
@@ -275,7 +277,7 @@ def read_jsonl(
     path: str | Path,
     *,
     text_field: str = "text",
-    labels_field: str = "labels",
+    labels_field: str | None = "labels",
     id_field: str | None = None,
     split_field: str | None = None,
     batch_size: int = 1000,
@@ -291,9 +293,10 @@ def read_jsonl(
         The ``.jsonl`` file, plain or gzip, bzip2 or xz compressed.
     text_field : str
         Field holding the document text (a string; null reads as an empty document).
-    labels_field : str
+    labels_field : str or None
         Field holding the labels: a list of strings (null reads as no labels; a label
         repeated within a document is kept once). A string or number is an error.
+        None: the documents have no labels (the field is not read).
     id_field : str, optional
         Field holding the document id (string or integer, converted to str, unique).
         Without it, ids are the 0-based document numbers ("0", "1", ...), blank lines
@@ -437,7 +440,7 @@ def read_parquet(
     path: str | Path,
     *,
     text_field: str = "text",
-    labels_field: str = "labels",
+    labels_field: str | None = "labels",
     id_field: str | None = None,
     split_field: str | None = None,
     batch_size: int = 1000,

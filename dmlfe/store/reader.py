@@ -24,6 +24,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from dmlfe.errors import MissingPathError, StoreError
 from dmlfe.store import _format as F
+from dmlfe.vectorize.text import TextVectorizer, store_vectorizer
 
 
 class IncompleteStoreError(StoreError):
@@ -248,6 +249,23 @@ class Store:
                 "features": self.feature_kind,
                 "feature_names_sha256": self.feature_names_sha256, "hashing": self.hashing,
                 "attrs": {k: v for k, v in self.attrs.items() if k != "report"}}
+
+    def text_vectorizer(self) -> TextVectorizer:
+        """The vectoriser that made this store's rows from raw text, for new text.
+
+        Its ``transform(list of str)`` gives the rows the same texts got at ingest
+        (:class:`dmlfe.vectorize.text.TextVectorizer`); see also
+        :func:`dmlfe.text_pipeline`.
+
+        Raises
+        ------
+        StoreError
+            The store was not ingested from text, or was written without its idf.
+        """
+        g = _group(self._root, self._uid)
+        idf = g["uns/idf"][:] if "idf" in g["uns"] else None
+        vocab = self.feature_names if self.feature_kind == "names" else None
+        return store_vectorizer(self.attrs, idf, vocab, f"the store {self.path}")
 
     @property
     def obs_columns(self) -> list[str]:

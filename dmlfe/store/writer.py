@@ -299,7 +299,8 @@ class StoreWriter:
     # finalize --------------------------------------------------------------------
     def finalize(self, pieces: list[dict], *, n_features: int, label_names: list[str],
                  feature_names: list[str] | None = None, hashing: dict | None = None,
-                 attrs: dict | None = None, client=None) -> Path:
+                 attrs: dict | None = None, idf: np.ndarray | None = None,
+                 client=None) -> Path:
         """Assemble the pieces (list order = document order) into the store at ``out``.
 
         Parameters
@@ -314,6 +315,9 @@ class StoreWriter:
             Unique names of the features (the vocabulary).
         hashing : dict, optional
             Hashing parameters, for stores without feature names.
+        idf : ndarray (n_features,), optional
+            The text vectoriser's idf weights (``uns/idf``), kept so that new text can be
+            vectorised as the stored documents were (:meth:`Store.text_vectorizer`).
         attrs : dict, optional
             Provenance (source, parameters, ...); a ``"report"`` entry (an
             ``IngestReport.to_dict()``) is kept apart. Must be JSON serialisable.
@@ -334,7 +338,7 @@ class StoreWriter:
         if self._state != "open":
             raise RuntimeError(f"this StoreWriter is {self._state}; create a new one")
         try:
-            self._assemble(pieces, n_features, label_names, feature_names, hashing, attrs,
+            self._assemble(pieces, n_features, label_names, feature_names, hashing, attrs, idf,
                            client)
             shutil.rmtree(self.tmp_path / "pieces")
             self._rename()
@@ -344,7 +348,7 @@ class StoreWriter:
         self._state = "finalized"
         return self.out
 
-    def _assemble(self, pieces, n_features, label_names, feature_names, hashing, attrs,
+    def _assemble(self, pieces, n_features, label_names, feature_names, hashing, attrs, idf,
                   client) -> None:
         plan = _Plan(pieces, n_features, label_names, feature_names, hashing)
         attrs = F.jsonable(dict(attrs or {}), "attrs")
@@ -413,6 +417,12 @@ class StoreWriter:
         names = arr(guns, "label_names", (q,), (max(q, 1),), str, F.STRING_ENC)
         if q:
             names[:] = np.array(plan.label_names, dtype=object)
+        if idf is not None:
+            idf = np.asarray(idf, dtype=np.float64)
+            if idf.shape != (plan.n_features,):
+                raise ValueError(f"idf has shape {idf.shape}; expected ({plan.n_features},)")
+            chunk = max(1, min(F.VAR_CHUNK, plan.n_features))
+            arr(guns, "idf", idf.shape, (chunk,), np.float64, F.ARRAY_ENC)[:] = idf
         for empty in ("layers", "obsp", "varm", "varp"):
             group.create_group(empty, attributes=F.DICT_ENC)
 

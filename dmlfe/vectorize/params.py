@@ -8,6 +8,10 @@ from numbers import Integral, Real
 from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer
 
 VECTORIZERS = ("tfidf", "hashing")
+#: Version of the vectoriser record a store keeps (its ``vectorizer`` provenance: these
+#: parameters, plus the vocabulary in ``var/_index`` and the idf in ``uns/idf``); 1 is
+#: the first that keeps everything needed to vectorise new text identically.
+VECTORIZER_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,15 @@ class VectorizerParams:
         if self.kind == "hashing" and self.max_features is not None:
             raise ValueError("max_features applies to kind='tfidf' only; hashing has a fixed "
                              "n_features")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> VectorizerParams:
+        """The parameters :meth:`to_dict` wrote (other keys, e.g. "version", ignored)."""
+        fields = set(cls.__dataclass_fields__)
+        kw = {k: v for k, v in d.items() if k in fields}
+        if "ngram_range" in kw:
+            kw["ngram_range"] = tuple(kw["ngram_range"])
+        return cls(**kw)
 
     def to_dict(self) -> dict:
         d = asdict(self)
