@@ -127,6 +127,8 @@ class FitPlan:
     limits: Limits
     random_state: int
     relation: RelationRequest | None = None
+    #: K of the document K-NN graph (graph methods only, dmlfe.graph).
+    graph_neighbors: int | None = None
 
     def describe(self) -> dict[str, Any]:
         """The decisions and their reasons, JSON-able (for logs and reports)."""
@@ -268,4 +270,5 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
                    solver=solver, solver_reason=solver_reason, problem_size=D, stats=stats,
                    dense_template=dense, n_components=params["n_components"],
                    limits=limits,
-                   random_state=int(params["random_state"]), relation=relation)
+                   random_state=int(params["random_state"]), relation=relation,
+                   graph_neighbors=int(params["n_neighbors"]) if spec.needs_graph else None)
