@@ -15,6 +15,7 @@ dmlfe's own methods).
 from __future__ import annotations
 
 import inspect
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -444,6 +445,14 @@ _MOPE_COMMON = (SCHEME, LABEL_SIMILARITY, COMBINATION, PSI_A, PSI_B, PSI_BETA, P
                 *_GRAPH, LABEL_TAU, MINKOWSKI_P, LABEL_COMPONENTS, REG)
 
 
+def _olpp_checks(params: dict[str, Any]) -> None:
+    if not isinstance(params.get("n_components"), numbers.Integral):
+        raise ValueError(
+            f"OLPP minimises tr(P^T X^T L X P): its objective -X^T L X has no positive "
+            f"eigenvalue, so n_components={params.get('n_components')!r} (a fraction of the "
+            "positive eigenvalues' sum) cannot choose d; give n_components as an int")
+
+
 def _weighted_sum_beta(params: dict[str, Any]) -> None:
     if params.get("combination") == "weighted_sum" and not 0.0 <= params["beta"] <= 1.0:
         raise ValueError(f"combination='weighted_sum' needs beta in [0, 1], got "
@@ -460,7 +469,8 @@ for _spec in (
                        "P^T (X^T D(W) X + reg I) P = I,\nW the document K-NN graph (mope "
                        "section 2.1.1). Unsupervised."),
     MethodSpec("olpp", olpp, generalized=False, reference="mope section 2.1; Table 1",
-               parameters=(*_GRAPH, REG), supervised=False, **_GRAPH_KW,
+               parameters=(*_GRAPH, REG), supervised=False, check_params=_olpp_checks,
+               **_GRAPH_KW,
                summary="Orthogonal LPP: min tr(P^T X^T L X P) s.t. P^T P = I, L = D(W) - W "
                        "(mope section 2.1).\nUnsupervised."),
     MethodSpec("mope", mope, generalized=True, reference="mope section 3.3, eq. 34-43",
