@@ -32,7 +32,6 @@ The n x n matrix W keeps an edge when j is among the K nearest neighbours of i o
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ from dmlfe._version import __version__
 from dmlfe.compute import compute_one, is_dask, to_float_block, tree_reduce
 from dmlfe.errors import InputError
 from dmlfe.relation.kernels import DEFAULT_EQ9_TAU, row_sq_norms, sq_distances
-from dmlfe.stats.cache import stats_key
+from dmlfe.stats.cache import _digest, stats_key
 from dmlfe.tempfiles import write_atomically
 
 #: Weight functions of the graph's edges.
@@ -253,15 +252,6 @@ def graph_dir_for(store_path: str | os.PathLike[str]) -> Path:
     """Graph cache folder of a store: ``<store>.graph`` next to it."""
     p = Path(store_path).resolve()
     return p.with_name(p.name + ".graph")
-
-
-def _digest(arrays: dict[str, np.ndarray]) -> str:
-    h = hashlib.sha256()
-    for name in sorted(arrays):
-        a = np.ascontiguousarray(arrays[name])
-        h.update(repr((name, a.dtype.str, a.shape)).encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
 
 
 def load_or_compute_graph(store: Any, n_neighbors: int, *, client: Any = None,
