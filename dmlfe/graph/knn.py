@@ -43,7 +43,7 @@ import scipy.sparse as sp
 from dask import delayed
 
 from dmlfe._version import __version__
-from dmlfe.compute import compute_one, is_dask, to_float_block, tree_reduce
+from dmlfe.compute import compute_one, row_block_list, to_float_block, tree_reduce
 from dmlfe.errors import InputError
 from dmlfe.relation.kernels import DEFAULT_EQ9_TAU, row_sq_norms, sq_distances
 from dmlfe.stats.cache import _digest, stats_key
@@ -227,13 +227,8 @@ def knn_graph(X: Any, n_neighbors: int, *, client: Any = None,
     if k < 1 or k >= n:
         raise InputError(f"n_neighbors={n_neighbors!r} must lie between 1 and n - 1 = {n - 1} "
                          "(the K-NN graph needs K other documents per document)")
-    if is_dask(X):
-        blocks = list(X.rechunk({1: -1}).to_delayed().ravel())
-        sizes = [int(c) for c in X.chunks[0]]
-    else:
-        blocks, sizes = [X], [n]
-    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    nonempty = [b for b, s in enumerate(sizes) if s > 0]
+    blocks, starts = row_block_list(X)
+    nonempty = [b for b in range(len(blocks)) if starts[b + 1] > starts[b]]
     results = []
     for b in nonempty:
         parts = [delayed(_pair_candidates, pure=True)(blocks[b], blocks[c], int(starts[b]),

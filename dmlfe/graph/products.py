@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 from dask import delayed
 
-from dmlfe.compute import BlockFn, compute_one, is_dask, to_float_block, tree_reduce
+from dmlfe.compute import BlockFn, compute_one, row_block_list, to_float_block, tree_reduce
 
 
 @dataclass
@@ -168,14 +168,8 @@ def graph_products(X: Any, operators: dict[str, PairOperator | None], *,
             slot(U)
             slot(V)
     F = np.hstack(factors) if factors else np.zeros((n, 0))
-    if is_dask(X):
-        raw = list(X.rechunk({1: -1}).to_delayed().ravel())
-        sizes = [int(c) for c in X.chunks[0]]
-    else:
-        raw, sizes = [X], [n]
-    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    fn = block_fn
-    blocks = [delayed(_mapped, pure=True)(xb, fn) for xb in raw]
+    raw, starts = row_block_list(X)
+    blocks = [delayed(_mapped, pure=True)(xb, block_fn) for xb in raw]
     sparse = {k: sp.csr_matrix(op.sparse) for k, op in ops.items() if op.sparse is not None}
     tasks = []
     for b, xb in enumerate(blocks):
