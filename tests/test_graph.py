@@ -71,7 +71,8 @@ def dense_w(Xd: np.ndarray, k: int, kind: str = "gaussian", mode: str = "symmetr
     return np.where(E, V, 0.0)
 
 
-def dense_g(Y: np.ndarray, scheme: int, sim: str, tau: float = 1.0, p: float = 2.0):
+def dense_g(Y: np.ndarray, scheme: int, sim: str, tau: float = 1.0, p: float = 2.0,
+            kc: int | None = None):
     """G of mope section 3.3.1, dense n x n, from eq. 34-42."""
     n, c = Y.shape
     m = Y.sum(1)
@@ -88,7 +89,7 @@ def dense_g(Y: np.ndarray, scheme: int, sim: str, tau: float = 1.0, p: float = 2
     if scheme == 2:
         Yc = Y - Y.mean(0)
         _, s, Vt = np.linalg.svd(Yc, full_matrices=False)
-        P = Vt[s > 1e-12 * s.max()].T  # eq. 39
+        P = Vt[s > 1e-12 * s.max()].T if kc is None else Vt[:kc].T  # eq. 39
         F = Y @ P
         dot = F @ F.T
         nn = np.diag(dot)
@@ -103,13 +104,15 @@ def dense_g(Y: np.ndarray, scheme: int, sim: str, tau: float = 1.0, p: float = 2
 
 
 def psi(W, G, comb, a=1.0, b=1.0, beta=1.0, gamma=1.0):
-    if comb == "priority":  # eq. 43, general form
+    E = W != 0
+    if comb == "priority":  # eq. 43, general form; negative similarities count as 0
+        W, G = np.maximum(W, 0), np.maximum(G, 0)
         v = gamma * G ** a / (1 + beta * (1 - W ** b)) + (1 - gamma) * W ** b
     elif comb == "hadamard":
         v = G * W
     else:
         v = beta * G + (1 - beta) * W
-    return np.where(W != 0, v, 0.0)
+    return np.where(E, v, 0.0)
 
 
 def lap(W):
@@ -181,13 +184,19 @@ def test_label_proximity_on_the_graph(data, scheme, sim):
 
 
 @pytest.mark.parametrize("comb,kw", [("priority", dict(a=0.3, b=1.3, beta=1.0)),
+                                     ("priority", dict(b=0.5, scheme=2)),  # g < 0 clipped
                                      ("priority", dict(a=2.0, b=0.5, beta=3.0, gamma=0.6)),
                                      ("hadamard", {}), ("weighted_sum", dict(beta=0.3))])
 def test_combinations(data, comb, kw):
     X, Y = data
     W = knn_graph(X, K).weights("gaussian", None, "symmetrized")
-    G = label_proximity(Y, W, 3, "sorensen")
-    ref = psi(W.toarray(), dense_g(Y, 3, "sorensen"), comb, **kw)
+    scheme = kw.pop("scheme", 3)
+    sim = {2: "cosine", 3: "sorensen"}[scheme]
+    kc = 2 if scheme == 2 else None  # two label components: some g < 0
+    G = label_proximity(Y, W, scheme, sim, label_components=kc)
+    Gd = dense_g(Y, scheme, sim, kc=kc)
+    assert scheme == 3 or (Gd < -0.1).any()
+    ref = psi(W.toarray(), Gd, comb, **kw)
     np.testing.assert_allclose(combine(W, G, comb, **kw).toarray(), ref, rtol=1e-12,
                                atol=1e-14)
 
@@ -200,6 +209,7 @@ def test_combinations(data, comb, kw):
          feature_weight="local_scaling"),
     dict(scheme=3, label_similarity="yty", a=0.5, b=2.0, beta=2.0, gamma=0.7,
          feature_weight="cosine", graph_mode="mutual"),
+    dict(scheme=2, label_similarity="cosine", b=1.3, label_components=2),  # g < 0 clipped
 ])
 def test_mope_matches_dense_reference(data, kw):
     X, Y = data
@@ -207,7 +217,8 @@ def test_mope_matches_dense_reference(data, kw):
     Xd = X.toarray()
     W = dense_w(Xd, K, kw.get("feature_weight", "gaussian"), kw.get("graph_mode", "symmetrized"))
     G = dense_g(Y, kw.get("scheme", 3), kw.get("label_similarity") or
-                {1: "sorensen", 2: "cosine", 3: "sorensen"}[kw.get("scheme", 3)])
+                {1: "sorensen", 2: "cosine", 3: "sorensen"}[kw.get("scheme", 3)],
+                kc=kw.get("label_components"))
     A = psi(W, G, kw.get("combination", "priority"),
             **{k: kw[k] for k in ("a", "b", "beta", "gamma") if k in kw})
     B = {"orthogonal": None, "embedding": np.eye(len(A)),

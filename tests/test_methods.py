@@ -436,6 +436,7 @@ def test_fixed_d_into_roundoff_warns():
 def test_registry():
     assert set(METHODS) == {
         "pca", "lsi", "mddm_p", "mddm_f", "mvmd", "cca", "pls", "opls", "mlsi", "mlda", "dmlda",
+        "lpp", "olpp", "mope", "mesd", "ssmope", "hsl",
     }  # fmt: skip
     assert get_method("MDDMp") is METHODS["mddm_p"]
     assert METHODS["mvmd"].params == {"beta": 0.5}

@@ -9,8 +9,11 @@ entry on their stored values:
 * ``"hadamard"``: G o W (LFDA-style);
 * ``"weighted_sum"``: beta G + (1 - beta) W (SLVM-style, beta in [0, 1]).
 
-Eq. 43 reads w as a similarity in [0, 1] (constant, Gaussian, local-scaling and cosine
-weights of non-negative data are).
+Eq. 43 reads w and g as similarities in [0, 1] (constant, Gaussian, local-scaling and
+cosine weights of non-negative data are, and so are the scheme 1 and 3 label
+similarities). The cosine and Tanimoto similarities of scheme 2 can be negative, where
+g^a is not defined for fractional a: ``"priority"`` clips negative w and g to 0 first
+(no proximity), the other two combinations use them as they are.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ def combine(W: sp.csr_matrix, G: sp.csr_matrix, combination: str = "priority", *
                          "label_proximity(Y, W))")
     w, g = W.data, G.data
     if combination == "priority":
-        wb = np.power(w, b)
-        v = gamma * np.power(g, a) / (1.0 + beta * (1.0 - wb)) + (1.0 - gamma) * wb
+        wb = np.power(np.maximum(w, 0.0), b)
+        v = gamma * np.power(np.maximum(g, 0.0), a) / (1.0 + beta * (1.0 - wb)) + (1.0 - gamma) * wb
     elif combination == "hadamard":
         v = g * w
     elif combination == "weighted_sum":
