@@ -10,19 +10,21 @@ which also yields the first-order statistics the fitted model records.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dmlfe.compute import compute_one, is_dask
-from dmlfe.fit.data import FitData
-from dmlfe.fit.plan import FitPlan
 from dmlfe.graph.knn import knn_graph, load_or_compute_graph
 from dmlfe.graph.methods import GraphSource
 from dmlfe.graph.products import graph_products
 from dmlfe.methods.template import TraceTemplate, symmetrize
 from dmlfe.relation import RelationMap, ship
 from dmlfe.stats.sufficient import SufficientStats
+
+if TYPE_CHECKING:  # the fit layer calls this module; no import upwards at run time
+    from dmlfe.fit.data import FitData
+    from dmlfe.fit.plan import FitPlan
 
 
 def _graph_source(data: FitData, n_neighbors: int, client: Any, progress: bool,
