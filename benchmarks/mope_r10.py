@@ -106,11 +106,13 @@ class Bench:
             except ValueError as exc:
                 print(f"[mope_r10] {method} {params}: {exc}", file=sys.stderr)
                 continue
-            for d, (val, test) in self.scores(est, clf_rows).items():
+            by_d = self.scores(est, clf_rows)
+            for d, (val, test) in by_d.items():
                 tried += 1
                 if val > best["validation_macro_f1"]:
+                    # the chosen setting's scores at every d: (validation, test) macro-F1
                     best = {"validation_macro_f1": val, "test_macro_f1": test, "d": d,
-                            "params": params}
+                            "params": params, "by_d": by_d}
         best["settings_tried"] = tried
         print(f"[mope_r10] {method} {fixed}: {best}", file=sys.stderr)
         return best
