@@ -7,7 +7,7 @@ the matrix-free solvers (:mod:`dmlfe.solvers.matrix_free`), projection
 one implementation:
 
 * inputs: :func:`is_dask`, :func:`as_row_blocks`, :func:`check_row_blocks`,
-  :func:`as_2d_labels`, :func:`align_rows`;
+  :func:`row_block_list`, :func:`as_2d_labels`, :func:`align_rows`;
 * blocks: :data:`BlockFn`, :func:`to_float_block`, :func:`block_width`;
 * passes: :func:`tree_reduce`, :func:`run`, :func:`compute_one` -- one compute
   per pass, optional progress, reductions on the workers.
@@ -129,6 +129,29 @@ def check_row_blocks(X: da.Array) -> da.Array:
         # One column chunk per row block: the per-block reductions need whole rows.
         X = X.rechunk({1: -1})
     return X
+
+
+def row_block_list(X: Any) -> tuple[list[Any], np.ndarray]:
+    """X's row blocks (delayed, whole rows each) and their first rows.
+
+    Parameters
+    ----------
+    X : dask array, scipy.sparse matrix or ndarray
+        Documents x features; an in-memory X is one block.
+
+    Returns
+    -------
+    (blocks, starts)
+        The blocks in row order and ``starts`` (int64, one more entry than blocks: the
+        first row of each block, then the number of rows), for passes whose tasks read
+        pairs of blocks.
+    """
+    if is_dask(X):
+        blocks = list(check_row_blocks(X).to_delayed().ravel())
+        sizes = [int(c) for c in X.chunks[0]]
+    else:
+        blocks, sizes = [X], [int(X.shape[0])]
+    return blocks, np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
 def as_2d_labels(Y: Any) -> Any:

@@ -436,6 +436,7 @@ def test_fixed_d_into_roundoff_warns():
 def test_registry():
     assert set(METHODS) == {
         "pca", "lsi", "mddm_p", "mddm_f", "mvmd", "cca", "pls", "opls", "mlsi", "mlda", "dmlda",
+        "lpp", "olpp", "mope", "mesd", "ssmope", "hsl",
     }  # fmt: skip
     assert get_method("MDDMp") is METHODS["mddm_p"]
     assert METHODS["mvmd"].params == {"beta": 0.5}
@@ -449,7 +450,7 @@ def test_registry():
     X, Y = random_data(n=30, D=5, q=2, seed=14)
     stats = make_stats(X, Y)
     for name, spec in METHODS.items():
-        if spec.needs_weighted_xtx:
+        if spec.needs_weighted_xtx or spec.needs_graph:  # graph builders: tests/test_graph.py
             continue
         t = spec.build(stats, **spec.params)
         assert t.method == name and t.centred == spec.centred

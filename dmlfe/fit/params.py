@@ -103,7 +103,8 @@ COMMON: tuple[Param, ...] = (
           "a seeded sample\n    of the prototypes) and of 'inverse_normalized_distance' "
           "(default 1.0)."),
     Param("n_neighbors", DEFAULT_NEIGHBORS, interval(1, None, integer=True),
-          "int, default 7\n    K of 'local_scaling'."),
+          "int, default 7\n    K of 'local_scaling', and of the document K-NN graph of the graph "
+          "methods\n    (LPP, OLPP, MOPE, MESD, SSMOPE; mope section 2.1.1)."),
 )
 
 #: Common parameters that say where and how to run, not what the model is.

@@ -141,6 +141,8 @@ class FitPlan:
     random_state: int
     relation: RelationRequest | None = None
     solver_options: dict[str, Any] | None = None
+    #: K of the document K-NN graph (graph methods only, dmlfe.graph).
+    graph_neighbors: int | None = None
 
     def describe(self) -> dict[str, Any]:
         """The decisions and their reasons, JSON-able (for logs and reports)."""
@@ -155,6 +157,11 @@ def _gib(D: int) -> str:
     return f"{D * D * 8 / 2**30:.1f} GiB"
 
 
+def _dual_ok(spec: MethodSpec) -> bool:
+    """The dual route is exact for methods built from the sufficient statistics alone."""
+    return spec.dual and not spec.needs_graph and not spec.needs_kernel
+
+
 def choose_route(spec: MethodSpec, route: str, solver: str, shape: DataShape, p: int,
                  limits: Limits) -> tuple[str, str]:
     """(route, reason); see the module docstring."""
@@ -167,7 +174,7 @@ def choose_route(spec: MethodSpec, route: str, solver: str, shape: DataShape, p:
     if route == "relation":
         return "relation", "route='relation' was asked for"
     if route == "dual":
-        if not spec.dual:
+        if not _dual_ok(spec):
             raise ValueError(f"route='dual' is not available for {name}, whose template is not "
                              "built from the sufficient statistics; use route='feature' or "
                              "'relation'")
@@ -188,7 +195,7 @@ def choose_route(spec: MethodSpec, route: str, solver: str, shape: DataShape, p:
         return "feature", f"solver={solver!r} (matrix-free on X) was asked for"
     if solver == "dense":
         return "feature", "solver='dense' (the D x D problem on the driver) was asked for"
-    if spec.dual and n <= limits.max_dual_samples:
+    if _dual_ok(spec) and n <= limits.max_dual_samples:
         return "dual", (f"D = {D} > max_dense_features = {limit} but n = {n} <= "
                         f"max_dual_samples = {limits.max_dual_samples}: exact solve in the "
                         f"n-dimensional row space of X (an n x n Gram, {_gib(n)})")
@@ -310,4 +317,5 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
                    dense_template=dense, n_components=params["n_components"],
                    limits=limits,
                    random_state=int(params["random_state"]), relation=relation,
-                   solver_options={k: params[k] for k in MATRIX_FREE_OPTIONS if k in params})
+                   solver_options={k: params[k] for k in MATRIX_FREE_OPTIONS if k in params},
+                   graph_neighbors=int(params["n_neighbors"]) if spec.needs_graph else None)

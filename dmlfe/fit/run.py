@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from dmlfe.compute import compute_one, is_dask
 from dmlfe.fit.data import FitData
 from dmlfe.fit.plan import FitPlan
+from dmlfe.graph.fit import graph_fit
 from dmlfe.methods.mlda import WeightedLabels, label_correlation
 from dmlfe.methods.template import TraceTemplate
 from dmlfe.relation import RelationMap, build_relation_map, relation_block_rows, ship
@@ -184,12 +185,17 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
             data = data.reblocked(relation_block_rows(rmap.n_prototypes, data.store.chunk_rows))
         relation = {**rmap.params(), "prototype_selection": r.selection,
                     "random_state": r.random_state}
-    stats = statistics(plan, data, rmap, client=client, progress=progress, cache=cache)
+    if plan.spec.needs_graph:  # graph methods: labels + K-NN graph -> one products pass
+        stats, template = graph_fit(plan, data, rmap, n_neighbors=int(plan.graph_neighbors),
+                                    client=client, progress=progress, cache=cache)
+    else:
+        stats = statistics(plan, data, rmap, client=client, progress=progress, cache=cache)
     if plan.route == "dual":
         res, params = solve_dual_route(plan, data, stats, client=client, progress=progress)
         centred = plan.spec.centred
     else:
-        template = build_template(plan, stats, rmap)
+        if not plan.spec.needs_graph:
+            template = build_template(plan, stats, rmap)
         res = solve(plan, template, data, stats, client=client, rmap=rmap)
         centred, params = template.centred, dict(template.params)
     return FittedProjection(

@@ -15,12 +15,28 @@ dmlfe's own methods).
 from __future__ import annotations
 
 import inspect
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from dmlfe.graph.combine import COMBINATIONS
+from dmlfe.graph.knn import FEATURE_WEIGHTS, GRAPH_MODES
+from dmlfe.graph.label_similarity import SCHEME_SIMILARITIES, check_label_similarity
+from dmlfe.graph.methods import (
+    CONSTRAINTS,
+    HSL_VARIANTS,
+    MESD_BASES,
+    WEIGHTINGS,
+    hsl,
+    lpp,
+    mesd,
+    mope,
+    olpp,
+    ssmope,
+)
 from dmlfe.methods.cca import cca, opls, pls
 from dmlfe.methods.kernel_mddm import kernel_mddm_f, kernel_mddm_p
 from dmlfe.methods.mddm import mddm_f, mddm_p
@@ -29,11 +45,11 @@ from dmlfe.methods.mlsi import mlsi
 from dmlfe.methods.mvmd import mvmd
 from dmlfe.methods.template import TraceTemplate, psd_sqrt
 from dmlfe.methods.unsupervised import lsi, pca
-from dmlfe.params import FROM_BUILDER, Param, interval, labels_of, optional
+from dmlfe.params import FROM_BUILDER, Param, interval, labels_of, one_of, optional
 from dmlfe.relation.kernels import PSD_SIMILARITIES, canonical_similarity
 
 #: Builder arguments that are inputs, not parameters.
-_INPUTS = frozenset({"stats", "xtwx", "dense", "kernel"})
+_INPUTS = frozenset({"stats", "xtwx", "dense", "kernel", "labels", "graph"})
 
 
 @dataclass(frozen=True)
@@ -94,6 +110,10 @@ class MethodSpec:
         The builder uses nothing but the sufficient statistics, so the dual route (the
         problem in the row space of X, :mod:`dmlfe.solvers.dual`) is exact for it. False
         for kernel methods and for methods whose template needs more of the data.
+    needs_graph : bool
+        Graph method (:mod:`dmlfe.graph`): ``build(labels, graph, **params)`` returns the
+        n x n operators A and B, reduced to A_p = X^T A X, B_p = X^T B X + reg I by
+        :func:`dmlfe.graph.fit.graph_fit` instead of the statistics pass.
     """
 
     name: str
@@ -117,6 +137,7 @@ class MethodSpec:
     lowrank_form: Callable[[dict[str, Any]], bool] | None = None
     supervised: bool = True
     dual: bool = True
+    needs_graph: bool = False
 
     @property
     def params(self) -> dict[str, Any]:
@@ -371,5 +392,132 @@ for _spec in (
                parameters=(MU, LABEL_KERNEL, RBF_GAMMA), needs_kernel=True,
                aliases=("kmddmf",), estimator="KernelMDDM", variant="f", summary=_KMDDM_SUMMARY,
                estimator_defaults=_KMDDM_DEFAULTS, check_params=_kernel_checks),
+):
+    register_method(_spec)
+
+
+# --------------------------------------------------------------------------- graph methods
+# Proximity-graph methods of the MOPE paper (dmlfe.graph): A is an n x n matrix on the
+# document K-NN graph and the labels; A_p = X^T A X comes from their own pass.
+REG = Param("reg", FROM_BUILDER, interval(0.0, None),
+            "float >= 0, default 1e-3\n    lambda of B_p = X^T B X + lambda I (mope section 3.1); "
+            "not used when B_p = I\n    (orthogonal projections).", flag={"type": float})
+FEATURE_WEIGHT = Param(
+    "feature_weight", FROM_BUILDER, one_of(*FEATURE_WEIGHTS),
+    "{'constant', 'gaussian', 'local_scaling', 'eq9', 'cosine'}\n    Weights of the K-NN "
+    "graph W (mope section 2.1.1, eq. 7, 8, 9); K is n_neighbors.",
+    flag={"choices": list(FEATURE_WEIGHTS)})
+FEATURE_TAU = Param("feature_tau", FROM_BUILDER, optional(interval(0.0, None, closed="neither")),
+                    "float, optional\n    tau of the 'gaussian' (default: median neighbour "
+                    "distance) and 'eq9' (default 1)\n    graph weights.", flag={"type": float})
+GRAPH_MODE = Param("graph_mode", FROM_BUILDER, one_of(*GRAPH_MODES),
+                   "{'symmetrized', 'mutual'}\n    Edge i-j when either (or both) is among "
+                   "the other's K nearest neighbours.", flag={"choices": list(GRAPH_MODES)})
+_GRAPH = (FEATURE_WEIGHT, FEATURE_TAU, GRAPH_MODE)
+SCHEME = Param("scheme", FROM_BUILDER, one_of(1, 2, 3),
+               "{1, 2, 3}\n    Label proximity scheme (mope section 3.3.1).",
+               flag={"type": int, "choices": [1, 2, 3]})
+_LABEL_SIMS = sorted({s for v in SCHEME_SIMILARITIES.values() for s in v})
+LABEL_SIMILARITY = Param(
+    "label_similarity", FROM_BUILDER, optional(one_of(*_LABEL_SIMS)),
+    "str, optional\n    Scheme 1: 'sorensen' (eq. 34), 'scaled_sorensen' (35), 'jaccard' (36), "
+    "'hamming_exp'\n    (37), 'hamming' (38); scheme 2: 'cosine', 'minkowski' (40), 'tanimoto' "
+    "(41);\n    scheme 3: Sigma = 'sorensen' over Y^T or 'yty' (eq. 42). Default: the first.",
+    flag={"choices": _LABEL_SIMS})
+COMBINATION = Param("combination", FROM_BUILDER, one_of(*COMBINATIONS),
+                    "{'priority', 'hadamard', 'weighted_sum'}\n    Psi(W, G): eq. 43 (general "
+                    "form with gamma), G o W, or beta G + (1 - beta) W.",
+                    flag={"choices": list(COMBINATIONS)})
+PSI_A = Param("a", FROM_BUILDER, interval(0.0, None, closed="neither"),
+              "float > 0\n    Exponent of g in eq. 43.", flag={"type": float})
+PSI_B = Param("b", FROM_BUILDER, interval(0.0, None, closed="neither"),
+              "float > 0\n    Exponent of w in eq. 43.", flag={"type": float})
+PSI_BETA = Param("beta", FROM_BUILDER, interval(0.0, None),
+                 "float >= 0\n    beta of eq. 43 (in [0, 1] for 'weighted_sum').",
+                 flag={"type": float})
+PSI_GAMMA = Param("gamma", FROM_BUILDER, interval(0.0, 1.0),
+                  "float in [0, 1]\n    gamma of eq. 43's general form (1 = eq. 43).",
+                  flag={"type": float})
+LABEL_TAU = Param("label_tau", FROM_BUILDER, interval(0.0, None, closed="neither"),
+                  "float > 0\n    tau of eq. 37 and eq. 40.", flag={"type": float})
+MINKOWSKI_P = Param("minkowski_p", FROM_BUILDER, interval(0.0, None, closed="neither"),
+                    "float > 0\n    P of eq. 40.", flag={"type": float})
+LABEL_COMPONENTS = Param("label_components", FROM_BUILDER,
+                         optional(interval(1, None, integer=True)),
+                         "int, optional\n    k_c of scheme 2's label PCA (eq. 39); default "
+                         "its rank.", flag={"type": int})
+_MOPE_COMMON = (SCHEME, LABEL_SIMILARITY, COMBINATION, PSI_A, PSI_B, PSI_BETA, PSI_GAMMA,
+                *_GRAPH, LABEL_TAU, MINKOWSKI_P, LABEL_COMPONENTS, REG)
+
+
+def _olpp_checks(params: dict[str, Any]) -> None:
+    if not isinstance(params.get("n_components"), numbers.Integral):
+        raise ValueError(
+            f"OLPP minimises tr(P^T X^T L X P): its objective -X^T L X has no positive "
+            f"eigenvalue, so n_components={params.get('n_components')!r} (a fraction of the "
+            "positive eigenvalues' sum) cannot choose d; give n_components as an int")
+
+
+def _weighted_sum_beta(params: dict[str, Any]) -> None:
+    if params.get("combination") == "weighted_sum" and not 0.0 <= params["beta"] <= 1.0:
+        raise ValueError(f"combination='weighted_sum' needs beta in [0, 1], got "
+                         f"{params['beta']!r}")
+    check_label_similarity(params["scheme"], params["label_similarity"])
+
+
+_GRAPH_KW = dict(centred=False, needs_xtx=True, operator_form=False, lowrank_only=False,
+                 needs_weighted_xtx=False, labels="01", needs_graph=True)
+for _spec in (
+    MethodSpec("lpp", lpp, generalized=True, reference="mope section 2.1; Table 1",
+               parameters=(*_GRAPH, REG), supervised=False, **_GRAPH_KW,
+               summary="Locality preserving projections: max tr(P^T X^T W X P) s.t. "
+                       "P^T (X^T D(W) X + reg I) P = I,\nW the document K-NN graph (mope "
+                       "section 2.1.1). Unsupervised."),
+    MethodSpec("olpp", olpp, generalized=False, reference="mope section 2.1; Table 1",
+               parameters=(*_GRAPH, REG), supervised=False, check_params=_olpp_checks,
+               **_GRAPH_KW,
+               summary="Orthogonal LPP: min tr(P^T X^T L X P) s.t. P^T P = I, L = D(W) - W "
+                       "(mope section 2.1).\nUnsupervised."),
+    MethodSpec("mope", mope, generalized=True, reference="mope section 3.3, eq. 34-43",
+               parameters=(*_MOPE_COMMON[:10], Param(
+                   "constraint", FROM_BUILDER, one_of(*CONSTRAINTS),
+                   "{'orthogonal', 'embedding', 'degree'}\n    B_p = I, X^T X + reg I, or "
+                   "X^T D(A) X + reg I.", flag={"choices": list(CONSTRAINTS)}),
+                   *_MOPE_COMMON[10:]),
+               check_params=_weighted_sum_beta, **_GRAPH_KW,
+               summary="Multi-output proximity-based embeddings (mope section 3.3): A = "
+                       "Psi(W, G) on the\ndocument K-NN graph, G a label proximity of "
+                       "scheme 1-3 (eq. 34-42), Psi eq. 43."),
+    MethodSpec("mesd", mesd, generalized=True, reference="mope section 3.2, eq. 32-33",
+               parameters=(
+                   Param("base", FROM_BUILDER, one_of(*MESD_BASES),
+                         "{'fda', 'lfda', 'mmc', 'olpp_r'}\n    The single-label method "
+                         "extended by sample duplication.",
+                         flag={"choices": list(MESD_BASES)}),
+                   Param("weighting", FROM_BUILDER, one_of(*WEIGHTINGS),
+                         "{'unweighted', 'weighted'}\n    Eq. 32 or eq. 33 (pairs weighted "
+                         "by 1 / (m_i m_j)).", flag={"choices": list(WEIGHTINGS)}),
+                   Param("beta", FROM_BUILDER, interval(0.0, None),
+                         "float >= 0\n    Repulsion weight of 'olpp_r' (L = L_s - beta L_r).",
+                         flag={"type": float}),
+                   *_GRAPH, REG), **_GRAPH_KW,
+               summary="Multi-label extension via sample duplication (mope section 3.2) of "
+                       "FDA, LFDA, MMC\nor OLPP-R, by adjusting the template (eq. 32-33); "
+                       "no sample is duplicated."),
+    MethodSpec("ssmope", ssmope, generalized=False, reference="mope section 3.4, eq. 44-45",
+               parameters=(Param("unsupervised_weight", FROM_BUILDER, interval(0.0, 1.0),
+                                 "float in [0, 1]\n    lambda of eq. 44 (weight of OLPP over "
+                                 "all documents).", flag={"type": float}),
+                           *_MOPE_COMMON),
+               check_params=_weighted_sum_beta, **_GRAPH_KW,
+               summary="Semi-supervised MOPE (mope section 3.4, eq. 44): OLPP on all "
+                       "documents plus MOPE\non the labelled ones (rows of Y not all zero)."),
+    MethodSpec("hsl", hsl, generalized=True, reference="mope Table 1; Sun, Ji & Ye 2008",
+               parameters=(Param("hypergraph", FROM_BUILDER, one_of(*HSL_VARIANTS),
+                                 "{'clique', 'hypergraph'}\n    Clique expansion or Zhou's "
+                                 "hypergraph Laplacian.", flag={"choices": list(HSL_VARIANTS)}),
+                           REG), **_GRAPH_KW,
+               summary="Hypergraph spectral learning: max tr(P^T X^T S_h X P) s.t. "
+                       "P^T (X^T X + reg I) P = I\n(labels as hyperedges)."),
 ):
     register_method(_spec)

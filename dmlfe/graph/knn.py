@@ -1,0 +1,286 @@
+"""Exact K-nearest-neighbour graph over documents, blockwise on the cluster (mope section 2.1.1).
+
+The graph is searched once per data set and reused by every graph method (MOPE, MESD,
+LPP/OLPP, SSMOPE): its neighbour lists are saved beside the store like the statistics
+cache (``<store>.graph/``), keyed by the store's fingerprint, its selection and K.
+
+Search. X arrives in row blocks (CSR). One task per pair (row block b, row block c)
+computes the squared euclidean distances ||x_i - x_j||^2 = ||x_i||^2 + ||x_j||^2 -
+2 x_i.x_j from the sparse Gram block (:func:`dmlfe.relation.kernels.sq_distances`) and
+keeps the K best candidates of every row of b among the rows of c; the candidate lists of
+b are then merged into its K nearest neighbours. Ordering is by (distance, column index),
+so ties go to the smaller index and the graph does not depend on the chunking or on the
+number of workers: a pair's distance is computed from the same two rows in the same
+order whichever blocks hold them. The document itself is not its own neighbour; an exact
+duplicate is (at distance 0). Cost O(n^2) distance evaluations; exact search is meant
+for n up to about 10^5 (no approximate search is implemented).
+
+Weights (mope section 2.1.1; all symmetric in i and j):
+
+* ``"constant"``: 1 on every edge;
+* ``"gaussian"`` (eq. 7): exp(-||x_i - x_j||^2 / tau); tau defaults to the median of
+  the non-zero neighbour distances (the paper does not fix one);
+* ``"local_scaling"`` (eq. 8): exp(-||x_i - x_j||^2 / (sigma_i sigma_j)), sigma_i the
+  distance to the K-th nearest neighbour (1.0 when that distance is 0);
+* ``"eq9"`` (eq. 9): 1 / (tau + ||x_i - x_j||^2 / (||x_i||^2 + ||x_j||^2)), tau default
+  1.0 (the ratio is 0 when both rows are empty);
+* ``"cosine"``: x_i.x_j / (||x_i|| ||x_j||) (0 for an empty row).
+
+The n x n matrix W keeps an edge when j is among the K nearest neighbours of i or
+(``"symmetrized"``) i among those of j, or (``"mutual"``) both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from dask import delayed
+
+from dmlfe._version import __version__
+from dmlfe.compute import compute_one, row_block_list, to_float_block, tree_reduce
+from dmlfe.errors import InputError
+from dmlfe.relation.kernels import DEFAULT_EQ9_TAU, row_sq_norms, sq_distances
+from dmlfe.stats.cache import _digest, stats_key
+from dmlfe.tempfiles import write_atomically
+
+#: Weight functions of the graph's edges.
+FEATURE_WEIGHTS = ("constant", "gaussian", "local_scaling", "eq9", "cosine")
+#: How the directed K-NN lists become an undirected graph.
+GRAPH_MODES = ("symmetrized", "mutual")
+#: Rows per distance slice inside one task (bounds the dense slice x block matrix).
+SLICE_ROWS = 1024
+#: Bumped when the meaning of a saved graph changes.
+GRAPH_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class KNNGraph:
+    """The K nearest neighbours of every document.
+
+    Attributes
+    ----------
+    indices : ndarray (n, K) int64
+        Neighbours of row i, nearest first (ties: smaller index first).
+    sq_distances : ndarray (n, K) float64
+        Their squared euclidean distances.
+    sq_norms : ndarray (n,) float64
+        ||x_i||^2 (for the eq. 9 and cosine weights).
+    from_cache : bool
+    """
+
+    indices: np.ndarray
+    sq_distances: np.ndarray
+    sq_norms: np.ndarray
+    from_cache: bool = False
+
+    @property
+    def n(self) -> int:
+        return int(self.indices.shape[0])
+
+    @property
+    def k(self) -> int:
+        return int(self.indices.shape[1])
+
+    def edge_weights(self, kind: str = "gaussian", tau: float | None = None) -> np.ndarray:
+        """(n, K) weights of the directed edges i -> indices[i, k] (module docstring)."""
+        d2 = self.sq_distances
+        if kind == "constant":
+            return np.ones_like(d2)
+        if kind == "gaussian":
+            if tau is None:
+                tau = default_gaussian_tau(d2)
+            return np.exp(-d2 / float(tau))
+        if kind == "local_scaling":
+            sigma = np.sqrt(d2[:, -1])
+            sigma = np.where(sigma > 0.0, sigma, 1.0)
+            return np.exp(-d2 / (sigma[:, None] * sigma[self.indices]))
+        ni, nj = self.sq_norms[:, None], self.sq_norms[self.indices]
+        if kind == "eq9":
+            den = ni + nj
+            ratio = np.divide(d2, den, out=np.zeros_like(d2), where=den > 0)
+            return 1.0 / ((DEFAULT_EQ9_TAU if tau is None else float(tau)) + ratio)
+        if kind == "cosine":
+            den = np.sqrt(ni * nj)
+            return np.divide(0.5 * (ni + nj - d2), den, out=np.zeros_like(d2), where=den > 0)
+        raise ValueError(f"feature_weight={kind!r} is not one of {FEATURE_WEIGHTS}")
+
+    def matrix(self, values: np.ndarray | None = None, mode: str = "symmetrized") -> sp.csr_matrix:
+        """The symmetric n x n matrix with ``values`` (default 1) on the graph's edges."""
+        n, K = self.indices.shape
+        vals = np.ones((n, K)) if values is None else np.asarray(values, dtype=np.float64)
+        M = sp.csr_matrix((vals.ravel(), self.indices.ravel(), np.arange(0, n * K + 1, K)),
+                          shape=(n, n))
+        if mode == "symmetrized":
+            # both directions carry the same value (the weights are symmetric), so the max
+            # is the union of the two edge sets
+            W = M.maximum(M.T)
+        elif mode == "mutual":
+            P = M.copy()
+            P.data[:] = 1.0
+            W = M.multiply(P.multiply(P.T))
+        else:
+            raise ValueError(f"graph mode {mode!r} is not one of {GRAPH_MODES}")
+        W = sp.csr_matrix(W)
+        W.sort_indices()
+        return W
+
+    def weights(self, kind: str = "gaussian", tau: float | None = None,
+                mode: str = "symmetrized") -> sp.csr_matrix:
+        """W (n x n, symmetric, sparse) with ``kind`` weights (module docstring)."""
+        return self.matrix(self.edge_weights(kind, tau), mode)
+
+
+def default_gaussian_tau(d2: np.ndarray) -> float:
+    """Median of the non-zero neighbour distances (1.0 when there is none)."""
+    pos = d2[d2 > 0.0]
+    return float(np.median(pos)) if pos.size else 1.0
+
+
+# --------------------------------------------------------------------------- search
+def _sorted_csr(xb: Any) -> sp.csr_matrix:
+    x = to_float_block(xb)
+    x = sp.csr_matrix(x)
+    x.sort_indices()
+    return x
+
+
+def _best(d2: np.ndarray, cols: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the k smallest (d2, col) pairs ordered by (d2, col); inf-padded."""
+    m, c = d2.shape
+    if c == 0:
+        return np.full((m, k), np.inf), np.full((m, k), -1, dtype=np.int64)
+    kk = min(k, c)
+    # every entry <= the kk-th smallest value is a candidate (ties included), so the
+    # index tie-break below sees all of them
+    kth = np.partition(d2, kk - 1, axis=1)[:, kk - 1]
+    rows, pos = np.nonzero(d2 <= kth[:, None])
+    vals, cidx = d2[rows, pos], cols[pos]
+    order = np.lexsort((cidx, vals, rows))
+    rows, vals, cidx = rows[order], vals[order], cidx[order]
+    starts = np.searchsorted(rows, np.arange(m))
+    rank = np.arange(rows.size) - starts[rows]
+    keep = rank < kk
+    out_d = np.full((m, k), np.inf)
+    out_i = np.full((m, k), -1, dtype=np.int64)
+    out_d[rows[keep], rank[keep]] = vals[keep]
+    out_i[rows[keep], rank[keep]] = cidx[keep]
+    return out_d, out_i
+
+
+def _pair_candidates(xb: Any, xc: Any, start_b: int, start_c: int,
+                     k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k best neighbours of block b's rows among block c's rows (self excluded)."""
+    xb, xc = _sorted_csr(xb), _sorted_csr(xc)
+    nb_sq, nc_sq = row_sq_norms(xb), row_sq_norms(xc)
+    xct = sp.csr_matrix(xc.T)
+    cols = start_c + np.arange(xc.shape[0], dtype=np.int64)
+    outs_d, outs_i = [], []
+    for s in range(0, xb.shape[0], SLICE_ROWS):
+        piece = xb[s:s + SLICE_ROWS]
+        G = (piece @ xct).toarray()
+        d2 = sq_distances(G, nb_sq[s:s + SLICE_ROWS], nc_sq)
+        r = np.arange(piece.shape[0])
+        own = start_b + s + r - start_c
+        inside = (own >= 0) & (own < xc.shape[0])
+        d2[r[inside], own[inside]] = np.inf  # a document is not its own neighbour
+        d, i = _best(d2, cols, k)
+        outs_d.append(d)
+        outs_i.append(i)
+    return np.vstack(outs_d), np.vstack(outs_i)
+
+
+def _merge(*parts: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    k = parts[0][0].shape[1]
+    d = np.hstack([p[0] for p in parts])
+    i = np.hstack([p[1] for p in parts])
+    # sort by (distance, index) with the padding (-1, inf) last
+    key_i = np.where(i < 0, np.iinfo(np.int64).max, i)
+    rows = np.repeat(np.arange(d.shape[0]), d.shape[1])
+    o = np.lexsort((key_i.ravel(), d.ravel(), rows)).reshape(d.shape)
+    cols = o - (np.arange(d.shape[0]) * d.shape[1])[:, None]
+    d = np.take_along_axis(d, cols, axis=1)[:, :k]
+    i = np.take_along_axis(i, cols, axis=1)[:, :k]
+    return d, i
+
+
+def _norms(xb: Any) -> np.ndarray:
+    return row_sq_norms(_sorted_csr(xb))
+
+
+def knn_graph(X: Any, n_neighbors: int, *, client: Any = None,
+              progress: bool = False) -> KNNGraph:
+    """Exact K-NN graph of the rows of X (dask row blocks, sparse or dense in memory).
+
+    Raises
+    ------
+    InputError
+        When K >= n (every document needs K other documents).
+    """
+    n = int(X.shape[0])
+    k = int(n_neighbors)
+    if k < 1 or k >= n:
+        raise InputError(f"n_neighbors={n_neighbors!r} must lie between 1 and n - 1 = {n - 1} "
+                         "(the K-NN graph needs K other documents per document)")
+    blocks, starts = row_block_list(X)
+    nonempty = [b for b in range(len(blocks)) if starts[b + 1] > starts[b]]
+    results = []
+    for b in nonempty:
+        parts = [delayed(_pair_candidates, pure=True)(blocks[b], blocks[c], int(starts[b]),
+                                                      int(starts[c]), k) for c in nonempty]
+        results.append((tree_reduce(parts, _merge), delayed(_norms, pure=True)(blocks[b])))
+    out = compute_one(delayed(list)(results), client=client, progress=progress,
+                      desc="K-NN graph")
+    d = np.vstack([r[0][0] for r in out])
+    i = np.vstack([r[0][1] for r in out])
+    sq = np.concatenate([r[1] for r in out])
+    return KNNGraph(indices=i, sq_distances=d, sq_norms=sq)
+
+
+# --------------------------------------------------------------------------- cache
+def graph_dir_for(store_path: str | os.PathLike[str]) -> Path:
+    """Graph cache folder of a store: ``<store>.graph`` next to it."""
+    p = Path(store_path).resolve()
+    return p.with_name(p.name + ".graph")
+
+
+def load_or_compute_graph(store: Any, n_neighbors: int, *, client: Any = None,
+                          progress: bool = False, cache: bool = True) -> KNNGraph:
+    """The K-NN graph of a store (view): from ``<store>.graph/`` or searched and saved.
+
+    The key is the store's fingerprint, its selection (split, rows) and K; the record
+    (``<key>.json``) names the parameters and the sha256 of the arrays, and an entry that
+    does not match them is searched again and replaced.
+    """
+    params = {"graph_format": GRAPH_FORMAT, "data": store.fingerprint,
+              "selection": store.selection or {}, "n_neighbors": int(n_neighbors),
+              "metric": "sqeuclidean", "exact": True}
+    directory = graph_dir_for(store.path)
+    key = stats_key(params)
+    npz, rec = directory / f"{key}.npz", directory / f"{key}.json"
+    if cache and npz.exists() and rec.exists():
+        try:
+            meta = json.loads(rec.read_text(encoding="utf-8"))
+            with open(npz, "rb") as f, np.load(f, allow_pickle=False) as z:
+                arrays = {name: np.array(z[name]) for name in z.files}
+            if meta.get("sha256") == _digest(arrays) and \
+                    meta.get("params") == json.loads(json.dumps(params, default=str)):
+                return KNNGraph(arrays["indices"], arrays["sq_distances"], arrays["sq_norms"],
+                                from_cache=True)
+        except (OSError, ValueError, KeyError):  # damaged entry: search again
+            pass
+    g = knn_graph(store.X, n_neighbors, client=client, progress=progress)
+    if cache:
+        directory.mkdir(parents=True, exist_ok=True)
+        arrays = {"indices": g.indices, "sq_distances": g.sq_distances, "sq_norms": g.sq_norms}
+        meta = {"params": json.loads(json.dumps(params, default=str)), "sha256": _digest(arrays),
+                "n": g.n, "n_neighbors": g.k, "dmlfe_version": __version__}
+        rec.unlink(missing_ok=True)
+        write_atomically(npz, lambda f: np.savez(f, **arrays))
+        write_atomically(rec, lambda f: f.write(json.dumps(meta, indent=2).encode("utf-8")))
+    return g
