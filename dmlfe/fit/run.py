@@ -10,7 +10,7 @@ fitted attributes (each with a trailing underscore).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,7 @@ from dmlfe.relation import RelationMap, build_relation_map, relation_block_rows,
 from dmlfe.solvers.dense import solve_dense
 from dmlfe.solvers.dual import label_only, solve_dual
 from dmlfe.solvers.matrix_free import solve_matrix_free
-from dmlfe.solvers.result import EigenResult, sign_rule
+from dmlfe.solvers.result import EigenResult, flip_rows_inplace
 from dmlfe.stats.cache import load_or_compute_stats
 from dmlfe.stats.gram import gram_matrix, transpose_product
 from dmlfe.stats.pass_ import compute_stats
@@ -63,7 +63,8 @@ class FittedProjection:
 
     def attributes(self) -> dict[str, Any]:
         """``{name_: value}`` for every field (shallow: arrays and maps are not copied)."""
-        return {f"{k}_": getattr(self, k) for k in asdict(self)}
+        # dataclasses.asdict would deep-copy every array (0.8 GB of components at 2^20)
+        return {f"{f.name}_": getattr(self, f.name) for f in fields(self)}
 
 
 def label_gram(Y: Any, client: Any = None) -> np.ndarray:
@@ -144,7 +145,7 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
                      random_state=plan.random_state)
     del G
     comps = transpose_product(data.X, sol.alpha, client=client, progress=progress)
-    comps *= sign_rule(comps.T)[:, None]
+    flip_rows_inplace(comps)
     res = EigenResult(components=comps.T, eigenvalues=sol.eigenvalues,
                       n_components=sol.n_components, n_genuine=sol.n_genuine,
                       solver=sol.solver, regularization=sol.regularization, n_passes=2,

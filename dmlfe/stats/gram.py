@@ -60,10 +60,10 @@ def gram_matrix(X: Any, *, client: Any = None, progress: bool = False,
     n = int(bounds[-1])
     pairs = [(i, j) for i in range(len(blocks)) for j in range(i, len(blocks))]
     if is_dask(X):
-        tiles = run(*[delayed(_tile)(blocks[i], blocks[j]) for i, j in pairs],
-                    desc="Gram pass", progress=progress, client=client)
-    else:
-        tiles = [_tile(blocks[i], blocks[j]) for i, j in pairs]
+        tiles = iter(run(*[delayed(_tile)(blocks[i], blocks[j]) for i, j in pairs],
+                         desc="Gram pass", progress=progress, client=client))
+    else:  # one tile at a time: never a second n x n of tiles beside G
+        tiles = (_tile(blocks[i], blocks[j]) for i, j in pairs)
     G = np.empty((n, n))
     for (i, j), t in zip(pairs, tiles, strict=True):
         G[bounds[i]:bounds[i + 1], bounds[j]:bounds[j + 1]] = t
