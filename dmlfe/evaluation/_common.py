@@ -35,6 +35,28 @@ def as_embeddings(Z: Any) -> np.ndarray | da.Array:
     return Z
 
 
+def as_features(X: Any) -> np.ndarray | sp.csr_matrix | da.Array:
+    """Raw features or embeddings as float64, keeping sparsity.
+
+    A scipy.sparse matrix stays CSR (raw term features are never densified), a dask
+    array keeps its row blocks (CSR or dense) with whole rows per block, anything else
+    goes through :func:`as_embeddings`.
+    """
+    if isinstance(X, da.Array):
+        if X.ndim != 2:
+            raise ValueError(f"X must be a 2-D documents x features array; got shape {X.shape}")
+        return X.rechunk({1: -1}) if len(X.chunks[1]) != 1 else X
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.float64)
+        bad = np.flatnonzero(~np.isfinite(X.data))
+        if bad.size:
+            r = int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
+            raise ValueError(f"X[row {r}, feature {X.indices[bad[0]]}] = {X.data[bad[0]]!r}: "
+                             "features must be finite")
+        return X
+    return as_embeddings(X)
+
+
 def check_finite(zb: np.ndarray, offset: int) -> None:
     """Raise naming the first non-finite embedding entry (global row ``offset + r``)."""
     bad = ~np.isfinite(zb)
