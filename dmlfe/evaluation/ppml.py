@@ -103,7 +103,8 @@ def nipals_direction(M: np.ndarray, penalty: float, max_iter: int, tol: float
     w, q = U[:, 0].copy(), Vt[0].copy()
     G = M.T @ M + penalty * np.eye(M.shape[1])
     rounds = 0
-    for rounds in range(1, max_iter + 1):
+    for _ in range(max_iter):
+        rounds += 1
         p = _unit(M @ q)
         q = _unit(_sym_pinv_solve(G, M.T @ p))
         w_new = _unit(M @ q)
