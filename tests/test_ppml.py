@@ -146,3 +146,28 @@ def test_cluster_matches_memory(cluster_client, tmp_path):
                         ["train"] * X.shape[0])
     st = PPML(n_components=8, penalty=3.0, client=cluster_client).fit(str(store))
     assert np.allclose(st.coef_, mem.coef_, atol=1e-10)
+
+
+def test_pipeline_classifier_stage(tmp_path):
+    import json
+
+    import yaml
+
+    from dmlfe.pipeline import run_pipeline
+
+    cfg = {
+        "name": "ppml",
+        "datasets": [{"name": "syn", "format": "synthetic", "chunk_rows": 200,
+                      "options": {"n_docs": 400, "n_labels": 5, "seed": 1,
+                                  "max_features": 120, "fit_split": "train"}}],
+        "methods": ["none"],
+        "classifiers": [{"name": "ppml", "n_components": 4}],
+        "metrics": ["hamming_loss", "micro_f1"],
+    }
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    run_pipeline(path, work_dir=tmp_path / "work", progress=False)
+    rep = json.loads((tmp_path / "work" / "report" / "report.json").read_text())
+    row = rep["tables"]["ppml"]["micro_f1"]["syn"]
+    assert set(row) == {"none"}
+    assert all(0.0 < v <= 1.0 for v in row.values())

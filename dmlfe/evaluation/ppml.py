@@ -149,8 +149,10 @@ class PPML(MultiLabelBase):
         The unit label weights q of the inner loop (eq. 14).
     y_loadings_ : ndarray (d, k)
         The penalised label loadings Q (eq. 4 with eq. 12's ridge penalty).
+    score_sq_norms_ : ndarray (k,)
+        σ_h² = t_h^T t_h.
     shrinkage_ : ndarray (k,)
-        f(σ_h) = σ_h² / (σ_h² + λ), σ_h² = t_h^T t_h (eq. 15).
+        f(σ_h) = σ_h² / (σ_h² + λ) (eq. 15).
     coef_ : ndarray (m, d), intercept_ : ndarray (d,)
         O = X coef_ + intercept_ (eq. 5-6).
     n_components_, n_features_in_, n_labels_, n_samples_ : int
@@ -273,6 +275,7 @@ class PPML(MultiLabelBase):
         self.y_weights_ = np.column_stack(Qw)
         self.y_loadings_ = np.column_stack(Ql)
         s2 = np.asarray(sig2)
+        self.score_sq_norms_ = s2
         self.shrinkage_ = s2 / (s2 + lam)
         self.n_iter_ = np.asarray(iters, dtype=np.int64)
         self.coef_ = R @ self.y_loadings_.T
