@@ -42,8 +42,6 @@ m x d or m x k algebra on the driver. ``n_passes_`` counts the passes. Driver me
 
 from __future__ import annotations
 
-import numbers
-import os
 from typing import Any
 
 import dask.array as da
@@ -54,8 +52,10 @@ from dmlfe.evaluation._common import (
     as_features,
     check_labels,
     dense_block,
+    from_store,
     map_rows,
 )
+from dmlfe.params import Param, anything, interval, validate
 from dmlfe.solvers.matrix_free import ScatterOperator
 from dmlfe.solvers.result import flip_signs
 from dmlfe.stats.pass_ import compute_stats
@@ -65,6 +65,17 @@ DEFAULT_N_COMPONENTS = 40
 DEFAULT_PENALTY = 1.0
 #: The paper's prediction threshold (section 3.3: "often empirically set as 0.5").
 DEFAULT_THRESHOLD = 0.5
+
+
+#: PPML's parameters and their constraints (checked in ``fit``, before any pass).
+PARAMS = (
+    Param("n_components", DEFAULT_N_COMPONENTS, interval(1, None, integer=True), "int"),
+    Param("penalty", DEFAULT_PENALTY, interval(0, None), "float"),
+    Param("threshold", DEFAULT_THRESHOLD, interval(None, None), "float"),
+    Param("max_iter", 100, interval(1, None, integer=True), "int"),
+    Param("tol", 1e-12, interval(0, 1, closed="left"), "float"),
+    Param("client", None, anything, "distributed.Client or None"),
+)
 
 
 def _scores(xb: Any, state: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
@@ -182,33 +193,9 @@ class PPML(MultiLabelBase):
         self.client = client
 
     # ------------------------------------------------------------------ checks
-    def _validate(self) -> None:
-        name = type(self).__name__
-        k = self.n_components
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-            raise ValueError(f"{name}: n_components={k!r} must be an integer >= 1")
-        lam = self.penalty
-        if isinstance(lam, bool) or not isinstance(lam, numbers.Real) or not lam >= 0:
-            raise ValueError(f"{name}: penalty={lam!r} must be a real number >= 0")
-        th = self.threshold
-        if isinstance(th, bool) or not isinstance(th, numbers.Real) or not np.isfinite(th):
-            raise ValueError(f"{name}: threshold={th!r} must be a finite real number")
-        it = self.max_iter
-        if isinstance(it, bool) or not isinstance(it, numbers.Integral) or it < 1:
-            raise ValueError(f"{name}: max_iter={it!r} must be an integer >= 1")
-        tol = self.tol
-        if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not 0 <= tol < 1:
-            raise ValueError(f"{name}: tol={tol!r} must be a real number in [0, 1)")
-
     @staticmethod
     def _inputs(X: Any, Y: Any) -> tuple[Any, Any]:
-        if isinstance(X, (str, os.PathLike)) or hasattr(X, "fingerprint"):
-            from dmlfe.store import open_store
-
-            store = open_store(X) if isinstance(X, (str, os.PathLike)) else X
-            X, Y = store.X, (store.Y if Y is None else Y)
-        if Y is None:
-            raise ValueError("PPML.fit needs Y (documents x labels, 0/1) unless X is a store")
+        X, Y = from_store(X, Y, "PPML")
         X = as_features(X)
         if not isinstance(Y, da.Array):
             Y = dense_block(Y)
@@ -234,7 +221,7 @@ class PPML(MultiLabelBase):
         -------
         self
         """
-        self._validate()
+        validate(self.get_params(), PARAMS, "PPML")
         X, Y = self._inputs(X, Y)
         lam = float(self.penalty)
         stats = compute_stats(X, Y, client=self.client)  # pass 1: n, means, X^T Y

@@ -17,8 +17,6 @@ Lagrangian (eq. 21-28), V and B by the Sylvester equations eq. 30 and eq. 32.
 
 from __future__ import annotations
 
-import numbers
-import os
 from typing import Any
 
 import dask
@@ -30,8 +28,9 @@ from sklearn.feature_selection import SelectorMixin
 from sklearn.neighbors import kneighbors_graph
 
 from dmlfe.compute import compute_one, is_dask, to_float_block, tree_reduce
-from dmlfe.evaluation._common import as_features, check_labels, dense_block
+from dmlfe.evaluation._common import as_features, check_labels, dense_block, from_store
 from dmlfe.evaluation.metrics import squared_cosines
+from dmlfe.params import Param, anything, interval, optional, validate
 from dmlfe.stats.pass_ import compute_stats
 
 #: R's eigenvalues are raised to this fraction of its largest (see GRROOR's Notes).
@@ -39,6 +38,27 @@ _R_FLOOR = 1e-2
 #: Default limits: the D x D and n x n float64 matrices held on the driver.
 DEFAULT_MAX_FEATURES = 10_000
 DEFAULT_MAX_SAMPLES = 10_000
+
+
+_INT1 = interval(1, None, integer=True)
+_NONNEG = interval(0, None)
+#: GRROOR's parameters and their constraints (checked in ``fit``, before any pass).
+PARAMS = (
+    Param("n_features_to_select", 50, _INT1, "int"),
+    Param("alpha", 1.0, interval(0, None, closed="neither"), "float"),
+    Param("beta", 10.0, _NONNEG, "float"),
+    Param("eta", 10.0, _NONNEG, "float"),
+    Param("lambda_", 10.0, _NONNEG, "float"),
+    Param("n_latent", None, optional(_INT1), "int or None"),
+    Param("n_neighbors", 5, _INT1, "int"),
+    Param("sigma2", 1.0, interval(0, None, closed="neither"), "float"),
+    Param("max_iter", 50, _INT1, "int"),
+    Param("tol", 1e-6, _NONNEG, "float"),
+    Param("random_state", 0, interval(0, None, integer=True), "int"),
+    Param("max_features", DEFAULT_MAX_FEATURES, _INT1, "int"),
+    Param("max_samples", DEFAULT_MAX_SAMPLES, _INT1, "int"),
+    Param("client", None, anything, "distributed.Client or None"),
+)
 
 
 # --------------------------------------------------------------------------- passes
@@ -333,39 +353,8 @@ class GRROOR(SelectorMixin, BaseEstimator):
         self.client = client
 
     # ------------------------------------------------------------------ checks
-    def _validate(self) -> None:
-        def integer(name: str, lo: int) -> None:
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
-                raise ValueError(f"GRROOR: {name}={v!r} must be an integer >= {lo}")
-
-        def real(name: str, positive: bool) -> None:
-            v = getattr(self, name)
-            ok = not isinstance(v, bool) and isinstance(v, numbers.Real) and np.isfinite(v)
-            if not ok or (v <= 0 if positive else v < 0):
-                raise ValueError(f"GRROOR: {name}={v!r} must be a real number "
-                                 f"{'> 0' if positive else '>= 0'}")
-
-        for name in ("n_features_to_select", "n_neighbors", "max_iter", "max_features",
-                     "max_samples"):
-            integer(name, 1)
-        integer("random_state", 0)
-        for name in ("beta", "eta", "lambda_"):
-            real(name, positive=False)
-        real("alpha", positive=True)
-        real("sigma2", positive=True)
-        real("tol", positive=False)
-        if self.n_latent is not None:
-            integer("n_latent", 1)
-
     def _inputs(self, X: Any, Y: Any) -> tuple[Any, np.ndarray]:
-        if isinstance(X, (str, os.PathLike)) or hasattr(X, "fingerprint"):
-            from dmlfe.store import open_store
-
-            store = open_store(X) if isinstance(X, (str, os.PathLike)) else X
-            X, Y = store.X, (store.Y if Y is None else Y)
-        if Y is None:
-            raise ValueError("GRROOR.fit needs Y (documents x labels, 0/1) unless X is a store")
+        X, Y = from_store(X, Y, "GRROOR")
         X = as_features(X)
         n, D = X.shape
         if D > self.max_features:
@@ -413,7 +402,7 @@ class GRROOR(SelectorMixin, BaseEstimator):
         -------
         self
         """
-        self._validate()
+        validate(self.get_params(), PARAMS, "GRROOR")
         X, Y01 = self._inputs(X, Y)
         n, D = X.shape
         k = Y01.shape[1]
