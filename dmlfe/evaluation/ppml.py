@@ -89,14 +89,6 @@ def _thresholded(xb: Any, state: tuple[np.ndarray, np.ndarray, float]) -> np.nda
     return (_scores(xb, (B, b)) >= theta).astype(np.int8)
 
 
-def _sym_pinv_solve(G: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """(G)^† rhs for a symmetric positive semi-definite G (eq. 14's Moore-Penrose inverse)."""
-    vals, vecs = np.linalg.eigh(G)
-    cut = max(vals.max(initial=0.0), 0.0) * G.shape[0] * np.finfo(np.float64).eps
-    inv = np.where(vals > cut, 1.0 / np.where(vals > cut, vals, 1.0), 0.0)
-    return vecs @ (inv * (vecs.T @ rhs))
-
-
 def _unit(v: np.ndarray) -> np.ndarray:
     nrm = float(np.linalg.norm(v))
     return v / nrm if nrm > 0 else v
@@ -106,18 +98,24 @@ def nipals_direction(M: np.ndarray, penalty: float, max_iter: int, tol: float
                      ) -> tuple[np.ndarray, np.ndarray, int]:
     """Alg. 1's inner loop on M = X_h^T Y_h (m x d): the weight w and label weight q.
 
-    Starts from the leading singular pair of M (eq. 11); each round: p ∝ M q,
-    q ∝ (M^T M + λ I)^† M^T p (eq. 14, the paper's M being our M^T), w ∝ M q = X_h^T u.
-    Stops when |w_new · w_old| > 1 - tol. Returns (w, q, rounds).
+    One symmetric eigendecomposition G = M^T M = U diag(σ²) U^T (d x d, the paper's
+    M M^T) serves both the eq. 11 start (q = the leading eigenvector, i.e. the leading
+    right singular vector of M) and eq. 14, q ∝ (G + λ I)^† M^T p = U diag(1 / (σ² + λ))
+    U^T M^T p (Moore-Penrose: zero where σ² + λ vanishes). Each round: p ∝ M q,
+    q by eq. 14, w ∝ M q = X_h^T u. Stops when |w_new · w_old| > 1 - tol.
+    Returns (w, q, rounds).
     """
-    U, _, Vt = np.linalg.svd(M, full_matrices=False)
-    w, q = U[:, 0].copy(), Vt[0].copy()
-    G = M.T @ M + penalty * np.eye(M.shape[1])
+    vals, U = np.linalg.eigh(M.T @ M)
+    q = U[:, -1].copy()
+    w = _unit(M @ q)
+    shifted = vals + penalty
+    cut = max(float(shifted.max(initial=0.0)), 0.0) * len(vals) * np.finfo(np.float64).eps
+    inv = np.where(shifted > cut, 1.0 / np.where(shifted > cut, shifted, 1.0), 0.0)
     rounds = 0
     for _ in range(max_iter):
         rounds += 1
         p = _unit(M @ q)
-        q = _unit(_sym_pinv_solve(G, M.T @ p))
+        q = _unit(U @ (inv * (U.T @ (M.T @ p))))
         w_new = _unit(M @ q)
         done = abs(float(w_new @ w)) > 1.0 - tol
         w = w_new
