@@ -74,8 +74,8 @@ def main() -> None:
     if args.tune:
         seed = args.seed + 1
         folds = list(KFold(10, shuffle=True, random_state=seed).split(X))
-        ks = (10, 20, 30, 40, 50, 60, 80, 100, 120, 160, 200)
-        lams = (0.0, 1.0, 3.0, 10.0, 30.0, 100.0)
+        ks = (20, 40, 60, 80, 100, 120, 160, 200, 250, 300, 400)
+        lams = (0.0, 3.0, 10.0, 20.0, 30.0, 50.0, 100.0)
         acc: dict[tuple[int, float], dict[str, list[float]]] = {}
         for tr, te in folds:
             # One fit with the most components and no penalty serves the whole grid: the

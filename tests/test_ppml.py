@@ -131,10 +131,10 @@ def test_bad_parameters(kw):
 
 def test_cluster_matches_memory(cluster_client, tmp_path):
     X, Y = _data(n=150, m=40, d=5, sparse=True, seed=7)
-    mem = PPML(n_components=8, penalty=3.0).fit(sp.csr_matrix(X), Y)
+    mem = PPML(n_components=4, penalty=3.0).fit(sp.csr_matrix(X), Y)
     Xd, Yd = sparse_dask(X, 17), labels_dask(Y, 17)
-    dist = PPML(n_components=8, penalty=3.0, client=cluster_client).fit(Xd, Yd)
-    assert dist.n_passes_ == 1 + 8
+    dist = PPML(n_components=4, penalty=3.0, client=cluster_client).fit(Xd, Yd)
+    assert dist.n_passes_ == 1 + 4
     assert np.allclose(dist.coef_, mem.coef_, atol=1e-10)
     assert np.allclose(dist.intercept_, mem.intercept_, atol=1e-10)
     S = dist.decision_function(Xd)
@@ -144,7 +144,7 @@ def test_cluster_matches_memory(cluster_client, tmp_path):
     # from a store: its X and Y
     store = write_store(tmp_path / "s.zarr", sp.csr_matrix(X), Y.astype(np.uint8),
                         ["train"] * X.shape[0])
-    st = PPML(n_components=8, penalty=3.0, client=cluster_client).fit(str(store))
+    st = PPML(n_components=4, penalty=3.0, client=cluster_client).fit(str(store))
     assert np.allclose(st.coef_, mem.coef_, atol=1e-10)
 
 
