@@ -64,7 +64,7 @@ CLASSIFIERS: dict[str, tuple[str, dict[str, Any]]] = {
     "mlknn": ("MLkNN", {"k": 10, "s": 1.0}),
     "br": ("BinaryRelevance", {}),
     "flda": ("PerLabelFLDA", {}),
-    "ppml": ("PPML", {"n_components": 200, "penalty": 30.0, "threshold": 0.5}),
+    "ppml": ("PPML", {"n_components": 300, "penalty": 30.0, "threshold": 0.5}),
 }
 
 #: Estimator parameters the pipeline sets itself (not from a pipeline file).
