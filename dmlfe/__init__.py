@@ -22,14 +22,15 @@ from dmlfe.estimators import (
     estimator_class,
     make_estimator,
 )
-from dmlfe.evaluation import BinaryRelevance, MLkNN, MultiLabelRidge, PerLabelFLDA
+from dmlfe.evaluation import PPML, BinaryRelevance, MLkNN, MultiLabelRidge, PerLabelFLDA
 from dmlfe.ingestion import ingest
 from dmlfe.model_io import load_model
+from dmlfe.selection import GRROOR
 from dmlfe.store import open_store
 from dmlfe.vectorize.text import text_pipeline
 
 __all__ = [
-    "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA",
+    "GRROOR", "PPML", "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA",
     "CCA", "DMLDA", "KernelMDDM", "LSI", "MDDM", "MLDA", "MLSI", "MVMD", "OPLS", "PCA", "PLS",
     "__version__", "estimator_class", "ingest", "load_model", "make_estimator", "metrics",
     "open_store", "text_pipeline",

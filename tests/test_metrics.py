@@ -175,9 +175,12 @@ def test_macro_auc_matches_sklearn(ties):
 def test_redundancy_hand_made():
     X = np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 0.0]])
     # cos^2: (0,1) = 1/2, (0,2) = 0, (1,2) = 1/2; ordered pairs sum 2, m (m - 1) = 6
-    assert M.redundancy(X, [0, 1, 2]) == pytest.approx(1 / 3)
-    assert M.redundancy(X, np.array([True, True, False, False])) == pytest.approx(0.5)
-    assert M.redundancy(X, [0, 3]) == 0.0  # zero column: cosine 0
+    raw = {"centered": False}
+    assert M.redundancy(X, [0, 1, 2], **raw) == pytest.approx(1 / 3)
+    assert M.redundancy(X, np.array([True, True, False, False]), **raw) == pytest.approx(0.5)
+    assert M.redundancy(X, [0, 3], **raw) == 0.0  # zero column: cosine 0
+    # centred (eq. 12-13): columns 0 and 2 become -+1/2, column 1 constant (cosine 0)
+    assert M.redundancy(X, [0, 1, 2]) == pytest.approx(2 / 6)
     assert M.redundancy(X, [2]) == 0.0
     with pytest.raises(ValueError, match="selected twice"):
         M.redundancy(X, [1, 1])
@@ -192,11 +195,16 @@ def test_redundancy_sparse_and_dask_match_sklearn_cosine():
     sel = [3, 7, 11, 20, 29]
     C = cosine_similarity(Xs[:, sel].T.toarray()) ** 2
     ref = (C.sum() - np.trace(C)) / (5 * 4)
-    assert M.redundancy(Xs, sel) == pytest.approx(ref, rel=1e-12)
-    assert M.redundancy(Xs.toarray(), sel) == pytest.approx(ref, rel=1e-12)
+    assert M.redundancy(Xs, sel, centered=False) == pytest.approx(ref, rel=1e-12)
+    assert M.redundancy(Xs.toarray(), sel, centered=False) == pytest.approx(ref, rel=1e-12)
     blocks = [Xs[i:i + 25] for i in range(0, 90, 25)]
     Xd = da.concatenate([da.from_array(b, chunks=b.shape, asarray=False) for b in blocks])
-    assert M.redundancy(Xd, sel) == pytest.approx(ref, rel=1e-12)
+    assert M.redundancy(Xd, sel, centered=False) == pytest.approx(ref, rel=1e-12)
+    # centred: eq. 12's squared Pearson correlations
+    Cc = np.corrcoef(Xs[:, sel].toarray().T) ** 2
+    refc = (Cc.sum() - np.trace(Cc)) / (5 * 4)
+    assert M.redundancy(Xs, sel) == pytest.approx(refc, rel=1e-10)
+    assert M.redundancy(Xd, sel) == pytest.approx(refc, rel=1e-10)
 
 
 # --------------------------------------------------------------- report and inputs

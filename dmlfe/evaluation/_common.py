@@ -3,6 +3,7 @@ row-chunk-wise application, and the one-pass moment statistics (ridge, Fisher LD
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -35,6 +36,41 @@ def as_embeddings(Z: Any) -> np.ndarray | da.Array:
         raise ValueError(f"Z must be a 2-D documents x dimensions array; got shape {Z.shape}")
     check_finite(Z, 0)
     return Z
+
+
+def from_store(X: Any, Y: Any, owner: str) -> tuple[Any, Any]:
+    """(X, Y) of a store path or opened store (its X, and its Y unless Y is given);
+    other inputs pass through. Raises when Y is still missing."""
+    if isinstance(X, (str, os.PathLike)) or hasattr(X, "fingerprint"):
+        from dmlfe.store import open_store  # the store layer only when a store is given
+
+        store = open_store(X) if isinstance(X, (str, os.PathLike)) else X
+        X, Y = store.X, (store.Y if Y is None else Y)
+    if Y is None:
+        raise ValueError(f"{owner}.fit needs Y (documents x labels, 0/1) unless X is a store")
+    return X, Y
+
+
+def as_features(X: Any) -> np.ndarray | sp.csr_matrix | da.Array:
+    """Raw features or embeddings as float64, keeping sparsity.
+
+    A scipy.sparse matrix stays CSR (raw term features are never densified), a dask
+    array keeps its row blocks (CSR or dense) with whole rows per block, anything else
+    goes through :func:`as_embeddings`.
+    """
+    if isinstance(X, da.Array):
+        if X.ndim != 2:
+            raise ValueError(f"X must be a 2-D documents x features array; got shape {X.shape}")
+        return X.rechunk({1: -1}) if len(X.chunks[1]) != 1 else X
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.float64)
+        bad = np.flatnonzero(~np.isfinite(X.data))
+        if bad.size:
+            r = int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
+            raise ValueError(f"X[row {r}, feature {X.indices[bad[0]]}] = {X.data[bad[0]]!r}: "
+                             "features must be finite")
+        return X
+    return as_embeddings(X)
 
 
 def check_finite(zb: np.ndarray, offset: int) -> None:

@@ -1,7 +1,8 @@
 """The multi-label classifiers on embeddings, in one namespace.
 
 :class:`MultiLabelRidge` (MVMD's baseline), :class:`MLkNN` (Zhang & Zhou 2007),
-:class:`BinaryRelevance` and :class:`PerLabelFLDA` (MOPE's classifier). Each has
+:class:`BinaryRelevance`, :class:`PerLabelFLDA` (MOPE's classifier) and :class:`PPML`
+(penalised PLS-DA, Ma et al. 2014). Each has
 ``fit(Z, Y)`` with Y an n x q 0/1 matrix, ``predict`` (0/1 int8 matrix) and
 ``decision_function`` (n x q float scores for the ranking measures), and accepts dask
 embeddings chunked by rows.
@@ -10,5 +11,6 @@ embeddings chunked by rows.
 from dmlfe.evaluation.binary_relevance import BinaryRelevance
 from dmlfe.evaluation.linear import MultiLabelRidge, PerLabelFLDA
 from dmlfe.evaluation.mlknn import MLkNN
+from dmlfe.evaluation.ppml import PPML
 
-__all__ = ["BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA"]
+__all__ = ["PPML", "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA"]

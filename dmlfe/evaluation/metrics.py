@@ -45,7 +45,8 @@ Ranking measures ``(Y_true, scores)`` (MDDM 4.2), higher score = more relevant:
   (:func:`auc_skipped` counts them); NaN if every label is skipped.
 
 ``redundancy(X, selected)`` is GRROOR eq. 38: the mean squared cosine similarity
-between distinct selected feature columns.
+between distinct selected feature columns, centred as in eq. 12-13 (``centered=False``
+for the raw columns).
 """
 
 from __future__ import annotations
@@ -316,21 +317,35 @@ def macro_auc(Y_true: Any, scores: Any) -> float:
 
 
 # ------------------------------------------------------------------- redundancy
-def _gram_block(xb: Any, cols: np.ndarray) -> np.ndarray:
+def _gram_block(xb: Any, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     xs = xb[:, cols]
     if sp.issparse(xs):
         g = (xs.T @ xs).toarray()
     else:
         xs = np.asarray(xs, dtype=np.float64)
         g = xs.T @ xs
-    return np.asarray(g, dtype=np.float64)
+    s = np.asarray(xs.sum(axis=0), dtype=np.float64).ravel()
+    return np.asarray(g, dtype=np.float64), s, int(xs.shape[0])
 
 
-def _sum(*parts: np.ndarray) -> np.ndarray:
-    return np.sum(parts, axis=0)
+def _sum(*parts: tuple[np.ndarray, np.ndarray, int]) -> tuple[np.ndarray, np.ndarray, int]:
+    return (np.sum([p[0] for p in parts], axis=0), np.sum([p[1] for p in parts], axis=0),
+            sum(p[2] for p in parts))
 
 
-def redundancy(X: Any, selected: Sequence[int] | np.ndarray) -> float:
+def squared_cosines(gram: np.ndarray) -> np.ndarray:
+    """A = O o O with O_ij = g_ij / sqrt(g_ii g_jj) (GRROOR eq. 12 and 14).
+
+    ``gram`` is F^T F for the feature columns F (centred for eq. 12-13). A feature of
+    zero norm has cosine 0 with every feature, itself included.
+    """
+    norms = np.sqrt(np.clip(np.diag(gram), 0.0, None))
+    outer = np.outer(norms, norms)
+    cos = np.divide(gram, outer, out=np.zeros_like(gram, dtype=np.float64), where=outer > 0)
+    return cos**2
+
+
+def redundancy(X: Any, selected: Sequence[int] | np.ndarray, centered: bool = True) -> float:
     """Mean squared cosine similarity between distinct selected features (GRROOR eq. 38).
 
     Parameters
@@ -339,13 +354,16 @@ def redundancy(X: Any, selected: Sequence[int] | np.ndarray) -> float:
         Documents x features; features are the columns f_i.
     selected : sequence of int or boolean mask
         The feature subset G (column indices, no repeats).
+    centered : bool, default True
+        Take the cosines of the centred columns f_i = H x_i (eq. 12-13, the A of
+        eq. 38); False uses the raw columns.
 
     Returns
     -------
     float
-        ``sum_{i != j in G} cos^2(f_i, f_j) / (m (m - 1))`` with cosines taken on the raw
-        (uncentred) columns, as in GRROOR eq. 12. A column of zeros has cosine 0 with
-        every other column. A single selected feature has no pair: 0.0.
+        ``sum_{i != j in G} A_ij / (m (m - 1))`` with A_ij = cos^2(f_i, f_j) (eq. 12,
+        38). A constant column (zero after centring) has cosine 0 with every other
+        column. A single selected feature has no pair: 0.0.
     """
     if X.ndim != 2:
         raise ValueError(f"X must be a 2-D documents x features matrix; got shape {X.shape}")
@@ -372,13 +390,12 @@ def redundancy(X: Any, selected: Sequence[int] | np.ndarray) -> float:
         if len(X.chunks[1]) != 1:
             X = X.rechunk({1: -1})
         parts = [delayed(_gram_block, pure=True)(b, sel) for b in X.to_delayed().ravel()]
-        G = compute_one(tree_reduce(parts, _sum))
+        G, s, n = compute_one(tree_reduce(parts, _sum))
     else:
-        G = _gram_block(X if sp.issparse(X) else np.asarray(X), sel)
-    norms = np.sqrt(np.clip(np.diag(G), 0.0, None))
-    outer = np.outer(norms, norms)
-    cos = np.divide(G, outer, out=np.zeros_like(G), where=outer > 0)
-    A = cos**2
+        G, s, n = _gram_block(X if sp.issparse(X) else np.asarray(X), sel)
+    if centered and n > 0:
+        G = G - np.outer(s, s) / n
+    A = squared_cosines(G)
     return float((A.sum() - np.trace(A)) / (m * (m - 1)))
 
 

@@ -21,7 +21,7 @@ A pipeline file::
       - none                            # the classifier on the raw features
       - {name: pca, d: [10, 20, 50]}    # lists are grids; d = number of components
       - {name: mvmd, t: 0.999, beta: [0.25, 0.5]}   # t = eigenvalue-sum threshold
-    classifiers: [ridge]                # ridge, mlknn, br, flda (with their parameters)
+    classifiers: [ridge]                # ridge, mlknn, br, flda, ppml (with their parameters)
     metrics: [hamming_loss, micro_f1]   # shown in the report (all are computed)
     select: {metric: micro_f1}          # picks a method's setting on the validation split
 
@@ -64,6 +64,7 @@ CLASSIFIERS: dict[str, tuple[str, dict[str, Any]]] = {
     "mlknn": ("MLkNN", {"k": 10, "s": 1.0}),
     "br": ("BinaryRelevance", {}),
     "flda": ("PerLabelFLDA", {}),
+    "ppml": ("PPML", {"n_components": 300, "penalty": 30.0, "threshold": 0.5}),
 }
 
 #: Estimator parameters the pipeline sets itself (not from a pipeline file).

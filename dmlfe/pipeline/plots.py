@@ -76,9 +76,9 @@ def spectrum(fits: Sequence[Mapping[str, Any]], title: str, out: Path) -> Path:
 
 
 def metric_vs_d(series: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]], metric: str,
-                title: str, out: Path) -> Path:
+                title: str, out: Path, xlabel: str = "d (number of components)") -> Path:
     """``series[method][role] = [(d, value), ...]``: one line per method and role
-    (test solid, validation dashed)."""
+    (test solid, validation dashed); ``xlabel`` names d (e.g. selected features)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -88,7 +88,7 @@ def metric_vs_d(series: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]],
             pts = sorted(pts)
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=c,
                     ls="--" if role == "validation" else "-", label=f"{method} ({role})")
-    ax.set_xlabel("d (number of components)")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(metric)
     ax.set_title(title)
     ax.grid(alpha=0.3)

@@ -1,0 +1,519 @@
+"""GRROOR: embedded multi-label feature selection by orthogonal regression with feature
+weights, global feature redundancy and global label relevance (Xu et al.;
+``shared/seeds/grroor-orthogonal-regression-feature-selection.txt``).
+
+With X the n x D documents x features matrix (the paper's X transposed), Xc = H X the
+centred data, Y the n x k labels coded +-1 (section 2.1), the objective is eq. 16 with
+the bias eliminated (eq. 17):
+
+    J(W, θ, V, B) = ||Xc Θ W - H V||_F² + α ||Y - V B||_F² + η tr(V^T L V)
+                    + λ θ^T A θ + β tr(R B^T B)
+    s.t. W^T W = I_c, θ^T 1 = 1, θ >= 0, Θ = diag(θ),
+
+solved by the paper's alternating scheme (Algorithm 1): W by generalized power
+iteration on the Stiefel manifold (eq. 18, Nie et al. 2017), θ by the augmented
+Lagrangian (eq. 21-28), V and B by the Sylvester equations eq. 30 and eq. 32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.feature_selection import SelectorMixin
+from sklearn.neighbors import kneighbors_graph
+
+from dmlfe.compute import compute_one, is_dask, to_float_block, tree_reduce
+from dmlfe.evaluation._common import as_features, check_labels, dense_block, from_store
+from dmlfe.evaluation.metrics import squared_cosines
+from dmlfe.params import Param, anything, interval, optional, validate
+from dmlfe.stats.pass_ import compute_stats
+
+#: R's eigenvalues are raised to this fraction of its largest (see GRROOR's Notes).
+_R_FLOOR = 1e-2
+#: Default limits: the D x D and n x n float64 matrices held on the driver.
+DEFAULT_MAX_FEATURES = 10_000
+DEFAULT_MAX_SAMPLES = 10_000
+
+
+_INT1 = interval(1, None, integer=True)
+_NONNEG = interval(0, None)
+#: GRROOR's parameters and their constraints (checked in ``fit``, before any pass).
+PARAMS = (
+    Param("n_features_to_select", 50, _INT1, "int"),
+    Param("alpha", 1.0, interval(0, None, closed="neither"), "float"),
+    Param("beta", 10.0, _NONNEG, "float"),
+    Param("eta", 10.0, _NONNEG, "float"),
+    Param("lambda_", 10.0, _NONNEG, "float"),
+    Param("n_latent", None, optional(_INT1), "int or None"),
+    Param("n_neighbors", 5, _INT1, "int"),
+    Param("sigma2", 1.0, interval(0, None, closed="neither"), "float"),
+    Param("max_iter", 50, _INT1, "int"),
+    Param("tol", 1e-6, _NONNEG, "float"),
+    Param("random_state", 0, interval(0, None, integer=True), "int"),
+    Param("max_features", DEFAULT_MAX_FEATURES, _INT1, "int"),
+    Param("max_samples", DEFAULT_MAX_SAMPLES, _INT1, "int"),
+    Param("client", None, anything, "distributed.Client or None"),
+)
+
+
+# --------------------------------------------------------------------------- passes
+def _xtv_block(xb: Any, vb: np.ndarray) -> np.ndarray:
+    return np.asarray(to_float_block(xb).T @ vb, dtype=np.float64)
+
+
+def _add(*parts: np.ndarray) -> np.ndarray:
+    return np.sum(parts, axis=0)
+
+
+def _xw_block(xb: Any, Z: np.ndarray) -> np.ndarray:
+    return np.asarray(to_float_block(xb) @ Z, dtype=np.float64)
+
+
+class _XProducts:
+    """Products with the centred Xc = X - 1 mean^T, never forming Xc: in memory, or one
+    distributed pass over the row blocks of a dask X each (counted in ``n_passes``)."""
+
+    def __init__(self, X: Any, mean: np.ndarray, client: Any) -> None:
+        self.X, self.mean, self.client = X, mean, client
+        self.n_passes = 0
+        self._blocks = X.to_delayed().ravel() if is_dask(X) else None
+        if self._blocks is not None:
+            self._bounds = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(int)
+
+    def xt(self, V: np.ndarray) -> np.ndarray:
+        """Xc^T V (D x c) for V (n x c)."""
+        if self._blocks is None:
+            out = np.asarray(self.X.T @ V, dtype=np.float64)
+        else:
+            self.n_passes += 1
+            b = self._bounds
+            parts = [dask.delayed(_xtv_block, pure=True)(xb, V[b[i]:b[i + 1]])
+                     for i, xb in enumerate(self._blocks)]
+            out = compute_one(tree_reduce(parts, _add), client=self.client)
+        return out - np.outer(self.mean, V.sum(axis=0))
+
+    def x(self, Z: np.ndarray) -> np.ndarray:
+        """Xc Z (n x c) for Z (D x c)."""
+        if self._blocks is None:
+            out = np.asarray(self.X @ Z, dtype=np.float64)
+        else:
+            self.n_passes += 1
+            zd = dask.delayed(Z, pure=True)
+            parts = [dask.delayed(_xw_block, pure=True)(xb, zd) for xb in self._blocks]
+            out = np.vstack(compute_one(dask.delayed(list)(parts), client=self.client))
+        return out - (self.mean @ Z)[None, :]
+
+
+# --------------------------------------------------------------------------- sub-solvers
+def _polar(Z: np.ndarray) -> np.ndarray:
+    """argmax_{W^T W = I} tr(W^T Z): U V^T of the thin SVD of Z."""
+    U, _, Vt = np.linalg.svd(Z, full_matrices=False)
+    return U @ Vt
+
+
+def gpi_stiefel(J: np.ndarray, M: np.ndarray, W: np.ndarray, max_iter: int = 200,
+                tol: float = 1e-10) -> tuple[np.ndarray, int]:
+    """min tr(W^T J W - 2 W^T M) s.t. W^T W = I (eq. 18) by generalized power iteration.
+
+    With γ >= λ_max(J) (J PSD), Ã = γ I - J is PSD and the problem is max tr(W^T Ã W + 2 W^T M);
+    each step W <- polar(2 Ã W + 2 M) does not decrease it (Nie, Zhang & Li 2017,
+    Alg. 1). Stops on the relative change of the objective.
+    """
+    # any γ >= λ_max(J) will do: for the PSD J, its trace and the Gershgorin bound are
+    # such bounds at O(D²), where an eigensolver would cost O(D³) per W step
+    gamma = min(float(np.trace(J)), float(np.abs(J).sum(axis=1).max(initial=0.0)))
+    gamma = max(gamma, 0.0) * (1.0 + 1e-12) + 1e-300
+    f_old = float(np.sum(W * (J @ W)) - 2.0 * np.sum(W * M))
+    it = 0
+    for _ in range(max_iter):
+        it += 1
+        W = _polar(gamma * W - J @ W + M)
+        f = float(np.sum(W * (J @ W)) - 2.0 * np.sum(W * M))
+        if abs(f_old - f) <= tol * max(abs(f), 1e-300):
+            break
+        f_old = f
+    return W, it
+
+
+def project_simplex(v: np.ndarray) -> np.ndarray:
+    """Euclidean projection onto {θ >= 0, 1^T θ = 1} (sort-based)."""
+    u = np.sort(v)[::-1]
+    css = np.cumsum(u) - 1.0
+    ind = np.arange(1, v.size + 1)
+    rho = np.nonzero(u - css / ind > 0)[0][-1]
+    return np.maximum(v - css[rho] / (rho + 1.0), 0.0)
+
+
+def alm_simplex_qp(Q: np.ndarray, s: np.ndarray, theta0: np.ndarray, mu0: float,
+                   rho: float = 1.1, max_iter: int = 1000, tol: float = 1e-12,
+                   mu_max_factor: float = 1e4
+                   ) -> tuple[np.ndarray, int]:
+    """min θ^T Q θ - θ^T s on the simplex by the augmented Lagrangian eq. 23-28.
+
+    θ-step θ = E^{-1} f (eq. 25-26) with E = 2Q + μ I + μ 1 1^T: one eigendecomposition
+    of Q serves every μ (the 1 1^T part by Sherman-Morrison); v-step eq. 28;
+    multipliers δ1, δ2 and μ <- ρ μ as in Algorithm 1 (lines 11-13), μ capped. The result is
+    projected onto the simplex (ALM is only feasible in the limit).
+    """
+    d = Q.shape[0]
+    lam, U = np.linalg.eigh(Q)
+    one_u = U.T @ np.ones(d)
+    theta, v = theta0.copy(), theta0.copy()
+    delta1, delta2, mu = np.zeros(d), 0.0, mu0
+    it = 0
+    for _ in range(max_iter):
+        it += 1
+        f = mu * v + mu - delta2 - delta1 + s
+        dinv = 1.0 / (2.0 * lam + mu)
+        a = U @ (dinv * (U.T @ f))  # (2Q + μ I)^{-1} f
+        b = U @ (dinv * one_u)  # (2Q + μ I)^{-1} 1
+        theta = a - b * (mu * a.sum() / (1.0 + mu * b.sum()))
+        v = np.maximum(theta + delta1 / mu, 0.0)
+        delta1 = delta1 + mu * (theta - v)
+        gap = float(theta.sum() - 1.0)
+        delta2 = delta2 + mu * gap
+        # μ stops growing at mu_max_factor μ0: beyond it E is so ill-conditioned that θ
+        # only tracks v and the multipliers stop converging to the optimum
+        mu = min(mu * rho, mu_max_factor * mu0)
+        if np.linalg.norm(theta - v) <= tol and abs(gap) <= tol:
+            break
+    return _polish(Q, s, project_simplex(theta)), it
+
+
+def _polish(Q: np.ndarray, s: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """The QP's exact minimiser by a small active-set search started at the ALM's support.
+
+    On a support F: [2 Q_FF 1; 1^T 0] [θ_F; -ν] = [s_F; 1]. Features with θ_F < 0 leave
+    F, the off-F feature with the most negative gradient - ν enters, until the KKT
+    conditions hold (θ_F >= 0, gradient >= ν off F); if that takes too long the ALM's
+    θ is returned unchanged.
+    """
+    D = theta.size
+    inF = theta > 1e-12 * theta.max(initial=0.0)
+    for _ in range(2 * D + 2):
+        F = np.flatnonzero(inF)
+        m = F.size
+        K = np.zeros((m + 1, m + 1))
+        K[:m, :m] = 2.0 * Q[np.ix_(F, F)]
+        K[:m, m] = K[m, :m] = 1.0
+        try:
+            sol = np.linalg.solve(K, np.concatenate([s[F], [1.0]]))
+        except np.linalg.LinAlgError:
+            return theta
+        tF, nu = sol[:m], -sol[m]
+        if tF.min() < 0:
+            inF[F[tF < 0]] = False
+            if not inF.any():
+                return theta
+            continue
+        out = np.zeros(D)
+        out[F] = tF
+        viol = (2.0 * Q @ out - s) - nu
+        viol[inF] = 0.0
+        j = int(np.argmin(viol))
+        if viol[j] >= -1e-12 * max(abs(nu), 1.0):
+            return out
+        inF[j] = True
+    return theta
+
+
+def sym_sylvester(K: tuple[np.ndarray, np.ndarray], N: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """Solve K V + V N = P for symmetric PSD K (given as eigh) and N (eq. 30, eq. 32).
+
+    In the eigenbases V = U_K [(U_K^T P U_N) / (κ_i + ν_j)] U_N^T; where κ_i + ν_j = 0 the
+    component is 0 (the minimum-norm minimiser: the right-hand side vanishes there).
+    """
+    kv, KU = K
+    nv, NU = np.linalg.eigh(N)
+    den = kv[:, None] + nv[None, :]
+    cut = 1e-12 * max(float(np.abs(den).max(initial=0.0)), 1e-300)
+    Pt = KU.T @ P @ NU
+    Vt = np.divide(Pt, den, out=np.zeros_like(Pt), where=den > cut)
+    return KU @ Vt @ NU.T
+
+
+def heat_kernel_laplacian(X: Any, n_neighbors: int, sigma2: float) -> np.ndarray:
+    """L = G - S of eq. 9: S_ij = exp(-||x_i - x_j||² / σ²) when i is among j's p nearest
+    neighbours or j among i's, else 0; G = diag(S 1). Dense n x n."""
+    n = X.shape[0]
+    p = min(int(n_neighbors), n - 1)
+    if p < 1:
+        return np.zeros((n, n))
+    Gd = kneighbors_graph(X, p, mode="distance", include_self=False)
+    Gd.data = np.exp(-(Gd.data**2) / sigma2)
+    S = Gd.toarray()
+    S = np.maximum(S, S.T)
+    return np.diag(S.sum(axis=1)) - S
+
+
+def _mib(nbytes: float) -> str:
+    return f"{nbytes / 2**20:,.0f} MiB"
+
+
+# --------------------------------------------------------------------------- estimator
+class GRROOR(SelectorMixin, BaseEstimator):
+    """Multi-label feature selection by GRROOR (eq. 16, Algorithm 1).
+
+    Parameters
+    ----------
+    n_features_to_select : int, default 50
+        Features kept by ``transform`` / ``get_support``: the largest scores θ.
+    alpha : float, default 1.0
+        α, weight of the latent-semantics fit ||Y - V B||² (the paper fixes α = 1).
+    beta : float, default 10.0
+        β, global label relevance tr(R B^T B) (eq. 10-11).
+    eta : float, default 10.0
+        η, local geometry tr(V^T L V) (eq. 8-9).
+    lambda_ : float, default 10.0
+        λ, global feature redundancy θ^T A θ (eq. 15).
+    n_latent : int or None, default None
+        c, the latent label dimension (columns of W and V); None: max(2, ceil(k / 2)).
+    n_neighbors : int, default 5
+        p of the heat-kernel graph (eq. 9; the paper's 5).
+    sigma2 : float, default 1.0
+        σ² of the heat kernel (eq. 9; the paper's 1).
+    max_iter : int, default 50
+        Outer iterations of Algorithm 1.
+    tol : float, default 1e-6
+        Stop when the relative change of the objective is below ``tol``.
+    random_state : int, default 0
+        Seed of the random initial W, V and B (Algorithm 1, line 1).
+    max_features, max_samples : int, default 10,000 each
+        Refuse (before reading the data) when D or n exceeds them; see Notes.
+    client : distributed.Client, optional
+        Run the passes over a dask X on this client.
+
+    Attributes
+    ----------
+    scores_ : ndarray (D,)
+        The feature scores θ (non-negative, summing to 1).
+    ranking_ : ndarray (D,)
+        Feature indices by decreasing score; θ is sparse, and features with θ = 0 follow
+        by increasing gradient of the last θ problem (eq. 21), then by index.
+    objective_history_ : list of float
+        The objective eq. 17 after initialisation and after every outer iteration;
+        it does not increase.
+    W_, V_, B_ : ndarrays (D x c, n x c, c x k)
+    n_iter_, n_passes_, n_features_in_ : int
+    label_relevance_eigenvalues_ : ndarray (k,)
+        Eigenvalues of R = 1 1^T - Z before clipping (see Notes): they sum to 0.
+
+    Notes
+    -----
+    **What scales how.** The feature redundancy matrix A (eq. 12-14) and the θ
+    subproblem's Q = (X^T H X) o (W W^T) + λ A (eq. 22) are dense D x D, and the W step
+    needs J = Θ X^T H X Θ (D x D): about 5 · 8 D² bytes of driver memory and O(D³)
+    time per outer iteration (one D x D eigendecomposition, for the θ step). The graph Laplacian L
+    (eq. 9) and the V step's Sylvester equation (eq. 30) are dense n x n: about
+    3 · 8 n² bytes and one O(n³) eigendecomposition (H + ηL does not change between
+    iterations). Above ``max_features`` / ``max_samples`` ``fit`` raises with the
+    memory figure instead of exhausting memory; GRROOR is for n and D in the
+    thousands, not for the millions of the relation route.
+
+    **Distributed passes.** For a dask X (row blocks) the centred scatter X^T H X comes
+    from one distributed statistics pass (:func:`dmlfe.stats.pass_.compute_stats`), and
+    every outer iteration makes two passes for X^T H V (D x c) and H X Θ W (n x c).
+    The p-nearest-neighbour graph needs all rows at once: X is gathered to the driver
+    once for it (n x D, sparse stays sparse). ``n_passes_`` counts the passes.
+
+    **Deviations from the paper, and why.** R = 1 1^T - Z (eq. 10) has zero trace, so
+    it is indefinite whenever it is not zero (the paper's "R is positive
+    semi-definite" does not hold); with an indefinite R the B step eq. 32 can be a
+    saddle and the objective unbounded below; even its PSD part leaves B free along
+    R's null space, where V -> 0, B -> infinity lowers the objective without end (no
+    minimiser, no convergence). R's eigenvalues are therefore raised to 1% of its
+    largest: R keeps its eigenvectors and is positive definite, so every B step is a
+    strictly convex problem; ``label_relevance_eigenvalues_`` shows what was changed.
+    The ALM's θ is projected onto the simplex, and a θ step that would raise the
+    objective (ALM stopped early) is not taken, so that the history never increases.
+    Z is the cosine similarity of the 0/1 label columns.
+    """
+
+    def __init__(self, n_features_to_select: int = 50, alpha: float = 1.0, beta: float = 10.0,
+                 eta: float = 10.0, lambda_: float = 10.0, n_latent: int | None = None,
+                 n_neighbors: int = 5, sigma2: float = 1.0, max_iter: int = 50,
+                 tol: float = 1e-6, random_state: int = 0,
+                 max_features: int = DEFAULT_MAX_FEATURES,
+                 max_samples: int = DEFAULT_MAX_SAMPLES, client: Any = None):
+        self.n_features_to_select = n_features_to_select
+        self.alpha = alpha
+        self.beta = beta
+        self.eta = eta
+        self.lambda_ = lambda_
+        self.n_latent = n_latent
+        self.n_neighbors = n_neighbors
+        self.sigma2 = sigma2
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+        self.max_features = max_features
+        self.max_samples = max_samples
+        self.client = client
+
+    # ------------------------------------------------------------------ checks
+    def _inputs(self, X: Any, Y: Any) -> tuple[Any, np.ndarray]:
+        X, Y = from_store(X, Y, "GRROOR")
+        X = as_features(X)
+        n, D = X.shape
+        if D > self.max_features:
+            raise ValueError(
+                f"GRROOR: X has D = {D:,} features; the D x D matrices (redundancy A, Q, J, "
+                f"eq. 12-22) need about {_mib(5 * 8.0 * D * D)} of driver memory, above "
+                f"max_features = {self.max_features:,}; select a candidate subset first "
+                "(e.g. by a per-label filter score) or raise max_features")
+        if n > self.max_samples:
+            raise ValueError(
+                f"GRROOR: X has n = {n:,} documents; the n x n graph Laplacian and the "
+                f"Sylvester solve (eq. 9, 30) need about {_mib(3 * 8.0 * n * n)} of driver "
+                f"memory, above max_samples = {self.max_samples:,}; subsample the documents "
+                "or raise max_samples")
+        if isinstance(Y, da.Array):
+            Y = Y.compute()
+        Y = dense_block(Y)
+        if Y.ndim != 2 or Y.shape[0] != n:
+            raise ValueError(f"Y has shape {Y.shape} but X has {n} rows; Y must be n x k 0/1")
+        return X, check_labels(Y).astype(np.float64)
+
+    # ------------------------------------------------------------------ objective
+    def _objective(self, S: np.ndarray, XtV: np.ndarray, HV2: float, W: np.ndarray,
+                   theta: np.ndarray, V: np.ndarray, B: np.ndarray, Ypm: np.ndarray,
+                   L: np.ndarray, A: np.ndarray, R: np.ndarray) -> float:
+        TW = theta[:, None] * W
+        fit = float(np.sum(TW * (S @ TW)) - 2.0 * np.sum(TW * XtV) + HV2)
+        return (fit + self.alpha * float(np.sum((Ypm - V @ B) ** 2))
+                + self.eta * float(np.sum(V * (L @ V)))
+                + self.lambda_ * float(theta @ A @ theta)
+                + self.beta * float(np.sum(R * (B.T @ B))))
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X: Any, Y: Any = None) -> GRROOR:
+        """Score the features by Algorithm 1.
+
+        Parameters
+        ----------
+        X : ndarray, scipy.sparse, dask array of row blocks, store path or store
+            Documents x features (n x D).
+        Y : array-like or dask array, shape (n, k), entries 0/1
+            Optional when X is a store.
+
+        Returns
+        -------
+        self
+        """
+        validate(self.get_params(), PARAMS, "GRROOR")
+        X, Y01 = self._inputs(X, Y)
+        n, D = X.shape
+        k = Y01.shape[1]
+        c = self.n_latent if self.n_latent is not None else max(2, int(np.ceil(k / 2)))
+        if c > D:
+            raise ValueError(f"GRROOR: n_latent = {c} exceeds the {D} features (W^T W = I_c "
+                             "needs c <= D); choose a smaller n_latent")
+        if self.n_features_to_select > D:
+            raise ValueError(f"GRROOR: n_features_to_select={self.n_features_to_select} but "
+                             f"X has {D} features")
+        a, b_, eta, lam = float(self.alpha), float(self.beta), float(self.eta), \
+            float(self.lambda_)
+
+        # one pass: n, means and the centred scatter X^T H X (D x D)
+        st = compute_stats(X, Y01, need_xtx=True, max_dense_features=self.max_features,
+                           client=self.client)
+        S = st.centred_xtx()
+        S = (S + S.T) / 2.0
+        n_passes = 1
+        A = squared_cosines(S)  # eq. 12-14 on the centred features
+        prod = _XProducts(X, st.mean_x, self.client)
+        Xg = X
+        if is_dask(X):  # the graph needs every row at once (eq. 9)
+            blocks = compute_one(dask.delayed(list)(list(X.to_delayed().ravel())),
+                                 client=self.client)
+            Xg = sp.vstack(blocks, format="csr") if sp.issparse(blocks[0]) else np.vstack(blocks)
+            n_passes += 1
+        L = heat_kernel_laplacian(Xg, self.n_neighbors, float(self.sigma2))
+        H = np.eye(n) - 1.0 / n
+        K = np.linalg.eigh(H + eta * L)  # fixed for all V steps (eq. 30)
+
+        # label relevance (eq. 10): Z cosine of label columns, R = 1 1^T - Z, PSD part
+        nrm = np.linalg.norm(Y01, axis=0)
+        outer = np.outer(nrm, nrm)
+        Z = np.divide(Y01.T @ Y01, outer, out=np.zeros((k, k)), where=outer > 0)
+        np.fill_diagonal(Z, 1.0)
+        rv, rU = np.linalg.eigh(1.0 - Z)
+        self.label_relevance_eigenvalues_ = rv
+        floor = _R_FLOOR * max(float(rv.max()), 1e-12)
+        R = (rU * np.maximum(rv, floor)) @ rU.T
+        Ypm = 2.0 * Y01 - 1.0  # the paper's {-1, 1} coding
+
+        rng = np.random.default_rng(self.random_state)
+        theta = np.full(D, 1.0 / D)
+        W = _polar(rng.standard_normal((D, c)))
+        V = rng.standard_normal((n, c))
+        B = rng.standard_normal((c, k))
+        XtV = prod.xt(V)
+        HV2 = float(np.sum((V - V.mean(axis=0)) ** 2))
+        hist = [self._objective(S, XtV, HV2, W, theta, V, B, Ypm, L, A, R)]
+        self.theta_steps_rejected_ = 0
+        it = 0
+        for _ in range(self.max_iter):
+            it += 1
+            # W step (eq. 18): J = Θ X^T H X Θ, M = Θ X^T H V
+            J = theta[:, None] * S * theta[None, :]
+            M = theta[:, None] * XtV
+            W, _ = gpi_stiefel(J, M, W)
+            # θ step (eq. 21-28): Q = (X^T H X) o (W W^T) + λ A, s = 2 diag(X^T H V W^T)
+            Q = S * (W @ W.T) + lam * A
+            Q = (Q + Q.T) / 2.0
+            s = 2.0 * np.sum(XtV * W, axis=1)
+            mu0 = max(float(np.trace(Q)) / D, 1e-12)
+            cand, _ = alm_simplex_qp(Q, s, theta, mu0)
+            if cand @ Q @ cand - cand @ s <= theta @ Q @ theta - theta @ s:
+                theta = cand
+            else:
+                self.theta_steps_rejected_ += 1
+            # V step (eq. 30): (H + ηL) V + V (α B B^T) = H X Θ W + α Y B^T
+            P = prod.x(theta[:, None] * W) + a * Ypm @ B.T
+            V = sym_sylvester(K, a * (B @ B.T), P)
+            # B step (eq. 32): (α V^T V) B + B (β R) = α V^T Y
+            Vv = np.linalg.eigh(a * (V.T @ V))
+            B = sym_sylvester(Vv, b_ * R, a * (V.T @ Ypm))
+            XtV = prod.xt(V)
+            HV2 = float(np.sum((V - V.mean(axis=0)) ** 2))
+            hist.append(self._objective(S, XtV, HV2, W, theta, V, B, Ypm, L, A, R))
+            if abs(hist[-2] - hist[-1]) <= self.tol * max(abs(hist[-1]), 1e-300):
+                break
+        self.scores_ = theta
+        # θ is sparse (the simplex): features at 0 are ordered by their reduced cost,
+        # the θ-problem's gradient 2 Q θ - s (eq. 21) -- the nearest to entering first
+        grad = 2.0 * Q @ theta - s if it else np.zeros(D)
+        self.ranking_ = np.lexsort((np.arange(D), grad, -theta))
+        self.objective_history_ = hist
+        self.W_, self.V_, self.B_ = W, V, B
+        self.n_iter_ = it
+        self.n_passes_ = n_passes + prod.n_passes
+        self.n_features_in_ = D
+        return self
+
+    # ------------------------------------------------------------------ selection
+    def _get_support_mask(self) -> np.ndarray:
+        mask = np.zeros(self.n_features_in_, dtype=bool)
+        mask[self.ranking_[: self.n_features_to_select]] = True
+        return mask
+
+    def transform(self, X: Any) -> Any:
+        """The selected columns of X (in column order); dask arrays stay lazy."""
+        if is_dask(X):
+            if X.shape[1] != self.n_features_in_:
+                raise ValueError(f"X has {X.shape[1]} features but GRROOR was fitted on "
+                                 f"{self.n_features_in_}")
+            return X[:, np.flatnonzero(self.get_support())]
+        return super().transform(X)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.target_tags.required = True
+        return tags
