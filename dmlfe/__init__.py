@@ -24,10 +24,9 @@ from dmlfe.estimators import (
 )
 from dmlfe.evaluation import PPML, BinaryRelevance, MLkNN, MultiLabelRidge, PerLabelFLDA
 from dmlfe.ingestion import ingest
-from dmlfe.model_io import load_model
+from dmlfe.model_io import load_model, text_pipeline
 from dmlfe.selection import GRROOR
 from dmlfe.store import open_store
-from dmlfe.vectorize.text import text_pipeline
 
 __all__ = [
     "GRROOR", "PPML", "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA",

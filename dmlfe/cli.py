@@ -22,7 +22,7 @@ from dmlfe.errors import DmlfeError, InputError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
 from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, ingest
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
-from dmlfe.model_io import check_compatible, load_model
+from dmlfe.model_io import check_compatible, load_model, text_pipeline
 from dmlfe.params import Param
 from dmlfe.pipeline.cli import add_run_parser, cmd_run
 from dmlfe.pipeline.config import CLASSIFIERS, ClassifierSpec
@@ -33,7 +33,6 @@ from dmlfe.solvers.dimension import check_n_components
 from dmlfe.stats.cache import clean
 from dmlfe.store import export_parquet, import_parquet, open_store
 from dmlfe.tempfiles import write_atomically
-from dmlfe.vectorize.text import text_pipeline
 
 
 def _ngram(s: str) -> tuple[int, int]:

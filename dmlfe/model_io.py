@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from sklearn.pipeline import Pipeline
+
 from dmlfe.errors import InputError, ModelFormatError
 from dmlfe.estimators import estimator_classes
 from dmlfe.model_files import (
@@ -28,6 +30,7 @@ from dmlfe.model_files import (
     save_model,
 )
 from dmlfe.relation import RelationMap
+from dmlfe.store import open_store
 
 __all__ = ["ARRAYS_NPZ", "FORMAT_NAME", "FORMAT_VERSION", "MODEL_JSON", "check_compatible",
            "load_model", "save_model"]
@@ -116,3 +119,35 @@ def load_model(path: str | os.PathLike[str]) -> Any:
                 f"rebuilt from it and {ARRAYS_NPZ} ({' '.join(str(exc).split())})") from None
         est.prototype_indices_ = arrays.get(RELATION_PREFIX + "prototype_indices")
     return est
+
+
+def text_pipeline(model: Any, classifier: Any = None,
+                  store: str | os.PathLike[str] | None = None) -> Pipeline:
+    """Raw documents -> ``model``'s embeddings (-> ``classifier``): a fitted Pipeline.
+
+    Parameters
+    ----------
+    model : fitted dmlfe projection (e.g. from :func:`dmlfe.load_model`)
+    classifier : fitted classifier on the model's embeddings, optional
+    store : path, optional
+        The store whose vectoriser to use; default the model's training store
+        (``model.training_store_["path"]``).
+
+    Returns
+    -------
+    sklearn.pipeline.Pipeline
+        Steps "vectorize", "project" (and "classify"); ``transform(list of str)`` gives
+        embeddings, ``predict``/``predict_proba`` label sets when a classifier is given.
+    """
+    if store is None:
+        prov = getattr(model, "training_store_", None)
+        if not prov:
+            raise InputError("the model does not record its training store (it was fitted "
+                             "on arrays); pass store= the store whose vectoriser to use")
+        store = prov["path"]
+    opened = open_store(store)
+    check_compatible(model, opened)
+    steps = [("vectorize", opened.text_vectorizer()), ("project", model)]
+    if classifier is not None:
+        steps.append(("classify", classifier))
+    return Pipeline(steps)

@@ -18,8 +18,8 @@ import scipy.sparse as sp
 
 from dmlfe.compute import compute_one, is_dask
 from dmlfe.fit.data import FitData
+from dmlfe.fit.graph import graph_fit
 from dmlfe.fit.plan import FitPlan
-from dmlfe.graph.fit import graph_fit
 from dmlfe.methods.mlda import WeightedLabels, label_correlation
 from dmlfe.methods.template import TraceTemplate
 from dmlfe.relation import RelationMap, build_relation_map, relation_block_rows, ship
@@ -187,8 +187,9 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
         relation = {**rmap.params(), "prototype_selection": r.selection,
                     "random_state": r.random_state}
     if plan.spec.needs_graph:  # graph methods: labels + K-NN graph -> one products pass
-        stats, template = graph_fit(plan, data, rmap, n_neighbors=int(plan.graph_neighbors),
-                                    client=client, progress=progress, cache=cache)
+        stats, template = graph_fit(plan.spec, plan.params, data.X, data.Y, data.store, rmap,
+                                    n_neighbors=int(plan.graph_neighbors), client=client,
+                                    progress=progress, cache=cache)
     else:
         stats = statistics(plan, data, rmap, client=client, progress=progress, cache=cache)
     if plan.route == "dual":

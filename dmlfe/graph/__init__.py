@@ -12,5 +12,5 @@ their own beside the statistics pass (``MethodSpec.needs_graph``):
 * :mod:`dmlfe.graph.products` -- A = sparse + low-rank and the one pass that reduces
   it to X^T A X (R^T A R on the relation route);
 * :mod:`dmlfe.graph.methods` -- LPP, OLPP, MOPE, MESD, SSMOPE, HSL as (A, B);
-* :mod:`dmlfe.graph.fit` -- the fit hop that :func:`dmlfe.fit.run.run_fit` calls.
+* :mod:`dmlfe.fit.graph` -- the fit hop that :func:`dmlfe.fit.run.run_fit` calls.
 """

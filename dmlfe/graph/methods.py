@@ -1,7 +1,7 @@
 """Graph methods as pure functions: labels + K-NN graph -> the n x n matrices (A, B).
 
 Each builder returns ``{"A": PairOperator, "B": PairOperator or None, "reg": float}``;
-:func:`dmlfe.graph.fit.graph_fit` reduces them to A_p = X^T A X and
+:func:`dmlfe.fit.graph.graph_fit` reduces them to A_p = X^T A X and
 B_p = X^T B X + reg I (mope eq. 30-31; R^T A R on the relation route) in one pass.
 B = None means orthogonal projections, B_p = I (``reg`` is then not used).
 

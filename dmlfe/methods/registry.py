@@ -113,7 +113,7 @@ class MethodSpec:
     needs_graph : bool
         Graph method (:mod:`dmlfe.graph`): ``build(labels, graph, **params)`` returns the
         n x n operators A and B, reduced to A_p = X^T A X, B_p = X^T B X + reg I by
-        :func:`dmlfe.graph.fit.graph_fit` instead of the statistics pass.
+        :func:`dmlfe.fit.graph.graph_fit` instead of the statistics pass.
     """
 
     name: str

@@ -9,14 +9,12 @@ classifier) as a scikit-learn :class:`~sklearn.pipeline.Pipeline` that takes str
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.pipeline import Pipeline
 
 from dmlfe.errors import InputError, StoreError
 from dmlfe.vectorize.counts import tfidf_block
@@ -94,38 +92,3 @@ def store_vectorizer(provenance: dict, idf: np.ndarray | None, vocabulary: list[
         raise StoreError(f"{where} has vectoriser record version {version}, newer than this "
                          f"dmlfe reads ({VECTORIZER_VERSION}); upgrade dmlfe")
     return TextVectorizer(rec, np.asarray(idf, dtype=np.float64), vocabulary).fit()
-
-
-def text_pipeline(model: Any, classifier: Any = None,
-                  store: str | os.PathLike[str] | None = None) -> Pipeline:
-    """Raw documents -> ``model``'s embeddings (-> ``classifier``): a fitted Pipeline.
-
-    Parameters
-    ----------
-    model : fitted dmlfe projection (e.g. from :func:`dmlfe.load_model`)
-    classifier : fitted classifier on the model's embeddings, optional
-    store : path, optional
-        The store whose vectoriser to use; default the model's training store
-        (``model.training_store_["path"]``).
-
-    Returns
-    -------
-    sklearn.pipeline.Pipeline
-        Steps "vectorize", "project" (and "classify"); ``transform(list of str)`` gives
-        embeddings, ``predict``/``predict_proba`` label sets when a classifier is given.
-    """
-    from dmlfe.model_io import check_compatible
-    from dmlfe.store import open_store
-
-    if store is None:
-        prov = getattr(model, "training_store_", None)
-        if not prov:
-            raise InputError("the model does not record its training store (it was fitted "
-                             "on arrays); pass store= the store whose vectoriser to use")
-        store = prov["path"]
-    opened = open_store(store)
-    check_compatible(model, opened)
-    steps = [("vectorize", opened.text_vectorizer()), ("project", model)]
-    if classifier is not None:
-        steps.append(("classify", classifier))
-    return Pipeline(steps)

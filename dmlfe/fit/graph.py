@@ -10,7 +10,7 @@ which also yields the first-order statistics the fitted model records.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -21,38 +21,39 @@ from dmlfe.graph.products import graph_products
 from dmlfe.methods.template import TraceTemplate, symmetrize
 from dmlfe.relation import RelationMap, ship
 from dmlfe.stats.sufficient import SufficientStats
-
-if TYPE_CHECKING:  # the fit layer calls this module; no import upwards at run time
-    from dmlfe.fit.data import FitData
-    from dmlfe.fit.plan import FitPlan
+from dmlfe.store import Store
 
 
-def _graph_source(data: FitData, n_neighbors: int, client: Any, progress: bool,
-                  cache: bool) -> GraphSource:
-    if data.store is not None:
+def _graph_source(X: Any, store: Store | None, n_neighbors: int, client: Any,
+                  progress: bool, cache: bool) -> GraphSource:
+    if store is not None:
         return GraphSource(lambda: load_or_compute_graph(
-            data.store, n_neighbors, client=client, progress=progress, cache=cache))
-    return GraphSource(lambda: knn_graph(data.X, n_neighbors, client=client,
-                                         progress=progress))
+            store, n_neighbors, client=client, progress=progress, cache=cache))
+    return GraphSource(lambda: knn_graph(X, n_neighbors, client=client, progress=progress))
 
 
-def graph_fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, *,
-              n_neighbors: int, client: Any = None, progress: bool = False,
-              cache: bool = True) -> tuple[SufficientStats, TraceTemplate]:
-    """Statistics and trace template of a graph method (module docstring)."""
-    Y = compute_one(data.Y, client=client) if is_dask(data.Y) else data.Y
+def graph_fit(spec: Any, params: dict[str, Any], X: Any, Y: Any, store: Store | None,
+              rmap: RelationMap | None, *, n_neighbors: int, client: Any = None,
+              progress: bool = False, cache: bool = True
+              ) -> tuple[SufficientStats, TraceTemplate]:
+    """Statistics and trace template of a graph method (module docstring).
+
+    ``spec`` is the method's :class:`~dmlfe.methods.registry.MethodSpec` and ``params``
+    its parameters; X, Y and ``store`` the training data (``store`` None for arrays).
+    """
+    Y = compute_one(Y, client=client) if is_dask(Y) else Y
     Y = np.asarray(Y, dtype=np.float64)
     Y = Y[:, None] if Y.ndim == 1 else Y
-    source = _graph_source(data, n_neighbors, client, progress, cache)
-    ops = plan.spec.build(Y, source, **plan.params)
-    out = graph_products(data.X, {"A": ops["A"], "B": ops["B"]},
-                         block_fn=None if rmap is None else ship(rmap, data.X),
+    source = _graph_source(X, store, n_neighbors, client, progress, cache)
+    ops = spec.build(Y, source, **params)
+    out = graph_products(X, {"A": ops["A"], "B": ops["B"]},
+                         block_fn=None if rmap is None else ship(rmap, X),
                          client=client, progress=progress, extra_factors={"y": Y})
     D = int(out["sum_x"].shape[0])
     B = None
     if ops["B"] is not None:
         B = symmetrize(out["B"]) + float(ops["reg"]) * np.eye(D)
-    template = TraceTemplate(method=plan.spec.name, params=dict(plan.params), centred=False,
+    template = TraceTemplate(method=spec.name, params=dict(params), centred=False,
                              n_features=D, A=symmetrize(out["A"]), B=B)
     stats = SufficientStats(n=out["n"], sum_x=out["sum_x"], sum_y=Y.sum(axis=0),
                             xty=out["xt:y"], yty=Y.T @ Y)
