@@ -110,10 +110,11 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         if not (is_path(X) or is_dask(X)):
             X = checked_matrix(self, X, reset=True)
         data = fit_data(X, Y, params["split"], name, supervised=spec.supervised)
-        if spec.centred and data.shape.n_samples == 1:
-            # centred about its own mean, a single document is all zeros
-            raise InputError(f"{name} centres the data, so it needs at least 2 documents; "
-                             "got 1 sample")
+        if (spec.centred or spec.needs_graph) and data.shape.n_samples == 1:
+            # centred about its own mean, a single document is all zeros; a graph method
+            # has no neighbours for it
+            why = "centres the data" if spec.centred else "builds a graph between documents"
+            raise InputError(f"{name} {why}, so it needs at least 2 documents; got 1 sample")
         plan = plan_fit(spec, params, data.shape,
                         Limits(params["max_dense_features"], params["max_components"],
                                params["max_dual_samples"]))
@@ -219,7 +220,9 @@ def declared_params(specs: list[MethodSpec]) -> tuple[Param, ...]:
     common = tuple(p.with_default(overrides[p.name]) if p.name in overrides else p
                    for p in COMMON)
     variant = (_variant_param(specs),) if len(specs) > 1 else ()
-    return (N_COMPONENTS, *variant, *own.values(), *common)
+    n_components = (N_COMPONENTS.with_default(overrides["n_components"])
+                    if "n_components" in overrides else N_COMPONENTS)
+    return (n_components, *variant, *own.values(), *common)
 
 
 def _docstring(specs: list[MethodSpec], declared: tuple[Param, ...]) -> str:

@@ -46,6 +46,7 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+from sklearn.base import TransformerMixin
 
 from dmlfe.evaluation._common import (
     MultiLabelBase,
@@ -124,7 +125,7 @@ def nipals_direction(M: np.ndarray, penalty: float, max_iter: int, tol: float
     return w, q, rounds
 
 
-class PPML(MultiLabelBase):
+class PPML(TransformerMixin, MultiLabelBase):
     """Penalised PLS-DA multi-label classifier (PPML, Ma et al. 2014, Alg. 1).
 
     Parameters

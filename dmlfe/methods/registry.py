@@ -475,7 +475,9 @@ for _spec in (
                        "section 2.1.1). Unsupervised."),
     MethodSpec("olpp", olpp, generalized=False, reference="mope section 2.1; Table 1",
                parameters=(*_GRAPH, REG), supervised=False, check_params=_olpp_checks,
-               **_GRAPH_KW,
+               # its objective -X^T L X has no positive eigenvalue: a threshold on their
+               # sum cannot apply, so the default is a number of components
+               estimator_defaults={"n_components": 2}, **_GRAPH_KW,
                summary="Orthogonal LPP: min tr(P^T X^T L X P) s.t. P^T P = I, L = D(W) - W "
                        "(mope section 2.1).\nUnsupervised."),
     MethodSpec("mope", mope, generalized=True, reference="mope section 3.3, eq. 34-43",
