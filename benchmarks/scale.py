@@ -27,6 +27,7 @@ Parts (``--parts``, comma list):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -100,8 +101,10 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
 
     params = dict(case.get("params", {}))
     client = None
+    stack = contextlib.ExitStack()
     if source == "store":
-        client = get_client(n_workers=2, threads_per_worker=1, memory_limit="6GiB")
+        client = stack.enter_context(get_client(n_workers=2, threads_per_worker=1,
+                                                memory_limit="6GiB"))
         params |= {"split": case.get("split", "train"), "client": client, "cache": False}
     est = make_estimator(case["method"], n_components=case["n_components"], **params)
     with warnings.catch_warnings(record=True) as caught:
@@ -116,8 +119,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     if Xt is not None:
         rec["micro_f1"] = ridge_micro_f1(np.asarray(est.transform(X)), Y,
                                          np.asarray(est.transform(Xt)), Yt)
-    if client is not None:
-        client.close()
+    stack.close()
     return rec
 
 
