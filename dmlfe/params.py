@@ -57,7 +57,11 @@ class Param:
         return "--" + self.name.replace("_", "-")
 
     def with_default(self, default: Any) -> Param:
-        return Param(self.name, default, self.check, self.doc, self.flag)
+        """The same declaration with another default (its docstring line says so too)."""
+        kind, sep, rest = self.doc.partition("\n")
+        kind = kind.replace(f"default {self.default!r}", f"default {default!r}").replace(
+            f"default {self.default}", f"default {default}")
+        return Param(self.name, default, self.check, kind + sep + rest, self.flag)
 
 
 #: Marks a method parameter whose default is the builder's keyword default.

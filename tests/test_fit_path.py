@@ -227,8 +227,15 @@ def test_a_method_added_through_the_registry_alone(toy_method, tmp_path, capsys,
 
 def test_n_components_is_declared_once():
     assert N_COMPONENTS.default == 0.999
-    for cls in dmlfe.estimators.estimator_classes().values():
-        assert cls._declared[0] is N_COMPONENTS
+    for name, cls in dmlfe.estimators.estimator_classes().items():
+        first = cls._declared[0]
+        own = cls()._spec().estimator_defaults.get("n_components")
+        if own is None:
+            assert first is N_COMPONENTS
+        else:  # e.g. OLPP, whose objective has no positive eigenvalue for a threshold
+            assert (first.name, first.check, first.default) == ("n_components",
+                                                                N_COMPONENTS.check, own)
+            assert f"default {own}" in first.doc.partition("\n")[0], name
 
 
 # --------------------------------------------------------------------------- old models
