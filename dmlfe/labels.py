@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.multiclass import type_of_target
 
+from dmlfe.compute import compute_one, is_dask
 from dmlfe.errors import InputError
 
 
@@ -58,3 +60,16 @@ def class_indicators(y: Any, owner: str, every_class: bool = False
     else:
         Y = binarizer.transform(y)
     return Y.astype(np.int8), binarizer.classes_, kind
+
+
+def dense_labels(Y: Any, client: Any = None) -> np.ndarray:
+    """The label matrix whole on the driver as dense float64, n x q (a 1-D Y is one column).
+
+    For the fit paths that need Y itself (the dual route, the graph methods): it is
+    small beside X (n x q).
+    """
+    if is_dask(Y):
+        Y = compute_one(Y, client=client)
+    Y = Y.toarray() if sp.issparse(Y) else np.asarray(Y)
+    Y = np.asarray(Y, dtype=np.float64)
+    return Y[:, None] if Y.ndim == 1 else Y

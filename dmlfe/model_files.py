@@ -289,22 +289,13 @@ def _fail(file: str, key: str, what: str) -> NoReturn:
     raise ModelFormatError(f"{file}: {key}: {what}")
 
 
+#: Python type -> JSON type name; bool before int (a bool is an int in Python).
+_JSON_TYPES = ((type(None), "null"), (bool, "boolean"), (int, "integer"), (float, "number"),
+               (str, "string"), (list, "array"), (dict, "object"))
+
+
 def _json_type(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    if isinstance(v, dict):
-        return "object"
-    return type(v).__name__
+    return next((name for t, name in _JSON_TYPES if isinstance(v, t)), type(v).__name__)
 
 
 def _is(v: Any, types: tuple[str, ...]) -> bool:

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from dmlfe.compute import compute_one, is_dask
 from dmlfe.graph.knn import knn_graph, load_or_compute_graph
 from dmlfe.graph.methods import GraphSource
 from dmlfe.graph.products import graph_products
+from dmlfe.labels import dense_labels
 from dmlfe.methods.template import TraceTemplate, symmetrize
 from dmlfe.relation import RelationMap, ship
 from dmlfe.stats.sufficient import SufficientStats
@@ -41,9 +41,7 @@ def graph_fit(spec: Any, params: dict[str, Any], X: Any, Y: Any, store: Store | 
     ``spec`` is the method's :class:`~dmlfe.methods.registry.MethodSpec` and ``params``
     its parameters; X, Y and ``store`` the training data (``store`` None for arrays).
     """
-    Y = compute_one(Y, client=client) if is_dask(Y) else Y
-    Y = np.asarray(Y, dtype=np.float64)
-    Y = Y[:, None] if Y.ndim == 1 else Y
+    Y = dense_labels(Y, client)
     source = _graph_source(X, store, n_neighbors, client, progress, cache)
     ops = spec.build(Y, source, **params)
     out = graph_products(X, {"A": ops["A"], "B": ops["B"]},

@@ -36,7 +36,7 @@ Solver (``solver="auto"``):
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dmlfe.errors import InputError
@@ -123,7 +123,7 @@ class FitPlan:
     limits : Limits
     random_state : int
     relation : RelationRequest or None
-    solver_options : dict or None
+    solver_options : dict
         The matrix-free solver's n_oversamples, n_iter, tol and max_passes.
     """
 
@@ -140,7 +140,7 @@ class FitPlan:
     limits: Limits
     random_state: int
     relation: RelationRequest | None = None
-    solver_options: dict[str, Any] | None = None
+    solver_options: dict[str, Any] = field(default_factory=dict)
     #: K of the document K-NN graph (graph methods only, dmlfe.graph).
     graph_neighbors: int | None = None
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from dmlfe.compute import compute_one, is_dask
 from dmlfe.fit.data import FitData
 from dmlfe.fit.graph import graph_fit
 from dmlfe.fit.plan import FitPlan
+from dmlfe.labels import dense_labels
 from dmlfe.methods.mlda import WeightedLabels, label_correlation
 from dmlfe.methods.template import TraceTemplate
 from dmlfe.relation import RelationMap, build_relation_map, relation_block_rows, ship
@@ -111,14 +111,6 @@ def build_template(plan: FitPlan, stats: SufficientStats,
     return spec.build(stats, **kw)
 
 
-def labels_in_memory(Y: Any, client: Any = None) -> np.ndarray:
-    """The 0/1 label matrix as a dense float64 array (small: n x q)."""
-    if is_dask(Y):
-        Y = compute_one(Y, client=client)
-    Y = Y.toarray() if sp.issparse(Y) else np.asarray(Y)
-    return np.asarray(Y, dtype=np.float64).reshape(Y.shape[0], -1)
-
-
 def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
                      client: Any = None, progress: bool = False
                      ) -> tuple[EigenResult, dict[str, Any]]:
@@ -127,7 +119,7 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
     Returns the solution and the method's parameters as its builder recorded them.
     """
     spec = plan.spec
-    Y = labels_in_memory(data.Y, client)
+    Y = dense_labels(data.Y, client)
     label_side = None if spec.needs_weighted_xtx else build_template(plan, label_only(stats),
                                                                       None)
     label_fn = _label_fn(spec.labels, Y, None)
@@ -166,7 +158,7 @@ def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: Sufficie
                                  max_components=plan.limits.max_components, solver=plan.solver,
                                  client=client, random_state=plan.random_state, stats=stats,
                                  block_fn=None if rmap is None else ship(rmap, data.X),
-                                 **(options or {}))
+                                 **options)
     return solve_dense(template, plan.n_components, max_components=plan.limits.max_components,
                        random_state=plan.random_state)
 
@@ -192,12 +184,12 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
                                     progress=progress, cache=cache)
     else:
         stats = statistics(plan, data, rmap, client=client, progress=progress, cache=cache)
-    if plan.route == "dual":
+        # the dual route builds its templates in the row space (solve_dual_route)
+        template = None if plan.route == "dual" else build_template(plan, stats, rmap)
+    if template is None:
         res, params = solve_dual_route(plan, data, stats, client=client, progress=progress)
         centred = plan.spec.centred
     else:
-        if not plan.spec.needs_graph:
-            template = build_template(plan, stats, rmap)
         res = solve(plan, template, data, stats, client=client, rmap=rmap)
         centred, params = template.centred, dict(template.params)
     return FittedProjection(

@@ -41,7 +41,7 @@ import scipy.linalg as sla
 from dmlfe.methods.template import TraceTemplate
 from dmlfe.solvers.dense import REG_EPS, solve_dense
 from dmlfe.solvers.dimension import choose_dimension, n_genuine
-from dmlfe.solvers.partial import FULL_SPECTRUM_LIMIT, leading_eigh
+from dmlfe.solvers.partial import FULL_SPECTRUM_LIMIT, leading_eigh, small_pencil
 from dmlfe.stats.sufficient import SufficientStats
 
 
@@ -91,10 +91,6 @@ def centre_gram(G: np.ndarray) -> np.ndarray:
     return G
 
 
-def _choose(w: np.ndarray, n_components: int | float, total: float | None) -> int:
-    return choose_dimension(w, n_components, total=total)
-
-
 def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int | float,
               max_components: int, random_state: int) -> DualSolution:
     """Form 1: B = I, A = Xs^T (a I + Phi Phi^T) Xs."""
@@ -122,7 +118,7 @@ def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int
                          f"at most {m} non-zero eigenvalues")
     total = float(np.trace(M))
     w, V, _ = leading_eigh(M, k, random_state=random_state)
-    d = _choose(w, n_components, total if w.size < m else None)
+    d = choose_dimension(w, n_components, total=total if w.size < m else None)
     w_d = w[:d]
     alpha = np.sqrt(a) * V[:, :d]
     if U is not None:
@@ -155,14 +151,9 @@ def _lowrank(t: TraceTemplate, Gc: np.ndarray, Yc: np.ndarray, n_features: int,
     Gc[np.diag_indices_from(Gc)] += c / b
     factor = sla.cho_factor(Gc, lower=True, check_finite=False, overwrite_a=True)
     Psi = sla.cho_solve(factor, Phi, check_finite=False) / b
-    S = GcPhi.T @ Psi
-    w, Uq = np.linalg.eigh(0.5 * (S + S.T))
-    order = np.argsort(w)[::-1]
-    w, Uq = np.clip(w[order], 0.0, None), Uq[:, order]
-    d = _choose(w, n_components, None)
-    scale = np.zeros(d)
-    np.divide(1.0, np.sqrt(w[:d]), out=scale, where=w[:d] > 0)
-    alpha = (Psi @ Uq[:, :d]) * scale
+    w, alpha = small_pencil(GcPhi.T @ Psi, Psi)  # the q x q problem Phi^T Gc Psi
+    d = choose_dimension(w, n_components)
+    alpha = alpha[:, :d]
     alpha -= alpha.mean(axis=0)
     return DualSolution(alpha, w, d, n_genuine(w), "dual-lowrank", regularization=reg)
 

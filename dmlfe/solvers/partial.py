@@ -203,6 +203,21 @@ def cholesky_reduce(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return 0.5 * (C + C.T), L
 
 
+def small_pencil(S: np.ndarray, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lambda, G U / sqrt(lambda)) for the eigenpairs (lambda, U) of the small symmetric S.
+
+    The last step of every q x q reduction: S = F^T B^{-1} F and G = B^{-1} F (or their
+    n-space forms). Eigenvalues descending and clipped at 0; columns of zero
+    eigenvalues are zero. Signs are not fixed here.
+    """
+    w, U = np.linalg.eigh(0.5 * (S + S.T))
+    order = np.argsort(w, kind="stable")[::-1]
+    w = np.clip(w[order], 0.0, None)
+    scale = np.zeros_like(w)
+    np.divide(1.0, np.sqrt(w), out=scale, where=w > 0)
+    return w, (G @ U[:, order]) * scale
+
+
 def lowrank_generalized(F: np.ndarray, solve_B: Callable[[np.ndarray], np.ndarray]
                         ) -> tuple[np.ndarray, np.ndarray]:
     """All non-zero eigenpairs of F F^T p = lambda B p from a q x q problem.
@@ -217,9 +232,5 @@ def lowrank_generalized(F: np.ndarray, solve_B: Callable[[np.ndarray], np.ndarra
     eigenvalues are zero), signs fixed.
     """
     G = solve_B(F)
-    S = F.T @ G
-    w, U = _descending(*np.linalg.eigh(0.5 * (S + S.T)))
-    w = np.clip(w, 0.0, None)
-    scale = np.zeros_like(w)
-    np.divide(1.0, np.sqrt(w), out=scale, where=w > 0)
-    return w, flip_signs((G @ U) * scale)
+    w, P = small_pencil(F.T @ G, G)
+    return w, flip_signs(P)
