@@ -57,7 +57,9 @@ def run(argv: list[str], named: str) -> dict:
             rc = main(argv)
     except BaseException as exc:  # noqa: BLE001 - what escapes main is the finding
         return {"outcome": "crash", "message": f"{type(exc).__name__}: {exc}"[:300]}
-    text = err.getvalue().strip().splitlines()
+    # the dashboard address of a started cluster is information, not part of the error
+    text = [t for t in err.getvalue().strip().splitlines()
+            if not t.startswith("dask dashboard: ")]
     line = text[-1] if text else ""
     if rc == 0:
         outcome = "ok"
