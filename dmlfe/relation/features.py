@@ -27,13 +27,13 @@ from dmlfe.relation.kernels import (
     DEFAULT_NEIGHBORS,
     WITH_TAU,
     canonical_similarity,
-    gram_block,
     median_tau,
     row_sq_norms,
     similarity,
 )
 from dmlfe.relation.kernels import prototype_scales as _local_scales
 from dmlfe.relation.prototypes import gather_rows, select_prototypes
+from dmlfe.stats.outer import dense_outer
 
 #: Rows per slice when the map is applied on the driver (bounds the dense m x p block).
 DRIVER_ROWS = 4096
@@ -102,12 +102,10 @@ class RelationMap:
     # ------------------------------------------------------------------ pickling
     def _prepare(self) -> None:
         self._psq = row_sq_norms(self.prototypes)
-        self._pt = sp.csc_matrix(self.prototypes.T)
 
     def __getstate__(self) -> dict[str, Any]:
-        # the transposed copy and the norms are rebuilt on arrival: half the bytes shipped
+        # the norms are rebuilt on arrival
         state = dict(self.__dict__)
-        state.pop("_pt", None)
         state.pop("_psq", None)
         return state
 
@@ -132,7 +130,7 @@ class RelationMap:
         if xb.shape[1] != self.n_features:
             raise ValueError(f"a row block has {xb.shape[1]} features but the prototypes have "
                              f"{self.n_features}: use documents of the training feature space")
-        G = gram_block(xb, self._pt)
+        G = dense_outer(xb, self.prototypes)
         return similarity(self.similarity, G, row_sq_norms(xb), self._psq, tau=self.tau,
                           proto_scales=self.prototype_scales, n_neighbors=self.n_neighbors)
 

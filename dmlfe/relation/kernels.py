@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from dmlfe.stats.outer import dense_outer
+
 SIMILARITIES = ("linear", "cosine", "gaussian", "local_scaling", "inverse_normalized_distance")
 _ALIASES = {"eq9": "inverse_normalized_distance", "eq7": "gaussian", "eq8": "local_scaling",
             "rbf": "gaussian"}
@@ -58,14 +60,6 @@ def row_sq_norms(X: Any) -> np.ndarray:
         return np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
     X = np.asarray(X, dtype=np.float64)
     return np.einsum("ij,ij->i", X, X)
-
-
-def gram_block(xb: Any, proto_t: sp.csc_matrix) -> np.ndarray:
-    """Dense X_b P^T (m x p) from a sparse (or dense) row block and P^T."""
-    if sp.issparse(xb):
-        G = sp.csr_matrix(xb, dtype=np.float64) @ proto_t
-        return G.toarray() if sp.issparse(G) else np.asarray(G)
-    return np.asarray(proto_t.T @ np.asarray(xb, dtype=np.float64).T).T
 
 
 def sq_distances(G: np.ndarray, xsq: np.ndarray, psq: np.ndarray) -> np.ndarray:
@@ -125,10 +119,9 @@ def similarity(
 def prototype_scales(P: sp.csr_matrix, psq: np.ndarray, n_neighbors: int,
                      rows: int = 2048) -> np.ndarray:
     """sigma of every prototype: its K-th nearest other prototype (eq. 8), in row blocks."""
-    pt = sp.csc_matrix(P.T)
     out = np.empty(P.shape[0])
     for s in range(0, P.shape[0], rows):
-        G = gram_block(P[s:s + rows], pt)
+        G = dense_outer(P[s:s + rows], P)
         out[s:s + rows] = kth_neighbour_distance(sq_distances(G, psq[s:s + rows], psq),
                                                  n_neighbors)
     return out
@@ -143,7 +136,7 @@ def median_tau(P: sp.csr_matrix, psq: np.ndarray, random_state: int,
     pick = np.sort(rng.choice(p, size=min(sample, p), replace=False)) if p > sample \
         else np.arange(p)
     S = P[pick]
-    d2 = sq_distances(gram_block(S, sp.csc_matrix(S.T)), psq[pick], psq[pick])
+    d2 = sq_distances(dense_outer(S, S), psq[pick], psq[pick])
     iu = np.triu_indices(len(pick), k=1)
     vals = d2[iu]
     med = float(np.median(vals)) if vals.size else 0.0

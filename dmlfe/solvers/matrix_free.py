@@ -54,12 +54,14 @@ from scipy.sparse.linalg import LinearOperator, eigsh
 
 from dmlfe.compute import (
     BlockFn,
+    add_column_parts,
     block_width,
     check_row_blocks,
     compute_one,
     is_dask,
     to_float_block,
     tree_reduce,
+    used_columns,
 )
 from dmlfe.methods.template import TraceTemplate
 from dmlfe.solvers.dimension import (
@@ -77,20 +79,19 @@ from dmlfe.stats.sufficient import SufficientStats
 # Per-block products (run on the workers)
 # --------------------------------------------------------------------------- #
 def _xtxv_block(xb: Any, V: np.ndarray, block_fn: BlockFn | None) -> dict[str, Any]:
+    """One block's share of X^T X V, on the columns the block uses (see ``used_columns``)."""
     if block_fn is not None:
         xb = block_fn(xb)
     xb = to_float_block(xb)
-    u = np.asarray(xb @ V)
     if sp.issparse(xb):
         sumsq = float(xb.multiply(xb).sum())
     else:
         sumsq = float(np.einsum("ij,ij->", xb, xb))
-    return {
-        "n": int(xb.shape[0]),
-        "sum_x": np.asarray(xb.sum(axis=0), dtype=np.float64).ravel(),
-        "sumsq": sumsq,
-        "xtxv": np.asarray(xb.T @ u, dtype=np.float64),
-    }
+    sum_x = np.asarray(xb.sum(axis=0), dtype=np.float64).ravel()
+    cols, xb = used_columns(xb)
+    u = np.asarray(xb @ V[cols])
+    return {"n": int(xb.shape[0]), "sum_x": sum_x, "sumsq": sumsq,
+            "xtxv": (cols, np.asarray(xb.T @ u, dtype=np.float64).T)}
 
 
 def _combine_xtxv(*parts: dict[str, Any]) -> dict[str, Any]:
@@ -98,11 +99,10 @@ def _combine_xtxv(*parts: dict[str, Any]) -> dict[str, Any]:
         "n": sum(p["n"] for p in parts),
         "sumsq": sum(p["sumsq"] for p in parts),
         "sum_x": parts[0]["sum_x"].copy(),
-        "xtxv": parts[0]["xtxv"].copy(),
+        "xtxv": add_column_parts(*(p["xtxv"] for p in parts)),
     }
     for p in parts[1:]:
         out["sum_x"] += p["sum_x"]
-        out["xtxv"] += p["xtxv"]
     return out
 
 
@@ -219,7 +219,10 @@ class ScatterOperator:
                     f"the statistics given (n = {self.stats.n}) do not describe this X "
                     f"(n = {self.n}): pass the statistics of the same documents and features"
                 )
-        return res["xtxv"]
+        cols, vals = res["xtxv"]
+        out = np.zeros((self.n_features, V.shape[1]))
+        out[cols] = vals.T
+        return out
 
     def matmat(self, V: np.ndarray) -> np.ndarray:
         """A V for a D x k block V: one pass over X."""

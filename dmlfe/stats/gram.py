@@ -19,17 +19,42 @@ import numpy as np
 import scipy.sparse as sp
 from dask import delayed
 
-from dmlfe.compute import check_row_blocks, is_dask, run, to_float_block, tree_reduce
+from dmlfe.compute import (
+    add_column_parts,
+    check_row_blocks,
+    is_dask,
+    run,
+    to_float_block,
+    tree_reduce,
+    used_columns,
+)
+from dmlfe.stats.outer import dense_outer
 
 #: Components computed per sparse product in the map back (bounds its temporaries).
 MAP_BACK_CHUNK = 16
 
 
 def _tile(xi: Any, xj: Any) -> np.ndarray:
-    """X_i X_j^T as a dense float64 tile."""
-    xi, xj = to_float_block(xi), to_float_block(xj)
-    t = xi @ xj.T
-    return np.asarray(t.toarray() if sp.issparse(t) else t, dtype=np.float64)
+    """X_i X_j^T as a dense float64 tile (:func:`dmlfe.stats.outer.dense_outer`)."""
+    xi = to_float_block(xi)
+    return dense_outer(xi, xi if xj is None else to_float_block(xj))
+
+
+def _symmetrise(t: np.ndarray, step: int = 1024) -> np.ndarray:
+    """(t + t^T) / 2 in place, a square of ``step`` rows at a time (no n x n temporary).
+
+    A diagonal tile from BLAS is symmetric only to round-off; the eigensolvers want it
+    exactly so.
+    """
+    n = t.shape[0]
+    for i in range(0, n, step):
+        for j in range(i, n, step):
+            a = t[i:i + step, j:j + step]
+            b = t[j:j + step, i:i + step]
+            m = 0.5 * (a + b.T)
+            a[...] = m
+            b[...] = m.T
+    return t
 
 
 def _row_slices(X: Any, rows: int) -> list[Any]:
@@ -38,7 +63,7 @@ def _row_slices(X: Any, rows: int) -> list[Any]:
 
 
 def gram_matrix(X: Any, *, client: Any = None, progress: bool = False,
-                block_rows: int = 2048) -> np.ndarray:
+                block_rows: int | None = None) -> np.ndarray:
     """G = X X^T (n x n, float64) from the tiles X_i X_j^T of pairs of row blocks (i <= j).
 
     Parameters
@@ -46,8 +71,9 @@ def gram_matrix(X: Any, *, client: Any = None, progress: bool = False,
     X : dask array of CSR row blocks, scipy.sparse matrix or ndarray
     client : distributed.Client, optional
     progress : bool
-    block_rows : int
-        Rows per tile for in-memory X (a dask X uses its own row blocks).
+    block_rows : int, optional
+        Rows per tile for in-memory X (default: one tile, so that the frequent columns
+        make one large BLAS product); a dask X uses its own row blocks.
     """
     if is_dask(X):
         X = check_row_blocks(X)
@@ -55,17 +81,22 @@ def gram_matrix(X: Any, *, client: Any = None, progress: bool = False,
         bounds = np.cumsum((0, *X.chunks[0]))
     else:
         X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
-        blocks = _row_slices(X, block_rows)
+        blocks = _row_slices(X, block_rows or max(int(X.shape[0]), 1))
         bounds = np.cumsum([0] + [b.shape[0] for b in blocks])
     n = int(bounds[-1])
     pairs = [(i, j) for i in range(len(blocks)) for j in range(i, len(blocks))]
     if is_dask(X):
-        tiles = iter(run(*[delayed(_tile)(blocks[i], blocks[j]) for i, j in pairs],
+        tiles = iter(run(*[delayed(_tile)(blocks[i], None if i == j else blocks[j])
+                           for i, j in pairs],
                          desc="Gram pass", progress=progress, client=client))
     else:  # one tile at a time: never a second n x n of tiles beside G
-        tiles = (_tile(blocks[i], blocks[j]) for i, j in pairs)
+        tiles = (_tile(blocks[i], None if i == j else blocks[j]) for i, j in pairs)
+    if len(blocks) == 1:  # the tile is G: no copy
+        return _symmetrise(next(tiles))
     G = np.empty((n, n))
     for (i, j), t in zip(pairs, tiles, strict=True):
+        if i == j:
+            _symmetrise(t)
         G[bounds[i]:bounds[i + 1], bounds[j]:bounds[j + 1]] = t
         if i != j:
             G[bounds[j]:bounds[j + 1], bounds[i]:bounds[i + 1]] = t.T
@@ -84,30 +115,9 @@ def _xt_alpha(xb: Any, ab: np.ndarray) -> np.ndarray:
 
 
 def _xt_alpha_part(xb: Any, ab: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(columns, values): block b's (X_b^T alpha_b)^T on the columns the block uses.
-
-    A row block of hashed text touches a fraction of the D columns; its dense d x D
-    partial (0.84 GB at d = 100, D = 2^20) would be mostly zeros on the way to the sum.
-    """
-    xb = to_float_block(xb)
-    if sp.issparse(xb):
-        xb = sp.csr_matrix(xb)
-        cols = np.unique(xb.indices)
-        xb = xb[:, cols]
-    else:
-        cols = np.arange(xb.shape[1])
+    """(columns, values): block b's (X_b^T alpha_b)^T on the columns the block uses."""
+    cols, xb = used_columns(to_float_block(xb))
     return cols, _xt_alpha(xb, ab)
-
-
-def _add_parts(*parts: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Sum of column-restricted partials, on the union of their columns."""
-    cols = parts[0][0]
-    for c, _ in parts[1:]:
-        cols = np.union1d(cols, c)
-    out = np.zeros((parts[0][1].shape[0], cols.size))
-    for c, v in parts:
-        out[:, np.searchsorted(cols, c)] += v
-    return cols, out
 
 
 def transpose_product(X: Any, alpha: np.ndarray, *, client: Any = None,
@@ -125,7 +135,7 @@ def transpose_product(X: Any, alpha: np.ndarray, *, client: Any = None,
     bounds = np.cumsum((0, *X.chunks[0]))
     parts = [delayed(_xt_alpha_part)(xb, alpha[bounds[i]:bounds[i + 1]])
              for i, xb in enumerate(X.to_delayed().ravel())]
-    ((cols, vals),) = run(tree_reduce(parts, _add_parts, 2), desc="map-back pass",
+    ((cols, vals),) = run(tree_reduce(parts, add_column_parts, 2), desc="map-back pass",
                           progress=progress, client=client)
     out = np.zeros((alpha.shape[1], int(X.shape[1])))
     out[:, cols] = vals

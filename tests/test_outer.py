@@ -1,0 +1,70 @@
+"""dmlfe.stats.outer.dense_outer (the Gram tiles and relation kernels) against scipy."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dmlfe.compute import add_column_parts, used_columns
+from dmlfe.stats.outer import DENSE_RATIO, dense_outer
+
+
+def _zipf_rows(n: int, D: int, seed: int) -> sp.csr_matrix:
+    """Text-like rows: a few columns in most rows, most columns in very few."""
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, D + 1) ** 1.1
+    p /= p.sum()
+    rows = [rng.choice(D, size=rng.integers(0, 30), p=p) for _ in range(n)]
+    indptr = np.cumsum([0] + [len(r) for r in rows])
+    data = rng.random(indptr[-1]) + 0.1
+    # duplicates within a row (non-canonical CSR) are summed by the product
+    return sp.csr_matrix((data, np.concatenate(rows).astype(np.int64), indptr), shape=(n, D))
+
+
+def _both_kinds_of_column(a: sp.csr_matrix, b: sp.csr_matrix) -> tuple[int, int]:
+    ca = np.bincount(a.indices, minlength=a.shape[1]).astype(float)
+    cb = np.bincount(b.indices, minlength=b.shape[1])
+    used = (ca > 0) & (cb > 0)
+    heavy = used & (ca * cb >= DENSE_RATIO * a.shape[0] * b.shape[0])
+    return int(heavy.sum()), int((used & ~heavy).sum())
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_dense_outer_equals_the_sparse_product(seed):
+    a, b = _zipf_rows(300, 5000, seed), _zipf_rows(170, 5000, seed + 10)
+    heavy, light = _both_kinds_of_column(a, b)
+    assert heavy > 0 and light > 0  # both halves of the split are exercised
+    ref = (a @ b.T).toarray()
+    out = dense_outer(a, b)
+    assert out.flags.c_contiguous and out.dtype == np.float64
+    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+    np.testing.assert_allclose(dense_outer(a, a), (a @ a.T).toarray(), rtol=0, atol=1e-11)
+    # dense and mixed inputs take the plain BLAS product
+    np.testing.assert_allclose(dense_outer(a.toarray(), b), ref, atol=1e-12)
+    np.testing.assert_allclose(dense_outer(a, b.toarray()), ref, atol=1e-12)
+
+
+def test_dense_outer_edge_shapes():
+    a = _zipf_rows(20, 50, 3)
+    assert dense_outer(a, a[:0]).shape == (20, 0)
+    assert dense_outer(a[:0], a).shape == (0, 20)
+    z = sp.csr_matrix((5, 50))
+    np.testing.assert_array_equal(dense_outer(z, a), np.zeros((5, 20)))
+    with pytest.raises(ValueError, match="columns"):
+        dense_outer(a, _zipf_rows(3, 40, 1))
+
+
+def test_column_parts_sum_like_the_dense_partials():
+    blocks = [_zipf_rows(40, 3000, s) for s in range(5)]
+    V = np.random.default_rng(0).normal(size=(3000, 7))
+    ref = sum(b.T @ (b @ V) for b in blocks)
+    parts = []
+    for b in blocks:
+        cols, narrow = used_columns(b)
+        np.testing.assert_array_equal(cols, np.unique(b.indices))
+        np.testing.assert_allclose(narrow.toarray(), b.toarray()[:, cols])
+        parts.append((cols, (narrow.T @ (narrow @ V[cols])).T))
+    cols, vals = add_column_parts(*parts)
+    out = np.zeros_like(ref)
+    out[cols] = vals.T
+    np.testing.assert_allclose(out, ref, atol=1e-12)
+    assert not np.any(ref[np.setdiff1d(np.arange(3000), cols)])
