@@ -26,6 +26,7 @@ import dask
 import dask.array as da
 import numpy as np
 import scipy.sparse as sp
+from dask.base import tokenize
 from dask.delayed import Delayed, delayed
 from dask.diagnostics import ProgressBar
 
@@ -266,6 +267,32 @@ def used_columns(xb: Any) -> tuple[np.ndarray, Any]:
     narrow = sp.csr_matrix((xb.data, np.searchsorted(cols, xb.indices), xb.indptr),
                            shape=(xb.shape[0], cols.size))
     return cols, narrow
+
+
+class SelectColumns:
+    """A :data:`BlockFn` keeping the given columns of every row block, renumbered 0..m-1.
+
+    For a matrix whose other columns are empty (every entry of a sparse block must lie
+    in ``columns``; a ValueError says otherwise). Picklable, so it ships to workers.
+    """
+
+    def __init__(self, columns: np.ndarray, n_features: int) -> None:
+        self.columns = np.asarray(columns, dtype=np.int64)
+        self.n_features = int(n_features)
+
+    def __call__(self, xb: Any) -> Any:
+        if not sp.issparse(xb):
+            return np.asarray(xb)[:, self.columns]
+        xb = sp.csr_matrix(xb)
+        pos = np.searchsorted(self.columns, xb.indices)
+        if pos.size and (pos.max() >= self.columns.size
+                         or np.any(self.columns[pos] != xb.indices)):
+            raise ValueError("a row block has entries in columns the statistics found empty: "
+                             "the statistics do not describe this X (recompute them)")
+        return sp.csr_matrix((xb.data, pos, xb.indptr), shape=(xb.shape[0], self.columns.size))
+
+    def __dask_tokenize__(self) -> Any:
+        return ("dmlfe.SelectColumns", self.n_features, tokenize(self.columns))
 
 
 def add_column_parts(*parts: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -150,3 +150,35 @@ def test_flip_signs_and_argument_errors():
         ScatterOperator(X, lowrank=np.ones((3, 2)))
     with pytest.raises(ValueError, match="solver"):
         matrix_free_eigh(X, 2, solver="nope")
+
+
+@pytest.mark.parametrize("method", ["pca", "mvmd"])
+def test_empty_columns_are_left_out_exactly(method, monkeypatch):
+    # Hashed text: most of the D columns are empty. The solver works on the used ones
+    # (statistics' sumsq_x > 0) and gives the dense solution of the full D x D problem.
+    from dmlfe.methods import get_method
+
+    X, Y = corpus(n=200, D=40, seed=3)
+    D = 400
+    cols = np.sort(np.random.default_rng(0).choice(D, 40, replace=False))
+    Xw = sp.csr_matrix((X.data, cols[X.indices], X.indptr), shape=(200, D))
+    stats = compute_stats(Xw, Y, need_xtx=True)
+    template = get_method(method).build(stats)
+    w, V = dense_top(template.A, 5)
+    seen = []
+    real = matrix_free.matrix_free_eigh
+    monkeypatch.setattr(matrix_free, "matrix_free_eigh",
+                        lambda *a, **kw: seen.append(kw["n_features"]) or real(*a, **kw))
+    lean = compute_stats(Xw, Y)
+    res = matrix_free.solve_matrix_free(get_method(method).build(lean, dense=False),
+                                        sparse_dask(Xw, 45), 5,
+                                        stats=lean, tol=1e-10)
+    check(res, w, V, 5)
+    assert not np.any(res.components[np.setdiff1d(np.arange(D), cols)])
+    # statistics without column sums of squares (an older cache): every column, same answer
+    lean.sumsq_x = None
+    again = matrix_free.solve_matrix_free(get_method(method).build(lean, dense=False), Xw, 5,
+                                          stats=lean,
+                                          tol=1e-10)
+    check(again, w, V, 5)
+    assert seen == [40, D]

@@ -46,6 +46,7 @@ def reference(X: sp.csr_matrix, Y: np.ndarray) -> dict[str, np.ndarray]:
     Yf = Y.astype(np.float64)
     return {
         "sum_x": Xd.sum(axis=0),
+        "sumsq_x": (Xd * Xd).sum(axis=0),
         "sum_y": Yf.sum(axis=0),
         "xty": Xd.T @ Yf,
         "yty": Yf.T @ Yf,
@@ -56,7 +57,7 @@ def reference(X: sp.csr_matrix, Y: np.ndarray) -> dict[str, np.ndarray]:
 def assert_stats(stats, X, Y, *, with_xtx: bool, rtol: float = 1e-12) -> None:
     ref = reference(X, Y)
     assert stats.n == X.shape[0]
-    for key in ("sum_x", "sum_y", "xty", "yty"):
+    for key in ("sum_x", "sumsq_x", "sum_y", "xty", "yty"):
         got = getattr(stats, key)
         assert got.dtype == np.float64
         np.testing.assert_allclose(got, ref[key], rtol=rtol, atol=rtol * np.abs(ref[key]).max())
@@ -248,7 +249,7 @@ def test_cache_saves_then_reuses_without_computing(tmp_path):
     assert meta["has_xtx"] is False and meta["n"] == X.shape[0]
     assert meta["params"]["data"]["x"]["name"] == Xd.name
     with np.load(npz[0], allow_pickle=False) as z:
-        assert set(z.files) == {"n", "sum_x", "sum_y", "xty", "yty"}
+        assert set(z.files) == {"n", "sum_x", "sumsq_x", "sum_y", "xty", "yty"}
     assert not [p for p in cdir.iterdir() if ".tmp-" in p.name]
 
     # X^T X wanted: recomputed once, then it also serves requests without it.

@@ -54,6 +54,7 @@ from scipy.sparse.linalg import LinearOperator, eigsh
 
 from dmlfe.compute import (
     BlockFn,
+    SelectColumns,
     add_column_parts,
     block_width,
     check_row_blocks,
@@ -468,6 +469,30 @@ def matrix_free_eigh(
     raise ValueError(f"solver = {solver!r} is not one of 'randomized', 'lanczos'")
 
 
+#: Leave out the empty columns when at most this fraction of D is used (below it the
+#: D x k blocks of the solver shrink enough to pay for the renumbering of every block).
+USED_COLUMNS_FRACTION = 0.9
+
+
+def _used_columns(stats: SufficientStats | None, block_fn: BlockFn | None,
+                  lowrank: np.ndarray | None, D: int) -> np.ndarray | None:
+    """The columns of X some document uses, when leaving the others out is exact and pays.
+
+    An empty column is a zero row and column of Xc^T Xc (its mean is 0 too) and a zero
+    row of L = Xc^T Yc', so every eigenvector of a nonzero eigenvalue vanishes there.
+    """
+    if stats is None or stats.sumsq_x is None or block_fn is not None:
+        return None
+    if stats.sumsq_x.shape[0] != D:
+        return None
+    used = stats.sumsq_x > 0
+    if used.sum() > USED_COLUMNS_FRACTION * D or not used.any():
+        return None
+    if lowrank is not None and np.any(lowrank[~used]):
+        return None
+    return np.flatnonzero(used)
+
+
 def solve_matrix_free(
     template: TraceTemplate,
     X: Any,
@@ -545,24 +570,37 @@ def solve_matrix_free(
             "B = I, which the matrix-free solver needs; solve it with the dense solver"
         )
     D = int(template.n_features)
+    lowrank = template.lowrank
+    cols = _used_columns(stats, block_fn, lowrank, D)
+    if cols is not None and isinstance(n_components, numbers.Integral) \
+            and cols.size <= n_components:
+        cols = None  # d reaches into the zero eigenvalues: keep the whole space
+    if cols is not None:  # the solver works on the used columns only
+        block_fn, stats = SelectColumns(cols, D), None
+        lowrank = None if lowrank is None else lowrank[cols]
+    Da = D if cols is None else int(cols.size)
     if isinstance(n_components, numbers.Integral):
         k = int(n_components)
     else:
-        k = min(int(max_components), D)
+        k = min(int(max_components), Da)
     res = matrix_free_eigh(
         X,
         k,
         solver=solver,
         xx_coef=template.xx_coef,
-        lowrank=template.lowrank,
+        lowrank=lowrank,
         centre=template.centred,
         stats=stats,
         client=client,
         block_fn=block_fn,
         random_state=random_state,
-        n_features=D,
+        n_features=Da,
         **solver_options,
     )
+    if cols is not None:
+        full = np.zeros((D, res.components.shape[1]))
+        full[cols] = res.components
+        res.components = full
     if not res.converged:
         warnings.warn(
             f"{template.method}: the {res.solver} solver stopped after {res.n_passes} passes "

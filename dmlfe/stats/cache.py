@@ -59,7 +59,7 @@ log = logging.getLogger(__name__)
 #: Bumped whenever the meaning or layout of a saved entry changes.
 CACHE_FORMAT = 3
 
-_ARRAYS = ("sum_x", "sum_y", "xty", "yty", "xtx", "xtwx")
+_ARRAYS = ("sum_x", "sumsq_x", "sum_y", "xty", "yty", "xtx", "xtwx")
 
 
 # --------------------------------------------------------------------------- #
@@ -206,7 +206,7 @@ def _read_arrays(npz_path: Path, meta: dict[str, Any]) -> SufficientStats:
         raise _BadEntry("its arrays do not match the digest in its record (the files of "
                         "two different writes, or a damaged file)")
     d, q, n = meta["n_features"], meta["n_labels"], meta["n"]
-    shapes = {"n": (), "sum_x": (d,), "sum_y": (q,), "xty": (d, q), "yty": (q, q),
+    shapes = {"n": (), "sum_x": (d,), "sumsq_x": (d,), "sum_y": (q,), "xty": (d, q), "yty": (q, q),
               "xtx": (d, d), "xtwx": (d, d)}
     missing = [k for k in ("n", "sum_x", "sum_y", "xty", "yty") if k not in arrays]
     if missing:
@@ -233,6 +233,9 @@ def _read_arrays(npz_path: Path, meta: dict[str, Any]) -> SufficientStats:
         yty=arrays["yty"].astype(np.float64, copy=False),
         xtx=arrays["xtx"].astype(np.float64, copy=False) if "xtx" in arrays else None,
         xtwx=arrays["xtwx"].astype(np.float64, copy=False) if "xtwx" in arrays else None,
+        # absent from entries written before it existed: those fits keep every column
+        sumsq_x=arrays["sumsq_x"].astype(np.float64, copy=False) if "sumsq_x" in arrays
+        else None,
     )
 
 

@@ -48,7 +48,7 @@ IN_MEMORY_ROWS = 65_536
 #: value) would exceed this fraction of the dense float64 array.
 _DENSIFY_FRACTION = 0.5
 
-_PART_KEYS = ("sum_x", "sum_y", "xty", "yty", "xtx", "xtwx")
+_PART_KEYS = ("sum_x", "sumsq_x", "sum_y", "xty", "yty", "xtx", "xtwx")
 
 LabelFn = Callable[[np.ndarray], np.ndarray]
 
@@ -111,6 +111,8 @@ def _block_partial(
     part: dict[str, Any] = {
         "n": int(n_b),
         "sum_x": np.asarray(xb.sum(axis=0), dtype=np.float64).ravel(),
+        "sumsq_x": np.asarray((xb.multiply(xb) if sp.issparse(xb) else xb * xb).sum(axis=0),
+                              dtype=np.float64).ravel(),
         "sum_y": y.sum(axis=0),
         "yty": y.T @ y,
     }
@@ -181,6 +183,7 @@ def _finalise(part: dict[str, Any]) -> SufficientStats:
         yty=dense(part["yty"]),
         xtx=dense(part["xtx"]) if "xtx" in part else None,
         xtwx=dense(part["xtwx"]) if "xtwx" in part else None,
+        sumsq_x=dense(part["sumsq_x"]).ravel(),
     )
     return stats
 

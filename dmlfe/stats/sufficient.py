@@ -38,6 +38,10 @@ class SufficientStats:
     xtwx : ndarray of shape (D, D) or None
         X^T diag(w) X with w the row sums of the label matrix the statistics were
         computed on (MLDA / DMLDA, mvmd eq. 42); None when not requested.
+    sumsq_x : ndarray of shape (D,) or None
+        Column sums of squares of X (the diagonal of X^T X; zero exactly for the columns
+        no document uses, which the matrix-free solver leaves out). None in statistics
+        cached by an older dmlfe.
     from_cache : bool
         True when these statistics were read from the cache beside a store rather
         than computed by a pass.
@@ -50,6 +54,7 @@ class SufficientStats:
     yty: np.ndarray
     xtx: np.ndarray | None = None
     xtwx: np.ndarray | None = None
+    sumsq_x: np.ndarray | None = None
     from_cache: bool = False
 
     @property
@@ -98,4 +103,5 @@ class SufficientStats:
             yty=self.yty + other.yty,
             xtx=both(self.xtx, other.xtx),
             xtwx=both(self.xtwx, other.xtwx),
+            sumsq_x=both(self.sumsq_x, other.sumsq_x),
         )
