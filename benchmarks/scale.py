@@ -18,8 +18,10 @@ Parts (``--parts``, comma list):
 * ``relation``: the relation route with p = 2,000 random prototypes on the same data.
 * ``imdb``: IMDB (120,919 x 1,001), PCA d = 100, solver "randomized" (passes counted)
   and "auto".
-* ``synthetic``: ``--docs`` synthetic documents (raw text -> store -> MVMD(100) and
-  MDDMp -> embeddings written), 2^20 hashed features.
+* ``synthetic``: for each size in ``--docs`` (default 250k, 500k, 1M), synthetic documents
+  (raw text -> store -> MVMD(100) and MDDMp -> embeddings written), 2^20 hashed
+  features, LocalCluster 2 workers x 1 thread; end-to-end seconds and peak RSS of the
+  driver and workers, and time(2n) / time(n) at each step.
 
     python benchmarks/scale.py --parts r10,relation,imdb [--before ../before]
 """
@@ -234,17 +236,20 @@ def part_imdb(args: argparse.Namespace) -> dict[str, Any]:
     return {"runs": runs}
 
 
-def part_synthetic(args: argparse.Namespace) -> dict[str, Any]:
+def synthetic_run(n_docs: int) -> dict[str, Any]:
+    """Raw synthetic text -> store -> MVMD(100) and MDDMp -> embeddings, on a LocalCluster."""
     import dmlfe
     from dmlfe.cluster import get_client
 
-    rec: dict[str, Any] = {"docs": args.docs}
-    store = WORK / f"synthetic_{args.docs}.zarr"
-    with get_client(n_workers=2, threads_per_worker=1, memory_limit="3GiB") as client:
+    rec: dict[str, Any] = {"docs": n_docs}
+    store = WORK / f"synthetic_{n_docs}.zarr"
+    total: dict[str, Any] = {}
+    with measured(total), get_client(n_workers=2, threads_per_worker=1,
+                                     memory_limit="3GiB") as client:
         ing: dict[str, Any] = {}
         with measured(ing):
             dmlfe.ingest(None, format="synthetic", out=store, overwrite=True, client=client,
-                         n_docs=args.docs, vectorizer="hashing", n_features=2**20,
+                         n_docs=n_docs, vectorizer="hashing", n_features=2**20,
                          chunk_rows=20_000)
         rec["ingest"] = ing
         for method, d in (("mvmd", 100), ("mddm_p", 10)):
@@ -252,14 +257,37 @@ def part_synthetic(args: argparse.Namespace) -> dict[str, Any]:
             with measured(r):
                 est = dmlfe.make_estimator(method, n_components=d, client=client,
                                            cache=False).fit(str(store))
-                out = WORK / f"synthetic_{args.docs}_{method}.zarr"
+                out = WORK / f"synthetic_{n_docs}_{method}.zarr"
                 est.transform(str(store), out=str(out))
             r.update(route=est.route_, solver=est.solver_, n_passes=est.n_passes_,
-                     converged=est.converged_)
+                     converged=est.converged_, d=int(est.n_components_),
+                     # columns where some component is nonzero: the used columns
+                     n_features_nonzero=int(np.count_nonzero(
+                         np.any(np.asarray(est.components_) != 0, axis=0))))
             rec[method] = r
             shutil.rmtree(out, ignore_errors=True)
+    rec["end_to_end"] = total
     shutil.rmtree(store, ignore_errors=True)
     return rec
+
+
+def part_synthetic(args: argparse.Namespace) -> dict[str, Any]:
+    """One run per size in ``--docs`` (a comma list), each in a fresh child process."""
+    sizes = [int(v) for v in str(args.docs).split(",")]
+    runs = []
+    for n in sizes:
+        out = subprocess.run([sys.executable, __file__, "--synthetic-child", str(n)],
+                             capture_output=True, text=True, timeout=args.timeout * 4)
+        if out.returncode != 0:
+            runs.append({"docs": n, "status": "failed", "error": out.stderr.strip()[-800:]})
+            continue
+        rec = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"synthetic {n}: {rec['end_to_end']}", file=sys.stderr, flush=True)
+        runs.append(rec)
+    ok = [r for r in runs if "end_to_end" in r]
+    ratios = [round(b["end_to_end"]["seconds"] / a["end_to_end"]["seconds"], 2)
+              for a, b in zip(ok, ok[1:], strict=False)]
+    return {"runs": runs, "time_ratio_each_step": ratios}
 
 
 def main() -> None:
@@ -267,11 +295,17 @@ def main() -> None:
     ap.add_argument("--case", help=argparse.SUPPRESS)
     ap.add_argument("--parts", default="r10,relation,imdb")
     ap.add_argument("--before", help="a checkout of the older dmlfe to compare with")
-    ap.add_argument("--docs", type=int, default=250_000, help="synthetic documents")
+    ap.add_argument("--docs", default="250000,500000,1000000",
+                    help="synthetic corpus sizes, a comma list")
+    ap.add_argument("--synthetic-child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--timeout", type=float, default=900, help="seconds per fit")
     args = ap.parse_args()
     if args.case:
         print(json.dumps(run_case(json.loads(args.case))))
+        return
+    if args.synthetic_child:
+        WORK.mkdir(parents=True, exist_ok=True)
+        print(json.dumps(synthetic_run(args.synthetic_child)))
         return
     WORK.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
