@@ -126,7 +126,7 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ transform
     def transform(self, X: Any) -> Any:
-        """Embeddings Z = (X - mean_) components_^T.
+        """Embeddings ``Z = (X - mean_) components_^T``.
 
         A store path or dask array gives a lazy dask array (chunked like X's rows);
         a scipy.sparse matrix or ndarray (finite values only) gives an ndarray.

@@ -99,7 +99,7 @@ def ingest(
     Parameters
     ----------
     source : path, list of paths, or None
-        The corpus file(s): the Reuters-21578 .tar.gz or folder of reut2-*.sgm; one or
+        The corpus file(s): the Reuters-21578 .tar.gz or folder of ``reut2-*.sgm``; one or
         more ARFF files (MULAN: train and test files become the "train"/"test" splits);
         a JSON Lines file or a Parquet file/folder. None for ``format="synthetic"``.
     format : {"reuters21578", "mulan", "meka", "jsonl", "parquet", "synthetic"}

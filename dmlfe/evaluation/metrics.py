@@ -151,7 +151,7 @@ def hamming_loss(Y_true: Any, Y_pred: Any) -> float:
 
 
 def example_accuracy(Y_true: Any, Y_pred: Any) -> float:
-    """Mean Jaccard index |T & P| / |T | P| (MVMD eq. 49); both sets empty counts 1."""
+    """Mean Jaccard index ``|T & P| / |T | P|`` (MVMD eq. 49); both sets empty counts 1."""
     T, P = _pair(Y_true, Y_pred)
     inter = (T & P).sum(axis=1)
     union = (T | P).sum(axis=1)
@@ -159,21 +159,21 @@ def example_accuracy(Y_true: Any, Y_pred: Any) -> float:
 
 
 def example_precision(Y_true: Any, Y_pred: Any) -> float:
-    """Mean |T & P| / |P| (MVMD eq. 50); empty P counts 1 if T is empty too, else 0."""
+    """Mean ``|T & P| / |P|`` (MVMD eq. 50); empty P counts 1 if T is empty too, else 0."""
     T, P = _pair(Y_true, Y_pred)
     inter = (T & P).sum(axis=1)
     return float(np.mean(_ratio(inter, P.sum(axis=1), ~T.any(axis=1))))
 
 
 def example_recall(Y_true: Any, Y_pred: Any) -> float:
-    """Mean |T & P| / |T| (MVMD eq. 51); empty T counts 1 if P is empty too, else 0."""
+    """Mean ``|T & P| / |T|`` (MVMD eq. 51); empty T counts 1 if P is empty too, else 0."""
     T, P = _pair(Y_true, Y_pred)
     inter = (T & P).sum(axis=1)
     return float(np.mean(_ratio(inter, T.sum(axis=1), ~P.any(axis=1))))
 
 
 def example_f1(Y_true: Any, Y_pred: Any) -> float:
-    """Mean 2 |T & P| / (|T| + |P|) (MVMD eq. 52); both sets empty counts 1."""
+    """Mean ``2 |T & P| / (|T| + |P|)`` (MVMD eq. 52); both sets empty counts 1."""
     T, P = _pair(Y_true, Y_pred)
     inter = (T & P).sum(axis=1)
     den = T.sum(axis=1) + P.sum(axis=1)

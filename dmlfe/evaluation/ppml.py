@@ -143,14 +143,14 @@ class PPML(TransformerMixin, MultiLabelBase):
     max_iter : int, default 100
         Rounds of Alg. 1's inner loop per component.
     tol : float, default 1e-12
-        Inner loop stops when 1 - |w_new · w_old| <= tol.
+        Inner loop stops when ``1 - |w_new · w_old| <= tol``.
     client : distributed.Client, optional
         Run the passes on this client (default: dask's current scheduler).
 
     Attributes
     ----------
     x_weights_ : ndarray (m, k)
-        W, unit columns (sign: largest-|.| entry positive).
+        W, unit columns (sign: the entry of largest ``|.|`` positive).
     x_loadings_ : ndarray (m, k)
         P, p_h = X_h^T t_h / t_h^T t_h.
     x_rotations_ : ndarray (m, k)
@@ -163,11 +163,13 @@ class PPML(TransformerMixin, MultiLabelBase):
         σ_h² = t_h^T t_h.
     shrinkage_ : ndarray (k,)
         f(σ_h) = σ_h² / (σ_h² + λ) (eq. 15).
-    coef_ : ndarray (m, d), intercept_ : ndarray (d,)
-        O = X coef_ + intercept_ (eq. 5-6).
+    coef_ : ndarray (m, d)
+        ``O = X coef_ + intercept_`` (eq. 5-6).
+    intercept_ : ndarray (d,)
+        See ``coef_``.
     n_components_, n_features_in_, n_labels_, n_samples_ : int
     n_passes_ : int
-        Passes over X during ``fit`` (1 + n_components_).
+        Passes over X during ``fit`` (``1 + n_components_``).
     n_iter_ : ndarray (k,)
         Inner-loop rounds per component.
 
@@ -307,7 +309,7 @@ class PPML(TransformerMixin, MultiLabelBase):
                         (self.coef_, self.intercept_, float(self.threshold)))
 
     def transform(self, X: Any) -> np.ndarray | da.Array:
-        """Latent scores T = (X - mean) R, shape (n, n_components_) (eq. 3)."""
+        """Latent scores ``T = (X - mean) R``, shape ``(n, n_components_)`` (eq. 3)."""
         X = self._check_query(X)
         shift = -(self.x_mean_ @ self.x_rotations_)
         return map_rows(X, _scores, self.n_components_, np.float64, (self.x_rotations_, shift))

@@ -3,18 +3,20 @@
 A store is one zarr v3 group laid out the way anndata lays out an ``AnnData``, so that
 ``anndata.read_zarr(path)`` opens it:
 
-========================  ==========================================================
+===========================  ==========================================================
 ``X/{data,indices,indptr}``  CSR matrix, anndata ``csr_matrix`` encoding 0.1.0
-``obs/_index``            document ids (string-array)
-``obs/split``             split, anndata ``categorical`` (codes + categories); absent
-                          when the corpus has no split; code -1 marks a missing value
-``obs/<name>``            further per-document string columns (string-array)
-``var/_index``            feature names (string-array), or for a hashing store the
-                          feature numbers 0..D-1 (int64 array, see below)
-``obsm/Y``                n x q uint8 0/1 label matrix
-``uns/label_names``       label names (string-array)
-root attrs ``dmlfe``      dmlfe's own metadata; ``complete: true`` is written last
-========================  ==========================================================
+``obs/_index``               document ids (string-array)
+``obs/split``                split, anndata ``categorical`` (codes + categories); absent
+                             when the corpus has no split; code -1 marks a missing value
+``obs/<name>``               further per-document string columns (string-array)
+``var/_index``               feature names (string-array), or for a hashing store the
+                             feature numbers 0..D-1 (int64 array, see below)
+``obsm/Y``                   n x q uint8 0/1 label matrix
+``uns/label_names``          label names (string-array)
+``uns/idf``                  the text vectoriser's idf weights (float64), in stores
+                             ingested from text (new text is vectorised with them)
+root attrs ``dmlfe``         dmlfe's own metadata; ``complete: true`` is written last
+===========================  ==========================================================
 
 Stores without feature names (hashing stores, up to 2**24 features) get the feature
 numbers 0..D-1 as an integer ``var`` index instead: about 100 kB on disk for 2**24

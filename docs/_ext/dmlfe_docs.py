@@ -1,0 +1,273 @@
+"""Pages of the dmlfe documentation that are generated from the code, so they cannot go
+stale: the method table (from the method registry), the API reference (from
+``dmlfe.__all__``), the command-line reference (from the argparse parser) and the
+list of cluster profiles (from the files in ``cluster_configs/``).
+
+Each directive emits reStructuredText that Sphinx then parses as if it were written in
+the page. A method whose reference names no paper of :data:`PAPERS` is an error, and
+with ``-W`` it fails the build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import re
+import textwrap
+from pathlib import Path
+
+from docutils import nodes
+from docutils.parsers.rst import Directive
+from docutils.statemachine import StringList
+from sphinx.util.nodes import nested_parse_with_titles
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: The papers dmlfe implements (copies in shared/seeds, see its README), with the
+#: strings a method's ``reference`` uses for them.
+PAPERS: dict[str, tuple[str, str]] = {
+    "mddm": ("Zhang2010",
+             "Y. Zhang and Z.-H. Zhou. Multilabel dimensionality reduction via dependence "
+             "maximization. *ACM Transactions on Knowledge Discovery from Data* 4(3), "
+             "article 14, 21 pages, October 2010. doi:10.1145/1839490.1839495."),
+    "mvmd": ("Xu2016",
+             "J. Xu, J. Liu, J. Yin and C. Sun. A multi-label feature extraction algorithm "
+             "via maximizing feature variance and feature-label dependence simultaneously. "
+             "*Knowledge-Based Systems* 98, 172-184, 2016. doi:10.1016/j.knosys.2016.01.032."),
+    "mope": ("Mu2012",
+             "T. Mu, J. Y. Goulermas, J. Tsujii and S. Ananiadou. Proximity-based frameworks "
+             "for generating embeddings from multi-output data. *IEEE Transactions on "
+             "Pattern Analysis and Machine Intelligence* 34(11), 2216-2232, November 2012."),
+    "Sun, Ji & Ye 2008": (
+        "Sun2008",
+        "L. Sun, S. Ji and J. Ye. Hypergraph spectral learning for multi-label "
+        "classification. In *Proceedings of the 14th ACM SIGKDD International Conference "
+        "on Knowledge Discovery and Data Mining*, 668-676, 2008."),
+}
+#: Papers of the classifiers and the feature selection (not in the method registry).
+OTHER_PAPERS: dict[str, tuple[str, str]] = {
+    "ppml": ("Ma2014",
+             "Z. Ma, H. Liu, K. Su and Z. Zheng. PPML: Penalized partial least squares "
+             "discriminant analysis for multi-label learning. In *Web-Age Information "
+             "Management (WAIM 2014)*, Lecture Notes in Computer Science 8485, 645-656, "
+             "Springer, 2014. doi:10.1007/978-3-319-08010-9_69."),
+    "grroor": ("Xu2024",
+               "X. Xu, F. Wei, T. Jia, L. Zhuo, F. Nie and X. Wu. Embedded multi-label "
+               "feature selection via orthogonal regression. arXiv:2403.00307, 2024 (the "
+               "version dmlfe follows; a journal version appeared in *Pattern Recognition* "
+               "163, 111477, 2025)."),
+    "mlknn": ("Zhang2007",
+              "M.-L. Zhang and Z.-H. Zhou. ML-KNN: A lazy learning approach to multi-label "
+              "learning. *Pattern Recognition* 40(7), 2038-2048, 2007."),
+}
+#: Classes outside the registry and the paper each follows.
+OTHER_CLASSES = [
+    ("PPML", "ppml", "classifier: penalised PLS discriminant analysis (Alg. 1)"),
+    ("MLkNN", "mlknn", "classifier: multi-label k-nearest neighbours"),
+    ("GRROOR", "grroor", "feature selection by orthogonal regression (eq. 16, metric eq. 38)"),
+]
+
+
+def _rst(directive: Directive, lines: list[str]) -> list:
+    """Parse generated reST in the directive's place (section titles allowed)."""
+    source = directive.state.document.current_source or "<generated>"
+    content = StringList()
+    for i, line in enumerate(lines):
+        content.append(line, source, i)
+    node = nodes.section()
+    node.document = directive.state.document
+    nested_parse_with_titles(directive.state, content, node)
+    return node.children
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _list_table(header: list[str], rows: list[list[str]], widths: str = "auto") -> list[str]:
+    out = [".. list-table::", "   :header-rows: 1", f"   :widths: {widths}", ""]
+    for row in [header, *rows]:
+        out.append(f"   * - {_cell(row[0]) or ' '}")
+        out += [f"     - {_cell(c) or ' '}" for c in row[1:]]
+    out.append("")
+    return out
+
+
+def _papers_in(reference: str) -> list[str]:
+    """Citation labels of the papers a registry reference names."""
+    found = []
+    for key, (label, _) in PAPERS.items():
+        if re.search(rf"(?<![\w]){re.escape(key)}(?![\w])", reference):
+            found.append(label)
+    return found
+
+
+def _bibliography(papers: dict[str, tuple[str, str]]) -> list[str]:
+    out = []
+    for label, text in papers.values():
+        out += [f".. [{label}] {text}", ""]
+    return out
+
+
+class MethodTable(Directive):
+    """``.. dmlfe-methods::`` -- every registered method with its paper and equations."""
+
+    def run(self):
+        from dmlfe.fit.plan import _dual_ok  # the planner's own rule
+        from dmlfe.methods.registry import all_methods
+
+        rows = []
+        for spec in all_methods().values():
+            labels = _papers_in(spec.reference)
+            if not labels:
+                raise self.error(f"method {spec.name}: its reference {spec.reference!r} names "
+                                 f"none of the papers {sorted(PAPERS)}; add it to "
+                                 "docs/_ext/dmlfe_docs.py PAPERS")
+            estimator = f":class:`dmlfe.{spec.estimator}`"
+            if spec.variant is not None:
+                estimator += f" (``variant='{spec.variant}'``)"
+            names = ", ".join(f"``{n}``" for n in (spec.name, *spec.aliases))
+            if spec.needs_graph:
+                data = "K-NN graph, X^T A X pass"
+            elif spec.needs_kernel:
+                data = "relation route only (p x p kernel)"
+            elif spec.lowrank_only:
+                data = "X^T Y only (thin SVD)"
+            elif spec.needs_weighted_xtx:
+                data = "X^T diag(w) X"
+            else:
+                data = "X^T X" + (", or matrix-free" if spec.operator_form else "")
+            params = ", ".join(f"``{p.name}``" for p in spec.parameters) or "--"
+            summary = spec.summary.split("\n\n")[0]  # its first paragraph
+            rows.append([names, estimator, summary,
+                         "yes" if spec.supervised else "no", data,
+                         "yes" if _dual_ok(spec) else "no", params,
+                         f"{spec.reference} " + " ".join(f"[{lb}]_" for lb in labels)])
+        table = _list_table(
+            ["``--method``", "estimator", "what it is", "supervised", "needs",
+             "dual route", "parameters", "paper"], rows)
+        other = _list_table(
+            ["class", "what it is", "paper"],
+            [[f":class:`dmlfe.{cls}`", what, f"[{OTHER_PAPERS[key][0]}]_"]
+             for cls, key, what in OTHER_CLASSES])
+        return _rst(self, [*table, "Classifiers and feature selection", "-" * 33, "",
+                           *other, "References", "-" * 10, "",
+                           *_bibliography(PAPERS), *_bibliography(OTHER_PAPERS)])
+
+
+class ApiReference(Directive):
+    """``.. dmlfe-api::`` -- autodoc of every public name in ``dmlfe.__all__``."""
+
+    def run(self):
+        import dmlfe
+
+        classes, functions, modules = [], [], []
+        for name in sorted(dmlfe.__all__, key=str.lower):
+            obj = getattr(dmlfe, name)
+            if inspect.isclass(obj):
+                classes.append(name)
+            elif inspect.ismodule(obj):
+                modules.append(name)
+            elif callable(obj):
+                functions.append(name)
+        lines = ["Estimators and classifiers", "-" * 26, ""]
+        for name in classes:
+            lines += [f".. autoclass:: dmlfe.{name}", "   :members:",
+                      "   :inherited-members:", ""]
+        lines += ["Functions", "-" * 9, ""]
+        lines += [f".. autofunction:: dmlfe.{name}" for name in functions]
+        lines.append("")
+        for name in modules:
+            title = f"``dmlfe.{name}``"
+            lines += [title, "-" * len(title), "", f".. automodule:: dmlfe.{name}",
+                      "   :members:", ""]
+        return _rst(self, lines)
+
+
+def _skip_foreign_member(app, what, name, obj, skip, options):
+    """Members inherited from scikit-learn (fit_transform, score, set_output...) are
+    documented by scikit-learn; the API pages show those dmlfe itself defines."""
+    target = obj.fget if isinstance(obj, property) else obj
+    module = getattr(target, "__module__", None) or ""
+    if what == "class" and module and not module.startswith("dmlfe"):
+        return True
+    return None
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    """Each argument group of a parser as a definition list (argparse's own grouping)."""
+    out: list[str] = []
+    for group in parser._action_groups:
+        # the subcommands get sections of their own
+        actions = [a for a in group._group_actions if a.help is not argparse.SUPPRESS
+                   and not isinstance(a, argparse._HelpAction | argparse._SubParsersAction)]
+        if not actions:
+            continue
+        out += [f"**{group.title}**", ""]
+        for a in actions:
+            if a.option_strings:
+                metavar = ""
+                if a.nargs != 0:
+                    metavar = " " + (a.metavar or (("{" + ",".join(map(str, a.choices)) + "}")
+                                                   if a.choices else a.dest.upper()))
+                term = ", ".join(f"``{o}{metavar}``" for o in a.option_strings)
+            else:
+                term = f"``{a.metavar or a.dest}``"
+            text = (a.help or "") % {"default": a.default, "prog": parser.prog} \
+                if "%(" in (a.help or "") else (a.help or "")
+            out += [term, "   " + _cell(text).replace("*", r"\*"), ""]
+    return out
+
+
+class CliReference(Directive):
+    """``.. dmlfe-cli::`` -- every subcommand of ``dmlfe``, from the argparse parser."""
+
+    def run(self):
+        from dmlfe.cli import build_parser
+
+        parser = build_parser()
+        lines = ["::", "", textwrap.indent(parser.format_usage().strip(), "   "), ""]
+        lines += _options(parser)
+        for name, sub in _subcommands(parser).items():
+            title = f"dmlfe {name}"
+            lines += [f".. _cli-{name}:", "", title, "-" * len(title), ""]
+            if sub.description:
+                lines += [_cell(sub.description), ""]
+            lines += ["::", "", textwrap.indent(sub.format_usage().strip(), "   "), ""]
+            lines += _options(sub)
+            if sub.epilog:
+                example = sub.epilog.removeprefix("example:").strip()
+                lines += ["Example::", "", "   " + example, ""]
+        return _rst(self, lines)
+
+
+class ClusterProfiles(Directive):
+    """``.. dmlfe-cluster-profiles::`` -- each profile in ``cluster_configs/``, in full."""
+
+    def run(self):
+        lines: list[str] = []
+        for path in sorted((ROOT / "cluster_configs").glob("*.y*ml")):
+            title = f"``{path.stem}``"
+            lines += [title, "^" * len(title), "",
+                      f"``--cluster {path.stem}`` (``cluster_configs/{path.name}``):", "",
+                      f".. literalinclude:: /../cluster_configs/{path.name}",
+                      "   :language: yaml", ""]
+        if not lines:
+            raise self.error(f"no cluster profiles in {ROOT / 'cluster_configs'}")
+        return _rst(self, lines)
+
+
+def setup(app):
+    app.add_directive("dmlfe-methods", MethodTable)
+    app.add_directive("dmlfe-api", ApiReference)
+    app.add_directive("dmlfe-cli", CliReference)
+    app.add_directive("dmlfe-cluster-profiles", ClusterProfiles)
+    app.connect("autodoc-skip-member", _skip_foreign_member)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
