@@ -112,12 +112,3 @@ def test_installed_demo_command_runs_its_shipped_pipeline_at_a_small_size(site, 
     res = _run([*_dmlfe(site), "demo", "--work-dir", str(work), "--workers", "1", "--quiet"],
                cwd=tmp_path, env=_env(site, DMLFE_PIPELINES=str(tmp_path / "pipes")))
     _check_report(work / "report", res.stdout)
-
-
-@pytest.mark.slow  # the README's main job unchanged: 20,000 documents, 1-2 min on 2 cores
-def test_installed_demo_command_at_full_size(site, tmp_path):
-    work = tmp_path / "work"
-    res = _run([*_dmlfe(site), "demo", "--work-dir", str(work), "--quiet"], cwd=tmp_path,
-               env=_env(site))
-    report = _check_report(work / "report", res.stdout)
-    assert Path(report["file"]).resolve() == site.resolve() / "dmlfe/pipelines/demo.yaml"
