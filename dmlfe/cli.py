@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Iterator
@@ -15,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from dmlfe._version import __version__
-from dmlfe.cluster import add_cluster_arguments, client_from_args
+from dmlfe.cluster import add_cluster_arguments, client_from_args, read_profile
+from dmlfe.cluster_profiles import check_profile
 from dmlfe.demo import demo_pipeline_path
 from dmlfe.embed import INPUT_FORMATS, label_sets, read_documents, training_classifier
 from dmlfe.errors import DmlfeError, InputError
@@ -175,6 +177,15 @@ def cmd_clean(args: argparse.Namespace) -> int:
     for path in removed:
         print(f"removed {path}")
     print(f"{len(removed)} removed; the store itself is untouched")
+    return 0
+
+
+def cmd_cluster_check(args: argparse.Namespace) -> int:
+    """Validate a cluster profile and show what it would start; starts nothing."""
+    profile = read_profile(args.profile)
+    print(check_profile(profile))
+    print(f"{profile.path}: a valid {profile.kind} profile (nothing was started or "
+          "submitted)")
     return 0
 
 
@@ -461,6 +472,25 @@ def build_parser() -> argparse.ArgumentParser:
     add_cluster_arguments(pm)
     pm.set_defaults(func=cmd_import)
 
+    pk = sub.add_parser("cluster", help="cluster profiles: check one without starting it",
+                        epilog="example: dmlfe cluster check slurm")
+    kinds = pk.add_subparsers(dest="cluster_command", required=True,
+                              help="check: validate a profile and show what it would start")
+    pkc = kinds.add_parser(
+        "check", help="validate a cluster profile without starting anything",
+        description="Validate a cluster profile and print what it would start, without "
+        "starting, submitting or contacting anything: the LocalCluster options (local), "
+        "the address (scheduler), the hosts and the commands run over SSH (ssh), the job "
+        "script each batch job would be submitted with (slurm, pbs), the DaskCluster "
+        "resource (kubernetes). Exit 0 when valid; otherwise one line naming the profile "
+        "file and the field.",
+        epilog="example: dmlfe cluster check slurm   (or a path: dmlfe cluster check "
+        "my-site.yaml)")
+    pkc.add_argument("profile", help="a profile name in cluster_configs/ or a .yaml path")
+    pkc.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                     help="print the traceback of an error (for reporting a bug)")
+    pkc.set_defaults(func=cmd_cluster_check)
+
     pf = sub.add_parser("fit", help="learn a projection from a store and save the model",
                         epilog="example: dmlfe fit r10.zarr --method mddm_f --dim 9 --split "
                         "train --out mddm-model")
@@ -573,20 +603,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 @contextlib.contextmanager
-def _quiet(quiet: bool) -> Iterator[None]:
-    """``--quiet``: no dask log lines on stderr below errors (progress and the dashboard
-    address are left out by the commands). The result summary on stdout stays: it is
-    what scripts read."""
-    if not quiet:
+def _output(quiet: bool, verbose: bool) -> Iterator[None]:
+    """How much a command says.
+
+    ``--quiet``: standard output is discarded (the result summary included) and dask's
+    log lines below errors are dropped; progress and the dashboard address are left
+    out by the commands themselves. Errors (printed by :func:`main` after this context
+    closes) and Python warnings still reach stderr.
+    ``--verbose``: the ``dmlfe`` and ``distributed`` loggers log at INFO on stderr.
+    """
+    if not quiet and not verbose:
         yield
         return
-    logger = logging.getLogger("distributed")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
+    loggers = [logging.getLogger(name) for name in ("dmlfe", "distributed")]
+    levels = [lg.level for lg in loggers]
+    handler = None
     try:
+        if quiet:
+            loggers[1].setLevel(logging.ERROR)
+            with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+                yield
+            return
+        for lg in loggers:
+            lg.setLevel(logging.INFO)
+        if not loggers[0].handlers:  # distributed installs its own stderr handler
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter(
+                "%(asctime)s - %(name)s - %(levelname)s - %(message)s"))
+            loggers[0].addHandler(handler)
         yield
     finally:
-        logger.setLevel(level)
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+        if handler is not None:
+            loggers[0].removeHandler(handler)
 
 
 #: Errors about what the user gave: one line on stderr, exit status 2.
@@ -603,7 +653,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     try:
-        with _quiet(getattr(args, "quiet", False)):
+        with _output(getattr(args, "quiet", False), getattr(args, "verbose", False)):
             return args.func(args)
     except USER_ERRORS as exc:
         if args.debug:
