@@ -22,7 +22,7 @@ from dmlfe.demo import demo_pipeline_path
 from dmlfe.embed import INPUT_FORMATS, label_sets, read_documents, training_classifier
 from dmlfe.errors import DmlfeError, InputError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
-from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, ingest
+from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, open_ingest
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
 from dmlfe.model_io import check_compatible, load_model, text_pipeline
 from dmlfe.params import Param
@@ -33,7 +33,7 @@ from dmlfe.projection import write_embeddings
 from dmlfe.relation import relation_block_rows
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.stats.cache import clean
-from dmlfe.store import export_parquet, import_parquet, open_store
+from dmlfe.store import check_export, export_parquet, import_parquet, open_store
 from dmlfe.tempfiles import write_atomically
 
 
@@ -118,13 +118,17 @@ def _ingest_options(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_ingest(args: argparse.Namespace) -> int:
     if args.format != "synthetic" and not args.source:
         raise SystemExit(f"dmlfe ingest: format {args.format!r} needs a SOURCE path")
+    if args.format == "mulan" and not args.labels:
+        raise InputError("format mulan needs --labels FILE.xml, the MULAN .xml file naming "
+                         "the labels (it comes with the .arff files)")
     source = args.source if len(args.source) != 1 else args.source[0]
-    with client_from_args(args) as client:
-        path = ingest(
-            source or None, format=args.format, out=args.out,
-            chunk_rows=args.chunk_rows or DEFAULT_CHUNK_ROWS, client=client,
-            overwrite=args.overwrite, progress=not args.quiet, **_ingest_options(args),
-        )
+    # the input is opened and checked (first batch read, output path checked) before
+    # a cluster is started: a bad file costs no cluster start
+    with open_ingest(source or None, format=args.format, out=args.out,
+                     chunk_rows=args.chunk_rows or DEFAULT_CHUNK_ROWS,
+                     overwrite=args.overwrite, progress=not args.quiet,
+                     **_ingest_options(args)) as job, client_from_args(args) as client:
+        path = job.run(client)
     print(f"wrote store {path}")
     _print_info(path, as_json=False)
     return 0
@@ -190,8 +194,14 @@ def cmd_cluster_check(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    # a file that is not a dmlfe export, or an existing output, fails before a cluster
+    # is started
+    check_export(args.source)
+    if not args.overwrite:
+        _check_out(args.out, False)
     with client_from_args(args) as client:
-        path = import_parquet(args.source, args.out, chunk_rows=args.chunk_rows, client=client)
+        path = import_parquet(args.source, args.out, chunk_rows=args.chunk_rows, client=client,
+                              overwrite=args.overwrite)
     print(f"wrote store {path}")
     return 0
 
@@ -469,6 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
     pm.add_argument("--out", required=True, help="the store to write (a directory)")
     pm.add_argument("--chunk-rows", type=int, default=10_000,
                     help="documents per chunk (default 10000)")
+    pm.add_argument("--overwrite", action="store_true", help="replace an existing store")
     add_cluster_arguments(pm)
     pm.set_defaults(func=cmd_import)
 

@@ -158,7 +158,7 @@ def _address(v: Any) -> str | None:
 def _walltime(v: Any) -> str | None:
     if isinstance(v, str) and re.fullmatch(r"(\d+-)?\d+(:\d{1,2}){0,2}", v):
         return None
-    hint = " (write it quoted: YAML reads an unquoted 01:30:00 as a number)" \
+    hint = " (write it quoted: YAML reads an unquoted 1:30:00 as a number of seconds)" \
         if isinstance(v, int) else ""
     return f"must be a time limit such as \"02:00:00\", got {v!r}{hint}"
 
