@@ -56,7 +56,8 @@ def test_demo_and_profiles_are_found_in_an_installed_tree(monkeypatch, tmp_path)
     assert cluster.find_profile("local") == ROOT / "cluster_configs" / "local.yaml"
 
 
-def test_quiet_keeps_stdout_and_stderr_empty_and_a_started_cluster_shows_its_dashboard(tmp_path, capsys):
+def test_quiet_keeps_stdout_and_stderr_empty_and_a_started_cluster_shows_its_dashboard(
+        tmp_path, capsys):
     from dmlfe.cli import main
     from dmlfe.cluster import get_client
 

@@ -143,7 +143,8 @@ def test_local_check_shows_the_cluster_options(capsys):
     c = _yaml("local")["dmlfe"]["cluster"]
     assert main(["cluster", "check", "local"]) == 0
     out = capsys.readouterr().out
-    assert f'"n_workers": {c["n_workers"]}' in out and f'"memory_limit": "{c["memory_limit"]}"' in out
+    assert f'"n_workers": {c["n_workers"]}' in out
+    assert f'"memory_limit": "{c["memory_limit"]}"' in out
 
 
 SLURM = {"dmlfe": {"cluster": {"kind": "slurm", "jobs": 1}},

@@ -106,8 +106,9 @@ def _read_root_meta(path: Path) -> dict:
 
 
 #: Corpus files by suffix -> the ingest format that reads them (for the hint below).
-_CORPUS_SUFFIXES = {".arff": "mulan --labels LABELS.xml", ".jsonl": "jsonl", ".gz": "reuters21578 or jsonl",
-                    ".sgm": "reuters21578", ".parquet": "parquet"}
+_CORPUS_SUFFIXES = {".arff": "mulan --labels LABELS.xml", ".jsonl": "jsonl",
+                    ".gz": "reuters21578 or jsonl", ".sgm": "reuters21578",
+                    ".parquet": "parquet"}
 
 
 def _file_hint(path: Path) -> str:
