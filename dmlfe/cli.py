@@ -29,6 +29,7 @@ from dmlfe.params import Param
 from dmlfe.pipeline.cli import add_run_parser, cmd_run
 from dmlfe.pipeline.config import CLASSIFIERS, ClassifierSpec
 from dmlfe.pipeline.runner import make_classifier
+from dmlfe.progress import show_progress
 from dmlfe.projection import write_embeddings
 from dmlfe.relation import relation_block_rows
 from dmlfe.solvers.dimension import check_n_components
@@ -664,7 +665,10 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     try:
-        with _output(getattr(args, "quiet", False), getattr(args, "verbose", False)):
+        quiet = getattr(args, "quiet", None)
+        # commands with --quiet show the progress of their passes unless it is given
+        with _output(bool(quiet), getattr(args, "verbose", False)), \
+                show_progress(quiet is False):
             return args.func(args)
     except USER_ERRORS as exc:
         if args.debug:

@@ -37,6 +37,8 @@ from dmlfe.cluster_profiles import (
 )
 from dmlfe.errors import ClusterUnreachableError
 
+log = logging.getLogger(__name__)
+
 #: Seconds to wait for a running scheduler to answer (``--connect-timeout``).
 DEFAULT_CONNECT_TIMEOUT = 10.0
 
@@ -162,6 +164,9 @@ def _connect(address: str, timeout: float, where: str) -> Any:
 
 
 def _announce(client: Any, announce: bool) -> None:
+    log.info("client of the scheduler at %s: %d workers; dashboard %s",
+             client.scheduler.address, len(client.scheduler_info().get("workers", {})),
+             client.dashboard_link)
     if announce:
         print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
 
