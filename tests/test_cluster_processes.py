@@ -6,6 +6,7 @@ LocalCluster. And an address where no scheduler runs gives one line, in time."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -129,3 +130,75 @@ def test_unreachable_scheduler_is_one_line_within_the_timeout(tmp_path, capsys):
     assert rc == 2 and err.count("\n") == 1
     assert f"({profile}: dmlfe.cluster.address) within 2 s" in err
     assert time.monotonic() - t0 < 30
+
+
+SBATCH = """#!/bin/bash
+# A stand-in for SLURM's sbatch: runs the job script in its own process group now.
+jobs={jobs}
+n=$(ls "$jobs" | wc -l)
+cp "$1" "$jobs/job-$n.sh"
+setsid bash "$jobs/job-$n.sh" > "$jobs/job-$n.log" 2>&1 < /dev/null &
+echo "$!" > "$jobs/job-$n.pid"
+echo "Submitted batch job $!"
+"""
+SCANCEL = """#!/bin/bash
+kill -TERM -- "-$1" 2> /dev/null || true
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in state  # a zombie has exited
+
+
+def test_slurm_profile_runs_its_job_script(tmp_path, monkeypatch):
+    """kind slurm end to end, with stand-ins for sbatch and scancel on PATH: the
+    profile's settings reach dask-jobqueue, the submitted script is the one
+    ``dmlfe cluster check`` prints, its worker joins, and closing cancels the job."""
+    pytest.importorskip("dask_jobqueue")
+    import os
+
+    import yaml
+
+    from dmlfe.cluster import get_client, read_profile
+    from dmlfe.cluster_profiles import SCHEDULER_PLACEHOLDER, job_script
+
+    jobs, fake = tmp_path / "jobs", tmp_path / "bin"
+    jobs.mkdir()
+    fake.mkdir()
+    for name, text in (("sbatch", SBATCH.format(jobs=jobs)), ("scancel", SCANCEL)):
+        (fake / name).write_text(text)
+        (fake / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    profile = tmp_path / "here.yaml"
+    profile.write_text(yaml.safe_dump({
+        "dmlfe": {"cluster": {"kind": "slurm", "jobs": 1}},
+        "jobqueue": {"slurm": {
+            "queue": "debug", "cores": 1, "processes": 1, "memory": "1GiB",
+            "walltime": "00:10:00", "local-directory": str(tmp_path / "scratch"),
+            "scheduler-options": {"host": "127.0.0.1", "dashboard_address": ":0"}}}}))
+    pids: list[int] = []
+    try:
+        with get_client(cluster=str(profile)) as client:
+            client.wait_for_workers(1, timeout=120)
+            assert client.submit(sum, [1, 2, 3]).result() == 6
+            (submitted,) = jobs.glob("job-*.sh")
+            pids = [int(p.read_text()) for p in jobs.glob("job-*.pid")]
+            expected = job_script(read_profile(str(profile)))
+            address = client.scheduler.address
+            # the same script but for the scheduler's address and the worker's name
+            text = submitted.read_text()
+            assert "#SBATCH -p debug\n" in text and "#SBATCH -t 00:10:00\n" in text
+            assert re.sub(r"--name \S+", "", text.replace(address, SCHEDULER_PLACEHOLDER)) \
+                == re.sub(r"--name \S+", "", expected)
+        deadline = time.monotonic() + 60
+        while not all(_gone(p) for p in pids):
+            assert time.monotonic() < deadline, "the job outlived its cluster"
+            time.sleep(0.5)
+    finally:
+        for p in pids:
+            if not _gone(p):
+                os.killpg(p, 15)
