@@ -272,8 +272,8 @@ def parse_profile(cfg: Any, path: Path | None) -> Profile:
         if "jobs" in spec and "adapt" in spec:
             raise _fail(where, "dmlfe.cluster.adapt", "and dmlfe.cluster.jobs exclude each "
                         "other: give a fixed number of jobs or adaptive bounds")
-        section = (cfg.get("jobqueue") or {}).get(kind) if isinstance(
-            cfg.get("jobqueue") or {}, Mapping) else None
+        jobqueue = cfg.get("jobqueue") or {}
+        section = jobqueue.get(kind) if isinstance(jobqueue, Mapping) else None
         if not isinstance(section, Mapping):
             raise _fail(where, f"jobqueue.{kind}", "is missing: the batch jobs' resources "
                         "(cores, memory, walltime, queue...) are dask-jobqueue's settings")
@@ -288,10 +288,11 @@ def parse_profile(cfg: Any, path: Path | None) -> Profile:
             raise _fail(where, "kubernetes", "is missing: the cluster (image, count.start, "
                         "resources...) is dask-kubernetes' settings")
         _check_fields(where, "kubernetes.", section, KUBERNETES_FIELDS, strict=False)
-        start = (section.get("count") or {}).get("start") if isinstance(
-            section.get("count") or {}, Mapping) else "?"
-        if start is not None and _nonneg_int(start):
-            raise _fail(where, "kubernetes.count.start", _nonneg_int(start))
+        count = section.get("count") or {}
+        if not isinstance(count, Mapping):
+            raise _fail(where, "kubernetes.count", _mapping(count))
+        if count.get("start") is not None and _nonneg_int(count["start"]):
+            raise _fail(where, "kubernetes.count.start", _nonneg_int(count["start"]))
     return Profile(path=path, kind=kind, spec=spec, config=dict(cfg))
 
 
