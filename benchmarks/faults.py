@@ -143,6 +143,11 @@ def other_cases(d: Path) -> list[tuple[str, list[str], str]]:
     (folder / "a.txt").write_text("x")
     garbage = d / "garbage.parquet"
     garbage.write_bytes(b"not parquet at all")
+    arff = d / "corpus.arff"
+    arff.write_text(ARFF)
+    profile = d / "slurm-site.yaml"  # an unquoted walltime: YAML reads it as a number
+    profile.write_text("dmlfe:\n  cluster:\n    kind: slurm\njobqueue:\n  slurm:\n"
+                       "    cores: 4\n    memory: 8GiB\n    walltime: 1:00:00\n")
     rng = np.random.default_rng(0)
     X = sp.random(30, 6, density=0.5, format="csr", random_state=1)
     Y = (rng.random((30, 2)) < 0.5).astype(np.uint8)
@@ -165,6 +170,13 @@ def other_cases(d: Path) -> list[tuple[str, list[str], str]]:
                                  str(d / "emb"), "--quiet"], "nan_model"),
         ("fit_on_folder", ["fit", str(folder), "--method", "pca", "--out",
                            str(d / "m2"), "--quiet"], folder.name),
+        ("fit_on_corpus_file", ["fit", str(arff), "--method", "pca", "--out",
+                                str(d / "m3"), "--quiet"], arff.name),
+        ("unreachable_scheduler", ["ingest", "--format", "synthetic", "--n-docs", "20",
+                                   "--out", str(d / "u.zarr"), "--scheduler",
+                                   "tcp://127.0.0.1:1", "--connect-timeout", "1"],
+         "tcp://127.0.0.1:1"),
+        ("cluster_check_bad_profile", ["cluster", "check", str(profile)], profile.name),
     ]
 
 

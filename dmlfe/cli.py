@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Iterator
@@ -15,23 +16,25 @@ from typing import Any
 import numpy as np
 
 from dmlfe._version import __version__
-from dmlfe.cluster import add_cluster_arguments, client_from_args
+from dmlfe.cluster import add_cluster_arguments, client_from_args, read_profile
+from dmlfe.cluster_profiles import check_profile
 from dmlfe.demo import demo_pipeline_path
 from dmlfe.embed import INPUT_FORMATS, label_sets, read_documents, training_classifier
 from dmlfe.errors import DmlfeError, InputError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
-from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, ingest
+from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, open_ingest
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
 from dmlfe.model_io import check_compatible, load_model, text_pipeline
 from dmlfe.params import Param
 from dmlfe.pipeline.cli import add_run_parser, cmd_run
 from dmlfe.pipeline.config import CLASSIFIERS, ClassifierSpec
 from dmlfe.pipeline.runner import make_classifier
+from dmlfe.progress import show_progress
 from dmlfe.projection import write_embeddings
 from dmlfe.relation import relation_block_rows
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.stats.cache import clean
-from dmlfe.store import export_parquet, import_parquet, open_store
+from dmlfe.store import check_export, export_parquet, import_parquet, open_store
 from dmlfe.tempfiles import write_atomically
 
 
@@ -116,13 +119,17 @@ def _ingest_options(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_ingest(args: argparse.Namespace) -> int:
     if args.format != "synthetic" and not args.source:
         raise SystemExit(f"dmlfe ingest: format {args.format!r} needs a SOURCE path")
+    if args.format == "mulan" and not args.labels:
+        raise InputError("format mulan needs --labels FILE.xml, the MULAN .xml file naming "
+                         "the labels (it comes with the .arff files)")
     source = args.source if len(args.source) != 1 else args.source[0]
-    with client_from_args(args) as client:
-        path = ingest(
-            source or None, format=args.format, out=args.out,
-            chunk_rows=args.chunk_rows or DEFAULT_CHUNK_ROWS, client=client,
-            overwrite=args.overwrite, progress=not args.quiet, **_ingest_options(args),
-        )
+    # the input is opened and checked (first batch read, output path checked) before
+    # a cluster is started: a bad file costs no cluster start
+    with open_ingest(source or None, format=args.format, out=args.out,
+                     chunk_rows=args.chunk_rows or DEFAULT_CHUNK_ROWS,
+                     overwrite=args.overwrite, progress=not args.quiet,
+                     **_ingest_options(args)) as job, client_from_args(args) as client:
+        path = job.run(client)
     print(f"wrote store {path}")
     _print_info(path, as_json=False)
     return 0
@@ -178,9 +185,24 @@ def cmd_clean(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cluster_check(args: argparse.Namespace) -> int:
+    """Validate a cluster profile and show what it would start; starts nothing."""
+    profile = read_profile(args.profile)
+    print(check_profile(profile))
+    print(f"{profile.path}: a valid {profile.kind} profile (nothing was started or "
+          "submitted)")
+    return 0
+
+
 def cmd_import(args: argparse.Namespace) -> int:
+    # a file that is not a dmlfe export, or an existing output, fails before a cluster
+    # is started
+    check_export(args.source)
+    if not args.overwrite:
+        _check_out(args.out, False)
     with client_from_args(args) as client:
-        path = import_parquet(args.source, args.out, chunk_rows=args.chunk_rows, client=client)
+        path = import_parquet(args.source, args.out, chunk_rows=args.chunk_rows, client=client,
+                              overwrite=args.overwrite)
     print(f"wrote store {path}")
     return 0
 
@@ -458,8 +480,28 @@ def build_parser() -> argparse.ArgumentParser:
     pm.add_argument("--out", required=True, help="the store to write (a directory)")
     pm.add_argument("--chunk-rows", type=int, default=10_000,
                     help="documents per chunk (default 10000)")
+    pm.add_argument("--overwrite", action="store_true", help="replace an existing store")
     add_cluster_arguments(pm)
     pm.set_defaults(func=cmd_import)
+
+    pk = sub.add_parser("cluster", help="cluster profiles: check one without starting it",
+                        epilog="example: dmlfe cluster check slurm")
+    kinds = pk.add_subparsers(dest="cluster_command", required=True,
+                              help="check: validate a profile and show what it would start")
+    pkc = kinds.add_parser(
+        "check", help="validate a cluster profile without starting anything",
+        description="Validate a cluster profile and print what it would start, without "
+        "starting, submitting or contacting anything: the LocalCluster options (local), "
+        "the address (scheduler), the hosts and the commands run over SSH (ssh), the job "
+        "script each batch job would be submitted with (slurm, pbs), the DaskCluster "
+        "resource (kubernetes). Exit 0 when valid; otherwise one line naming the profile "
+        "file and the field.",
+        epilog="example: dmlfe cluster check slurm   (or a path: dmlfe cluster check "
+        "my-site.yaml)")
+    pkc.add_argument("profile", help="a profile name in cluster_configs/ or a .yaml path")
+    pkc.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                     help="print the traceback of an error (for reporting a bug)")
+    pkc.set_defaults(func=cmd_cluster_check)
 
     pf = sub.add_parser("fit", help="learn a projection from a store and save the model",
                         epilog="example: dmlfe fit r10.zarr --method mddm_f --dim 9 --split "
@@ -573,20 +615,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 @contextlib.contextmanager
-def _quiet(quiet: bool) -> Iterator[None]:
-    """``--quiet``: no dask log lines on stderr below errors (progress and the dashboard
-    address are left out by the commands). The result summary on stdout stays: it is
-    what scripts read."""
-    if not quiet:
+def _output(quiet: bool, verbose: bool) -> Iterator[None]:
+    """How much a command says.
+
+    ``--quiet``: standard output is discarded (the result summary included) and dask's
+    log lines below errors are dropped; progress and the dashboard address are left
+    out by the commands themselves. Errors (printed by :func:`main` after this context
+    closes) and Python warnings still reach stderr.
+    ``--verbose``: the ``dmlfe`` and ``distributed`` loggers log at INFO on stderr.
+    """
+    if not quiet and not verbose:
         yield
         return
-    logger = logging.getLogger("distributed")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
+    loggers = [logging.getLogger(name) for name in ("dmlfe", "distributed")]
+    levels = [lg.level for lg in loggers]
+    handler = None
     try:
+        if quiet:
+            loggers[1].setLevel(logging.ERROR)
+            with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+                yield
+            return
+        for lg in loggers:
+            lg.setLevel(logging.INFO)
+        if not loggers[0].handlers:  # distributed installs its own stderr handler
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter(
+                "%(asctime)s - %(name)s - %(levelname)s - %(message)s"))
+            loggers[0].addHandler(handler)
         yield
     finally:
-        logger.setLevel(level)
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+        if handler is not None:
+            loggers[0].removeHandler(handler)
 
 
 #: Errors about what the user gave: one line on stderr, exit status 2.
@@ -603,7 +665,10 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     try:
-        with _quiet(getattr(args, "quiet", False)):
+        quiet = getattr(args, "quiet", None)
+        # commands with --quiet show the progress of their passes unless it is given
+        with _output(bool(quiet), getattr(args, "verbose", False)), \
+                show_progress(quiet is False):
             return args.func(args)
     except USER_ERRORS as exc:
         if args.debug:

@@ -10,13 +10,15 @@ one implementation:
   :func:`row_block_list`, :func:`as_2d_labels`, :func:`align_rows`;
 * blocks: :data:`BlockFn`, :func:`to_float_block`, :func:`block_width`;
 * passes: :func:`tree_reduce`, :func:`run`, :func:`compute_one` -- one compute
-  per pass, optional progress, reductions on the workers.
+  per pass, optional progress (drawn by :mod:`dmlfe.progress`), reductions on the
+  workers.
 
-This module imports nothing from the rest of dmlfe.
+This module imports nothing from the rest of dmlfe but :mod:`dmlfe.progress`.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -28,7 +30,10 @@ import numpy as np
 import scipy.sparse as sp
 from dask.base import tokenize
 from dask.delayed import Delayed, delayed
-from dask.diagnostics import ProgressBar
+
+from dmlfe.progress import LocalProgress, ProgressLine, progress_default, watch_futures
+
+log = logging.getLogger(__name__)
 
 #: A per-block feature map: called on one row block of X (CSR or ndarray), it
 #: returns that block's rows in another feature space (sparse or dense, any width).
@@ -361,57 +366,44 @@ def tree_reduce(items: Sequence[Delayed], combine: Callable[..., Any], width: in
     return level[0]
 
 
-def run(*objs: Any, desc: str = "", progress: bool = False, client: Any = None) -> tuple:
+def run(*objs: Any, desc: str = "", progress: bool | None = None, client: Any = None) -> tuple:
     """Compute dask collections in ONE pass (a single scheduler call).
 
-    With a distributed ``client`` the work runs there and, with ``progress``, a line
-    per ~5 s says how many tasks are done. Without one, ``dask.compute`` runs it on
-    dask's configured scheduler (the process's default distributed client if any).
+    With a distributed ``client`` the work runs there; without one, ``dask.compute``
+    runs it on dask's configured scheduler (the process's default distributed client
+    if any). With ``progress``, a bar on stderr (:mod:`dmlfe.progress`: redrawn in
+    place on a terminal, a line every few seconds otherwise) and, for a pass that took
+    a second or more, a closing line with its time. ``progress=None`` takes the
+    default of :func:`dmlfe.progress.show_progress`.
     """
     t0 = time.perf_counter()
+    desc = desc or "pass"
+    if progress is None:
+        progress = progress_default()
+    log.info("%s: started", desc)
+    line = ProgressLine(desc) if progress else None
     if client is None:
-        if progress:
-            print(f"[dmlfe] {desc}", file=sys.stderr)
-            with ProgressBar(out=sys.stderr, dt=1.0):
+        if line is not None:
+            with LocalProgress(line):
                 out = dask.compute(*objs)
         else:
             out = dask.compute(*objs)
     else:
         futures = client.compute(list(objs))
-        if progress:
-            _watch(futures, desc, t0)
+        if line is not None:
+            try:
+                watch_futures(futures, line)
+            except Exception as exc:  # progress is best effort: never fail the pass for it
+                log.info("%s: no progress bar (%s)", desc, exc)
         out = tuple(client.gather(futures))
-    if progress:
-        print(f"[dmlfe] {desc}: done in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    took = time.perf_counter() - t0
+    log.info("%s: done in %.1f s", desc, took)
+    if line is not None and (line.lines or took >= 1.0):
+        print(f"[dmlfe] {desc}: done in {took:.1f} s", file=sys.stderr)
     return out
 
 
-def compute_one(obj: Any, client: Any = None, progress: bool = False, desc: str = "pass") -> Any:
+def compute_one(obj: Any, client: Any = None, progress: bool | None = None,
+                desc: str = "pass") -> Any:
     """:func:`run` for a single collection; returns its value."""
     return run(obj, desc=desc, progress=progress, client=client)[0]
-
-
-def _watch(futures: list, desc: str, t0: float) -> None:
-    # imported here: distributed costs ~0.3 s to import, and only runs with a client
-    # (whose process has imported it already); `import dmlfe` alone does not need it
-    from distributed import wait
-
-    client = futures[0].client
-    while True:
-        try:
-            wait(futures, timeout=5.0)
-            return
-        except TimeoutError:
-            pass
-        try:
-            done, total = client.run_on_scheduler(_task_counts)
-            extra = f" ({done}/{total} tasks finished)"
-        except Exception:  # progress is best effort: never fail the pass for it
-            extra = ""
-        print(f"[dmlfe] {desc}: {time.perf_counter() - t0:.0f} s{extra}", file=sys.stderr)
-
-
-def _task_counts(dask_scheduler=None) -> tuple[int, int]:
-    tasks = dask_scheduler.tasks
-    done = sum(1 for ts in tasks.values() if ts.state in ("memory", "released", "forgotten"))
-    return done, len(tasks)

@@ -33,3 +33,15 @@ class InputError(DmlfeError, ValueError):
 
 class MissingPathError(DmlfeError, FileNotFoundError):
     """A file or folder that was named does not exist."""
+
+
+class ClusterProfileError(DmlfeError, ValueError):
+    """A cluster profile is malformed; the message names the file and the field."""
+
+
+class ClusterUnreachableError(DmlfeError, ConnectionError):
+    """No dask scheduler answered at the address given within the connect timeout."""
+
+
+class MissingExtraError(DmlfeError, ImportError):
+    """A feature needs an optional library; the message names the ``dmlfe[...]`` extra."""

@@ -140,6 +140,47 @@ def ingest(
         nothing by ``min_df``/``max_df``), or the options cannot be used. Nothing is
         written at ``out`` in any of these cases.
     """
+    with open_ingest(source, format, out, chunk_rows=chunk_rows, overwrite=overwrite,
+                     progress=progress, **options) as job:
+        return job.run(client)
+
+
+class OpenedIngest:
+    """An ingest whose input is open and checked -- options, source paths, the first
+    batch of documents, the output path -- with nothing computed yet.
+
+    Made by :func:`open_ingest`; :meth:`run` does the passes. The command line opens
+    the ingest before it starts a cluster, so that a bad input costs no cluster start.
+    Leaving the ``with`` block without :meth:`run` removes the temporary folder.
+    """
+
+    def __init__(self, work: Any, writer: StoreWriter) -> None:
+        self._work = work
+        self._writer = writer
+
+    def run(self, client: Any = None) -> Path:
+        """Run the ingest (on ``client`` when given); returns the store path."""
+        return self._work(self._writer, client)
+
+    def __enter__(self) -> OpenedIngest:
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        return self._writer.__exit__(*exc)
+
+
+def open_ingest(
+    source: str | os.PathLike | Sequence[str | os.PathLike] | None,
+    format: str,
+    out: str | os.PathLike,
+    *,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    overwrite: bool = False,
+    progress: bool = False,
+    **options: Any,
+) -> OpenedIngest:
+    """Open and check an ingest without running it (see :func:`ingest` for the
+    parameters and the errors); use it as a context manager and call ``run(client)``."""
     if format not in FORMATS:
         raise InputError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
     if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
@@ -176,16 +217,20 @@ def ingest(
         # Headers, and the first batch of rows, are read before anything is written.
         src = _open_numeric(source, format, reader_opts, report)
         batches = _nonempty(src.batches(chunk_rows), lambda: _no_rows_message(source))
-        with StoreWriter(out, chunk_rows=chunk_rows, overwrite=overwrite) as writer:
-            return _ingest_numeric(src, batches, writer, report, provenance, client, progress)
+        return OpenedIngest(
+            lambda writer, client: _ingest_numeric(src, batches, writer, report, provenance,
+                                                   client, progress),
+            StoreWriter(out, chunk_rows=chunk_rows, overwrite=overwrite))
     stream = None
     if format != "synthetic":
         _say(progress, f"reading {format} corpus from {source}")
         stream = _nonempty(_text_stream(source, format, reader_opts, report, chunk_rows),
                            lambda: _no_documents_message(source, report))
-    with StoreWriter(out, chunk_rows=chunk_rows, overwrite=overwrite) as writer:
-        return _ingest_text(source, format, reader_opts, vec_opts, stream, writer, report,
-                            provenance, chunk_rows, client, progress)
+    return OpenedIngest(
+        lambda writer, client: _ingest_text(source, format, reader_opts, vec_opts, stream,
+                                            writer, report, provenance, chunk_rows, client,
+                                            progress),
+        StoreWriter(out, chunk_rows=chunk_rows, overwrite=overwrite))
 
 
 def _nonempty(batches: Iterator, message) -> Iterator:

@@ -233,7 +233,7 @@ def _write_zarr(Z: da.Array, ids: Any, tmp: Path, meta: dict[str, Any], client: 
             id_arr[:] = ids.astype(str)
     # Chunk-aligned regions: no two tasks touch one zarr chunk, so no lock.
     stored = da.store(sources, targets, lock=False, compute=False)
-    compute_one(stored, client)
+    compute_one(stored, client, desc="projection pass")
 
 
 def _write_parquet(Z: da.Array, ids: Any, tmp: Path, meta: dict[str, Any], client: Any) -> None:
@@ -251,7 +251,7 @@ def _write_parquet(Z: da.Array, ids: Any, tmp: Path, meta: dict[str, Any], clien
         delayed(_write_parquet_part)(zb, ib, str(tmp / f"part-{i:0{width}d}.parquet"), int(s))
         for i, (zb, ib, s) in enumerate(zip(z_blocks, id_blocks, starts, strict=True))
     ]
-    written = compute_one(dask.delayed(list)(tasks), client)
+    written = compute_one(dask.delayed(list)(tasks), client, desc="projection pass")
     if sum(written) != meta["n"]:
         raise RuntimeError(f"wrote {sum(written)} rows to {tmp}, expected {meta['n']}")
     (tmp / "_dmlfe.json").write_text(json.dumps(meta, default=str, indent=2), encoding="utf-8")

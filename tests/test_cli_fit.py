@@ -42,7 +42,7 @@ def test_ingest_fit_transform(work, capsys):
     model_dir = root / "mvmd-model"
     capsys.readouterr()
     rc = main(["fit", str(store), "--method", "mvmd", "--beta", "0.3", "--dim", "5",
-               "--split", "train", "--out", str(model_dir), "--scheduler", address, "--quiet"])
+               "--split", "train", "--out", str(model_dir), "--scheduler", address])
     out = capsys.readouterr().out
     assert rc == 0
     assert "method: mvmd (MVMD, beta=0.3)" in out
@@ -66,7 +66,7 @@ def test_ingest_fit_transform(work, capsys):
     # zarr, the test split
     emb = root / "test.zarr"
     rc = main(["transform", str(model_dir), str(store), "--out", str(emb), "--split", "test",
-               "--scheduler", address, "--quiet"])
+               "--scheduler", address])
     assert rc == 0
     assert "wrote zarr embeddings" in capsys.readouterr().out
     g = zarr.open_group(str(emb), mode="r")
@@ -101,8 +101,7 @@ def test_fit_threshold_and_method_options(work, capsys):
     root, store, address = work
     model_dir = root / "mddmf"
     rc = main(["fit", str(store), "--method", "mddm", "--variant", "f", "--mu", "0.3",
-               "--threshold", "0.9", "--out", str(model_dir), "--scheduler", address,
-               "--quiet"])
+               "--threshold", "0.9", "--out", str(model_dir), "--scheduler", address])
     out = capsys.readouterr().out
     assert rc == 0
     model = load_model(model_dir)

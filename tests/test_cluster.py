@@ -47,8 +47,8 @@ def test_profile_errors(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="nope"):
         find_profile("nope")
     bad = tmp_path / "bad.yaml"
-    bad.write_text("dmlfe:\n  cluster:\n    kind: kubernetes\n")
-    with pytest.raises(ValueError, match="kubernetes"):
+    bad.write_text("dmlfe:\n  cluster:\n    kind: yarn\n")
+    with pytest.raises(ValueError, match="yarn"):
         load_profile(str(bad))
     noaddr = tmp_path / "remote.yaml"
     noaddr.write_text("dmlfe:\n  cluster:\n    kind: scheduler\n")

@@ -25,8 +25,7 @@ def test_demo_command_runs_the_demo_pipeline(tmp_path, monkeypatch, cluster_clie
     (tmp_path / "pipes" / "demo.yaml").write_text(yaml.safe_dump(raw))
     monkeypatch.setenv("DMLFE_PIPELINES", str(tmp_path / "pipes"))
     work = tmp_path / "work"
-    args = ["demo", "--work-dir", str(work), "--scheduler", cluster_client.scheduler.address,
-            "--quiet"]
+    args = ["demo", "--work-dir", str(work), "--scheduler", cluster_client.scheduler.address]
     assert cli_main(args) == 0
     out = capsys.readouterr().out
     assert "report.md" in out

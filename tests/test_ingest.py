@@ -290,7 +290,7 @@ def test_cli_ingest_mulan_train_and_test(tmp_path, capsys):
     xml = str(data_path("mulan", "emotions.xml"))
     out = tmp_path / "emo.zarr"
     rc = cli_main(["ingest", *arffs, "--format", "mulan", "--labels", xml, "--out", str(out),
-                   "--chunk-rows", "100", "--workers", "2", "--quiet"])
+                   "--chunk-rows", "100", "--workers", "2"])
     assert rc == 0
     text = capsys.readouterr().out
     assert "shape: [593, 72]" in text

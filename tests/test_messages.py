@@ -101,3 +101,55 @@ def test_clean_command(tmp_path, capsys):
     assert f"removed {stats_dir}" in out and not stats_dir.exists()
     assert dmlfe.open_store(store).n_docs == 30  # the store is kept
     assert cli.main(["clean", str(tmp_path / "nothing.zarr")]) == 2
+
+
+def test_a_file_given_as_a_store_says_what_it_is_and_what_to_do(tmp_path, capsys):
+    corpus = tmp_path / "emotions.arff"
+    corpus.write_text("@relation r\n@attribute f numeric\n@attribute L {0,1}\n@data\n1,0\n")
+    for argv in (["info", str(corpus)],
+                 ["fit", str(corpus), "--method", "pca", "--out", str(tmp_path / "m")]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "interrupted" not in err
+        assert f"{corpus} is a file, not a dmlfe store: a store is a folder" in err
+        assert f"run: dmlfe ingest {corpus} --format mulan --labels" in err
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.fixture
+def no_cluster(monkeypatch):
+    """Any start of a cluster fails the command as a bug (exit 1, not 2)."""
+    def refuse(args):
+        raise AssertionError("a cluster was started before the input was checked")
+
+    monkeypatch.setattr(cli, "client_from_args", refuse)
+
+
+def test_mulan_without_labels_names_the_flag_before_a_cluster_starts(tmp_path, capsys,
+                                                                    no_cluster):
+    corpus = tmp_path / "c.arff"
+    corpus.write_text("@relation r\n@attribute f numeric\n@attribute L {0,1}\n@data\n1,0\n")
+    assert cli.main(["ingest", str(corpus), "--format", "mulan", "--out",
+                     str(tmp_path / "s.zarr")]) == 2
+    err = capsys.readouterr().err
+    assert "format mulan needs --labels FILE.xml" in err and "labels=" not in err
+
+
+def test_bad_inputs_fail_before_a_cluster_starts(tmp_path, capsys, no_cluster):
+    garbage = tmp_path / "g.parquet"
+    garbage.write_bytes(b"not parquet")
+    assert cli.main(["import", str(garbage), "--out", str(tmp_path / "i.zarr")]) == 2
+    assert "g.parquet is not a readable Parquet file" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "a", "labels": [\n')
+    assert cli.main(["ingest", str(bad), "--format", "jsonl", "--out",
+                     str(tmp_path / "j.zarr")]) == 2
+    assert "bad.jsonl" in capsys.readouterr().err
+    store = _small_store(tmp_path)
+    export = tmp_path / "s.parquet"
+    dmlfe.store.export_parquet(store, export)
+    for argv in (["import", str(export), "--out", str(store)],
+                 ["ingest", "--format", "synthetic", "--n-docs", "20", "--out", str(store)]):
+        assert cli.main(argv) == 2
+        assert "exists" in capsys.readouterr().err
+    assert not list(tmp_path.glob("*.tmp-*"))  # nothing left behind

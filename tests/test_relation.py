@@ -292,7 +292,7 @@ def test_cli_relation_route(tmp_path, cluster_client, capsys):
     model_dir = tmp_path / "model"
     assert main(["fit", str(store), "--method", "kmddm", "--variant", "f", "--dim", "3",
                  "--prototypes", "50", "--similarity", "cosine", "--split", "train",
-                 "--out", str(model_dir), "--scheduler", address, "--quiet"]) == 0
+                 "--out", str(model_dir), "--scheduler", address]) == 0
     out = capsys.readouterr().out
     assert "route: relation (kmddm_f is a kernel method" in out
     assert "p = 50 prototypes (random), similarity cosine" in out

@@ -209,7 +209,8 @@ class ScatterOperator:
             if split_every is None:
                 nbytes = V.shape[0] * V.shape[1] * 8
                 split_every = 8 if nbytes <= 2**26 else (4 if nbytes <= 2**28 else 2)
-            res = compute_one(tree_reduce(parts, _combine_xtxv, split_every), self.client)
+            res = compute_one(tree_reduce(parts, _combine_xtxv, split_every), self.client,
+                              desc=f"matrix-free pass {self.n_passes}")
         if self.n is None:
             self.n, self.sum_x, self.sumsq = int(res["n"]), res["sum_x"], float(res["sumsq"])
             if self.stats is not None and (

@@ -291,7 +291,7 @@ def compute_stats(
         split_every = _default_split_every(n_out or n_in_features, need_dense)
     total = tree_reduce(parts, _combine, split_every)
     final = delayed(_finalise)(total)
-    return compute_one(final, client=client, progress=progress)
+    return compute_one(final, client=client, progress=progress, desc="statistics pass")
 
 
 def _compute_in_memory(

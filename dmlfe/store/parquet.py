@@ -252,6 +252,20 @@ def _import_row_group(path: str, row_group: int, tmp_path: str, piece: int, meta
     return write_piece(tmp_path, piece, X, Y, ids, splits, obs)
 
 
+def check_export(path) -> None:
+    """Check that ``path`` is a readable Parquet export written by :func:`export_parquet`
+    (its schema and dmlfe metadata; no row is read).
+
+    Raises
+    ------
+    MissingPathError
+        If nothing is at ``path``.
+    DataFormatError
+        If it is a folder, not Parquet, or not a dmlfe export; the message names it.
+    """
+    _read_meta(Path(path).absolute())
+
+
 def import_parquet(path, out, *, chunk_rows: int | None = None, client=None,
                    overwrite: bool = False) -> Path:
     """Rebuild a store from a Parquet file written by :func:`export_parquet`.

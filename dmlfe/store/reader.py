@@ -73,8 +73,8 @@ def _read_root_meta(path: Path) -> dict:
     if not path.exists():
         raise MissingPathError(f"no store at {path}: the path does not exist")
     if not path.is_dir():
-        raise StoreError(f"{path} is a file, not a dmlfe store (a store is a folder written by "
-                         "dmlfe ingest or dmlfe import)")
+        raise StoreError(f"{path} is a file, not a dmlfe store: a store is a folder (a zarr "
+                         f"group) written by dmlfe ingest or dmlfe import; {_file_hint(path)}")
     interrupted = IncompleteStoreError(
         f"{path} is not a complete dmlfe store (an interrupted ingest?): its root "
         "zarr.json lacks the 'complete' marker of dmlfe's metadata; re-run the ingest "
@@ -103,6 +103,26 @@ def _read_root_meta(path: Path) -> dict:
         raise StoreError(f"{path} has store format version {meta['format_version']}, newer "
                          f"than this dmlfe reads ({F.FORMAT_VERSION}); upgrade dmlfe")
     return meta
+
+
+#: Corpus files by suffix -> the ingest format that reads them (for the hint below).
+_CORPUS_SUFFIXES = {".arff": "mulan --labels LABELS.xml", ".jsonl": "jsonl",
+                    ".gz": "reuters21578 or jsonl", ".sgm": "reuters21578",
+                    ".parquet": "parquet"}
+
+
+def _file_hint(path: Path) -> str:
+    """What to do when a file was given where a store was expected."""
+    if path.name == "zarr.json":
+        return f"give the folder that holds it ({path.parent})"
+    fmt = _CORPUS_SUFFIXES.get(path.suffix.lower())
+    if fmt is None:
+        return "give the store's folder"
+    hint = (f"to make a store of this corpus file, run: dmlfe ingest {path} --format {fmt} "
+            "--out STORE")
+    if path.suffix.lower() == ".parquet":
+        hint += f" (or dmlfe import {path} --out STORE for a file written by dmlfe export)"
+    return hint
 
 
 def open_store(path, *, chunk_rows: int | None = None) -> Store:

@@ -27,6 +27,7 @@ import scipy.sparse as sp
 import zarr
 
 from dmlfe._version import __version__
+from dmlfe.progress import ProgressLine, progress_default, watch_futures
 from dmlfe.store import _format as F
 from dmlfe.tempfiles import move_into_place, remove_stale, temp_sibling
 
@@ -235,6 +236,8 @@ def _run_tasks(tasks: list[tuple], client) -> None:
         return
     if client is not None:
         futures = [client.submit(t[0], *t[1:], pure=False) for t in tasks]
+        if progress_default():
+            watch_futures(futures, ProgressLine("writing the store"))
         client.gather(futures)  # raises the first task error here
         return
     dask.compute(*[dask.delayed(t[0], pure=False)(*t[1:]) for t in tasks], scheduler="threads")

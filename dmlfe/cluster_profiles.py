@@ -1,0 +1,531 @@
+"""Cluster profiles: what each kind accepts, how it is checked, described and started.
+
+A profile is a YAML file of dask configuration with a ``dmlfe.cluster`` block whose
+``kind`` says what to start (see :mod:`dmlfe.cluster` for how profiles are found):
+
+=============  ==============================================  =====================
+kind           started with                                    extra to install
+=============  ==============================================  =====================
+``local``      ``distributed.LocalCluster``                    (none)
+``scheduler``  nothing: connect to ``address``                 (none)
+``ssh``        ``distributed.SSHCluster`` on ``hosts``         ``dmlfe[ssh]``
+``slurm``      ``dask_jobqueue.SLURMCluster``                  ``dmlfe[hpc]``
+``pbs``        ``dask_jobqueue.PBSCluster``                    ``dmlfe[hpc]``
+``kubernetes`` ``dask_kubernetes.operator.KubeCluster``        ``dmlfe[kubernetes]``
+=============  ==============================================  =====================
+
+Where a library has its own configuration namespace, the profile uses it, so dask's
+configuration machinery (and the library's documentation) applies unchanged: the
+batch jobs' resources are ``jobqueue.slurm.*`` / ``jobqueue.pbs.*``, the Kubernetes
+cluster is ``kubernetes.*``. The ``dmlfe.cluster`` block holds only what those
+namespaces lack (how many jobs to start, adaptive bounds, the SSH hosts).
+
+:func:`check_profile` validates a profile and describes what it would start -- the
+job script a batch system would be given, the Kubernetes ``DaskCluster`` resource,
+the SSH hosts and commands -- without starting, submitting or contacting anything.
+"""
+
+from __future__ import annotations
+
+import getpass
+import importlib.util
+import json
+import re
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dask
+import yaml
+from dask.utils import parse_bytes
+
+from dmlfe.errors import ClusterProfileError, MissingExtraError
+
+#: Stands for the scheduler's address in a job script shown before any scheduler runs
+#: (the same placeholder dask-jobqueue's own ``job_script()`` uses then).
+SCHEDULER_PLACEHOLDER = "tcp://<insert-scheduler-address-here>:8786"
+
+#: kind -> (module it needs, the dmlfe extra that installs it).
+EXTRAS = {
+    "ssh": ("asyncssh", "ssh"),
+    "slurm": ("dask_jobqueue", "hpc"),
+    "pbs": ("dask_jobqueue", "hpc"),
+    "kubernetes": ("dask_kubernetes", "kubernetes"),
+}
+JOBQUEUE_KINDS = ("slurm", "pbs")
+KINDS = ("local", "scheduler", "ssh", *JOBQUEUE_KINDS, "kubernetes")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A validated profile.
+
+    Attributes
+    ----------
+    path : Path or None
+        The file it was read from (None for the built-in defaults).
+    kind : str
+        One of :data:`KINDS`.
+    spec : dict
+        The ``dmlfe.cluster`` block without ``kind``.
+    config : dict
+        The whole file (dask configuration).
+    """
+
+    path: Path | None
+    kind: str
+    spec: dict[str, Any]
+    config: dict[str, Any]
+
+    def dask_config(self) -> dict[str, Any]:
+        """Every setting but ``dmlfe.*`` as dotted keys, for ``dask.config.set``.
+
+        Dotted leaves, not nested mappings: ``dask.config.set({"distributed": {...}})``
+        would replace the whole ``distributed`` section (its comm timeouts and all)
+        instead of the few keys the profile sets.
+        """
+        return dict(_flatten({k: v for k, v in self.config.items() if k != "dmlfe"}))
+
+    def where(self) -> str:
+        return f"cluster profile {self.path}" if self.path else "cluster profile"
+
+
+def _flatten(cfg: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for key, value in cfg.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out += _flatten(value, name + ".")
+        else:
+            out.append((name, value))
+    return out
+
+
+# --------------------------------------------------------------------------- field checks
+Check = Callable[[Any], str | None]  # None when good, else what is wrong
+
+
+def _pos_int(v: Any) -> str | None:
+    ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
+    return None if ok else f"must be a positive integer, got {v!r}"
+
+
+def _nonneg_int(v: Any) -> str | None:
+    ok = isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    return None if ok else f"must be a non-negative integer, got {v!r}"
+
+
+def _optional_pos_int(v: Any) -> str | None:
+    return None if v is None else _pos_int(v)
+
+
+def _boolean(v: Any) -> str | None:
+    return None if isinstance(v, bool) else f"must be true or false, got {v!r}"
+
+
+def _text(v: Any) -> str | None:
+    return None if isinstance(v, str) and v.strip() else f"must be a non-empty string, got {v!r}"
+
+
+def _optional_text(v: Any) -> str | None:
+    return None if v is None else _text(v)
+
+
+def _mapping(v: Any) -> str | None:
+    return None if isinstance(v, Mapping) else f"must be a mapping, got {v!r}"
+
+
+def _memory(v: Any) -> str | None:
+    if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v > 0):
+        return None
+    if isinstance(v, str):
+        try:
+            if parse_bytes(v) > 0:
+                return None
+        except (ValueError, TypeError):
+            pass
+    return f"must be an amount of memory such as 4GiB, got {v!r}"
+
+
+def _address(v: Any) -> str | None:
+    if isinstance(v, str) and re.fullmatch(r"([a-z]+://)?[^\s:/]+(:\d+)?/?", v):
+        return None
+    return f"must be a scheduler address such as tcp://host:8786, got {v!r}"
+
+
+def _walltime(v: Any) -> str | None:
+    if isinstance(v, str) and re.fullmatch(r"(\d+-)?\d+(:\d{1,2}){0,2}", v):
+        return None
+    hint = " (write it quoted: YAML reads an unquoted 1:30:00 as a number of seconds)" \
+        if isinstance(v, int) else ""
+    return f"must be a time limit such as \"02:00:00\", got {v!r}{hint}"
+
+
+def _list_of_text(v: Any) -> str | None:
+    ok = isinstance(v, list) and all(isinstance(s, str) for s in v)
+    return None if ok else f"must be a list of strings, got {v!r}"
+
+
+def _hosts(v: Any) -> str | None:
+    if isinstance(v, list) and len(v) >= 2 and all(isinstance(h, str) and h for h in v):
+        return None
+    return ("must list at least two hosts (the first runs the scheduler, every other one "
+            f"workers; repeat a host to run both there), got {v!r}")
+
+
+def _adapt(*keys: str) -> Check:
+    def check(v: Any) -> str | None:
+        if not isinstance(v, Mapping) or not v or set(v) - set(keys):
+            return f"must be a mapping of {', '.join(keys)}, got {v!r}"
+        for k, x in v.items():
+            if _nonneg_int(x):
+                return f"{k} must be a non-negative integer, got {x!r}"
+        if len(v) == 2 and v[keys[0]] > v[keys[1]]:
+            return f"{keys[0]} ({v[keys[0]]}) is above {keys[1]} ({v[keys[1]]})"
+        return None
+
+    return check
+
+
+def _one_or_per_host(check: Check) -> Check:
+    def per_host(v: Any) -> str | None:
+        if isinstance(v, list):
+            bad = [m for m in map(check, v) if m]
+            return f"(one per host): {bad[0]}" if bad else None
+        return check(v)
+
+    return per_host
+
+
+#: kind -> the ``dmlfe.cluster`` fields it accepts (besides ``kind``) and their checks.
+FIELDS: dict[str, dict[str, Check]] = {
+    "local": {"n_workers": _pos_int, "threads_per_worker": _pos_int, "memory_limit": _memory,
+              "processes": _boolean, "dashboard_address": _text},
+    "scheduler": {"address": _address},
+    "ssh": {"hosts": _hosts, "connect_options": _one_or_per_host(_mapping),
+            "worker_options": _mapping, "scheduler_options": _mapping,
+            "remote_python": _one_or_per_host(_optional_text), "worker_class": _text},
+    "slurm": {"jobs": _nonneg_int, "adapt": _adapt("minimum_jobs", "maximum_jobs")},
+    "pbs": {"jobs": _nonneg_int, "adapt": _adapt("minimum_jobs", "maximum_jobs")},
+    "kubernetes": {"adapt": _adapt("minimum", "maximum")},
+}
+REQUIRED = {"scheduler": ("address",), "ssh": ("hosts",)}
+
+#: jobqueue.<kind>.* keys dmlfe checks itself (the library checks the rest).
+JOBQUEUE_FIELDS: dict[str, Check] = {
+    "cores": _pos_int, "memory": _memory, "processes": _optional_pos_int,
+    "walltime": _walltime, "queue": _optional_text, "account": _optional_text,
+    "job-script-prologue": _list_of_text, "job-extra-directives": _list_of_text,
+}
+KUBERNETES_FIELDS: dict[str, Check] = {
+    "image": _text, "name": _text, "namespace": _optional_text, "env": _mapping,
+    "resources": _mapping, "worker-command": _text,
+}
+
+
+def _fail(where: str, field: str, problem: str) -> ClusterProfileError:
+    return ClusterProfileError(f"{where}: {field} {problem}")
+
+
+def _check_fields(where: str, prefix: str, values: Mapping[str, Any],
+                  checks: Mapping[str, Check], strict: bool) -> None:
+    for key, value in values.items():
+        if key not in checks:
+            if strict:
+                raise _fail(where, f"{prefix}{key}", "is not a setting of this kind; known: "
+                            + ", ".join(checks))
+            continue
+        problem = checks[key](value)
+        if problem:
+            raise _fail(where, f"{prefix}{key}", problem)
+
+
+def parse_profile(cfg: Any, path: Path | None) -> Profile:
+    """Validate a profile's contents; raises :class:`ClusterProfileError` naming the field.
+
+    Parameters
+    ----------
+    cfg : object
+        The file's YAML contents.
+    path : Path or None
+        The file, for the messages.
+    """
+    where = f"cluster profile {path}" if path else "cluster profile"
+    if not isinstance(cfg, Mapping):
+        raise ClusterProfileError(f"{where} must be a mapping (dask config), got {cfg!r}")
+    block = cfg.get("dmlfe", {}) or {}
+    spec = block.get("cluster", {}) if isinstance(block, Mapping) else None
+    if not isinstance(spec, Mapping):
+        raise _fail(where, "dmlfe.cluster", f"must be a mapping, got {spec!r}")
+    spec = dict(spec)
+    kind = spec.pop("kind", "local")
+    if kind not in KINDS:
+        raise _fail(where, "dmlfe.cluster.kind", f"must be one of {', '.join(KINDS)}; got "
+                    f"{kind!r}")
+    _check_fields(where, "dmlfe.cluster.", spec, FIELDS[kind], strict=True)
+    for field in REQUIRED.get(kind, ()):
+        if field not in spec:
+            raise _fail(where, f"dmlfe.cluster.{field}", f"is missing (kind {kind!r} needs it)")
+    if kind in JOBQUEUE_KINDS:
+        if "jobs" in spec and "adapt" in spec:
+            raise _fail(where, "dmlfe.cluster.adapt", "and dmlfe.cluster.jobs exclude each "
+                        "other: give a fixed number of jobs or adaptive bounds")
+        jobqueue = cfg.get("jobqueue") or {}
+        section = jobqueue.get(kind) if isinstance(jobqueue, Mapping) else None
+        if not isinstance(section, Mapping):
+            raise _fail(where, f"jobqueue.{kind}", "is missing: the batch jobs' resources "
+                        "(cores, memory, walltime, queue...) are dask-jobqueue's settings")
+        for need in ("cores", "memory"):
+            if section.get(need) is None:
+                raise _fail(where, f"jobqueue.{kind}.{need}", "is missing (dask-jobqueue "
+                            "needs the cores and memory of one job)")
+        _check_fields(where, f"jobqueue.{kind}.", section, JOBQUEUE_FIELDS, strict=False)
+    if kind == "kubernetes":
+        section = cfg.get("kubernetes")
+        if not isinstance(section, Mapping):
+            raise _fail(where, "kubernetes", "is missing: the cluster (image, count.start, "
+                        "resources...) is dask-kubernetes' settings")
+        _check_fields(where, "kubernetes.", section, KUBERNETES_FIELDS, strict=False)
+        count = section.get("count") or {}
+        if not isinstance(count, Mapping):
+            raise _fail(where, "kubernetes.count", _mapping(count))
+        if count.get("start") is not None and _nonneg_int(count["start"]):
+            raise _fail(where, "kubernetes.count.start", _nonneg_int(count["start"]))
+    return Profile(path=path, kind=kind, spec=spec, config=dict(cfg))
+
+
+def read_profile_file(path: Path) -> Profile:
+    """Read and validate the profile file ``path``."""
+    with open(path) as fh:
+        try:
+            cfg = yaml.safe_load(fh)
+        except yaml.YAMLError as exc:
+            detail = " ".join(str(exc).split())
+            raise ClusterProfileError(f"cluster profile {path} is not valid YAML: "
+                                      f"{detail}") from None
+    return parse_profile({} if cfg is None else cfg, path)
+
+
+def require_extra(profile: Profile) -> None:
+    """Raise :class:`MissingExtraError` (one line) when the kind's library is missing."""
+    if profile.kind not in EXTRAS:
+        return
+    module, extra = EXTRAS[profile.kind]
+    if importlib.util.find_spec(module) is None:
+        raise MissingExtraError(
+            f"{profile.where()}: kind {profile.kind!r} needs the {module} package; install "
+            f"it with: pip install 'dmlfe[{extra}]'")
+
+
+# --------------------------------------------------------------------------- per kind
+def local_cluster_options(profile: Profile, overrides: Mapping[str, Any] | None = None
+                  ) -> dict[str, Any]:
+    """The ``LocalCluster`` keywords of a local profile (defaults: one worker per core)."""
+    import os
+
+    opts: dict[str, Any] = {"n_workers": max(1, os.cpu_count() or 1), "threads_per_worker": 1,
+                            "processes": True}
+    opts.update(profile.spec)
+    opts.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    opts.setdefault("dashboard_address", ":0")  # any free port, never a clash
+    return opts
+
+
+def job_class(kind: str) -> type:
+    """dask-jobqueue's job class of ``kind`` (what writes the batch script)."""
+    require_extra(Profile(None, kind, {}, {}))
+    from dask_jobqueue.pbs import PBSJob
+    from dask_jobqueue.slurm import SLURMJob
+
+    return {"slurm": SLURMJob, "pbs": PBSJob}[kind]
+
+
+def job_script(profile: Profile) -> str:
+    """The batch script each job of a slurm/pbs profile would be submitted with.
+
+    Made by dask-jobqueue's job class itself -- what ``JobQueueCluster.job_script()``
+    calls -- so that no scheduler is started and nothing is submitted; the scheduler's
+    address is :data:`SCHEDULER_PLACEHOLDER`.
+    """
+    cls = job_class(profile.kind)
+    with dask.config.set(profile.dask_config()):
+        try:
+            job = cls(SCHEDULER_PLACEHOLDER, name="dummy-name")
+        except (ValueError, TypeError) as exc:
+            raise ClusterProfileError(f"{profile.where()}: jobqueue.{profile.kind}: "
+                                      f"{' '.join(str(exc).split())}") from None
+        return job.job_script()
+
+
+def check_library_keys(profile: Profile) -> None:
+    """Every ``jobqueue.<kind>.*`` / ``kubernetes.*`` key of the profile must be one the
+    library knows: a misspelt key would be ignored and its default used. Needs the
+    library (its defaults are loaded into dask's configuration when it is imported)."""
+    require_extra(profile)
+    if profile.kind in JOBQUEUE_KINDS:
+        import dask_jobqueue  # noqa: F401 - loads its defaults into dask.config
+
+        prefix, what = f"jobqueue.{profile.kind}", f"dask-jobqueue {profile.kind}"
+        given = profile.config["jobqueue"][profile.kind]
+    else:
+        import dask_kubernetes  # noqa: F401
+
+        prefix, what, given = "kubernetes", "dask-kubernetes", profile.config["kubernetes"]
+    known = dask.config.get(prefix)
+    for key in given:
+        if key not in known:
+            raise _fail(profile.where(), f"{prefix}.{key}", f"is not a {what} setting; "
+                        "known: " + ", ".join(sorted(known)))
+
+
+def kubernetes_spec_args(profile: Profile) -> dict[str, Any]:
+    """``make_cluster_spec`` keywords from a kubernetes profile's ``kubernetes.*`` settings.
+
+    ``KubeCluster`` reads the same settings (``kubernetes.name``, ``image``,
+    ``count.start``, ``resources``, ``env``, ``worker-command``,
+    ``scheduler-service-type``); keys the profile leaves out take dask-kubernetes'
+    defaults when it is installed.
+    """
+    k = dict(profile.config.get("kubernetes") or {})
+    name = str(k.get("name", "dask-{user}-{uuid}"))
+    args: dict[str, Any] = {
+        # KubeCluster fills {user} and a random {uuid} when it starts
+        "name": name.replace("{user}", getpass.getuser()).replace("{uuid}", "<uuid>"),
+        "n_workers": int((k.get("count") or {}).get("start") or 0),
+    }
+    for key, arg in (("image", "image"), ("resources", "resources"), ("env", "env"),
+                     ("worker-command", "worker_command"),
+                     ("scheduler-service-type", "scheduler_service_type")):
+        if k.get(key) is not None:
+            args[arg] = k[key]
+    return args
+
+
+def kubernetes_spec(profile: Profile) -> dict[str, Any]:
+    """The ``DaskCluster`` resource a kubernetes profile would create (no API server)."""
+    require_extra(profile)
+    from dask_kubernetes.operator import make_cluster_spec
+
+    with dask.config.set(profile.dask_config()):
+        return make_cluster_spec(**kubernetes_spec_args(profile))
+
+
+def ssh_commands(profile: Profile) -> list[tuple[str, str]]:
+    """(host, command) for the scheduler and each worker host of an ssh profile, as
+    ``SSHCluster`` runs them over SSH (the dask configuration travels in the
+    ``DASK_INTERNAL_INHERIT_CONFIG`` variable)."""
+    s = profile.spec
+    hosts = s["hosts"]
+    python = s.get("remote_python") or sys.executable
+    pythons = python if isinstance(python, list) else [python] * len(hosts)
+    sched = json.dumps({"cls": "distributed.Scheduler", "opts": s.get("scheduler_options", {})})
+    out = [(hosts[0], f"{pythons[0]} -m distributed.cli.dask_spec --spec '{sched}'")]
+    wopts = dict(s.get("worker_options", {}))
+    n = wopts.pop("n_workers", 1)
+    wcls = s.get("worker_class", "distributed.Nanny")
+    worker = json.dumps({i: {"cls": wcls, "opts": wopts} for i in range(n)})
+    for host, py in zip(hosts[1:], pythons[1:], strict=True):
+        out.append((host, f"{py} -m distributed.cli.dask_spec <scheduler-address> --spec "
+                          f"'{worker}'"))
+    return out
+
+
+def check_profile(profile: Profile) -> str:
+    """Validate ``profile`` further and describe what it would start; starts nothing.
+
+    Returns
+    -------
+    str
+        Lines for ``dmlfe cluster check``: the kind, then the LocalCluster options, the
+        scheduler address, the SSH hosts and commands, the batch job script, or the
+        Kubernetes ``DaskCluster`` resource; then the dask settings the profile applies.
+    """
+    lines = [f"profile: {profile.path}", f"kind: {profile.kind}"]
+    s = profile.spec
+    if profile.kind == "local":
+        lines.append("LocalCluster options: " + json.dumps(local_cluster_options(profile)))
+    elif profile.kind == "scheduler":
+        lines.append(f"connects to the running scheduler at {s['address']} (not contacted "
+                     "by this check)")
+    elif profile.kind == "ssh":
+        require_extra(profile)
+        cmds = ssh_commands(profile)
+        lines.append(f"scheduler host: {cmds[0][0]}")
+        lines.append(f"worker hosts: {', '.join(h for h, _ in cmds[1:])}")
+        lines.append("SSH connect options: " + json.dumps(s.get("connect_options", {}),
+                                                          default=str))
+        lines.append("commands run over SSH:")
+        lines += [f"  {host}: {cmd}" for host, cmd in cmds]
+    elif profile.kind in JOBQUEUE_KINDS:
+        check_library_keys(profile)
+        scale = (f"adaptive: {json.dumps(s['adapt'])}" if "adapt" in s
+                 else f"{s.get('jobs', 0)} job(s)")
+        lines.append(f"jobs: {scale}")
+        lines.append(f"job script (each job; submitted with {_submit_command(profile.kind)}):")
+        lines.append(job_script(profile).rstrip("\n"))
+    else:
+        check_library_keys(profile)
+        spec = kubernetes_spec(profile)
+        if "adapt" in s:
+            lines.append(f"adaptive: {json.dumps(s['adapt'])}")
+        lines.append("DaskCluster resource (created through the Kubernetes API):")
+        lines.append(yaml.dump(spec, Dumper=_NoAliases, sort_keys=False).rstrip("\n"))
+    settings = profile.dask_config()
+    if settings:
+        lines.append("dask settings applied while the cluster is used:")
+        lines += [f"  {k}: {json.dumps(v, default=str)}" for k, v in settings.items()]
+    return "\n".join(lines)
+
+
+class _NoAliases(yaml.SafeDumper):
+    """Writes a mapping shared by the scheduler and worker specs out twice (a
+    Kubernetes resource is read by people and kubectl, not by YAML anchors)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _submit_command(kind: str) -> str:
+    return job_class(kind).submit_command
+
+
+def start_cluster(profile: Profile, n_workers: int | None = None) -> Any:
+    """Start the cluster an ssh, slurm, pbs or kubernetes profile describes.
+
+    Call inside ``dask.config.set(profile.dask_config())``: the libraries read their
+    settings from dask's configuration. ``n_workers`` (``--workers``) scales to that
+    many workers instead of the profile's ``jobs`` / ``kubernetes.count.start``.
+    """
+    require_extra(profile)
+    s = profile.spec
+    if profile.kind == "ssh":
+        if n_workers is not None:
+            raise ValueError("--workers does not apply to an ssh profile: its hosts and "
+                             "worker_options.n_workers say how many workers run")
+        from distributed import SSHCluster
+
+        return SSHCluster(s["hosts"], connect_options=s.get("connect_options"),
+                          worker_options=s.get("worker_options"),
+                          scheduler_options=s.get("scheduler_options"),
+                          worker_class=s.get("worker_class", "distributed.Nanny"),
+                          remote_python=s.get("remote_python"))
+    if profile.kind in JOBQUEUE_KINDS:
+        import dask_jobqueue
+
+        cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster}
+        cluster = cls[profile.kind]()
+        if n_workers is not None:
+            cluster.scale(n=n_workers)
+        elif "adapt" in s:
+            cluster.adapt(**s["adapt"])
+        elif s.get("jobs"):
+            cluster.scale(jobs=s["jobs"])
+        return cluster
+    from dask_kubernetes.operator import KubeCluster
+
+    cluster = KubeCluster(n_workers=n_workers) if n_workers is not None else KubeCluster()
+    if "adapt" in s and n_workers is None:
+        cluster.adapt(**s["adapt"])
+    return cluster
