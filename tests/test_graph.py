@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 import scipy.sparse as sp
-from conftest import labels_dask, sparse_dask, write_store
+from conftest import labels_dask, scheduler_graphs, sparse_dask, write_store
 
 import dmlfe
 from dmlfe.graph.combine import combine
@@ -351,3 +351,24 @@ def test_store_graph_cache(tmp_path, data):
     np.testing.assert_array_equal(again.components_, first.components_)
     ref = fit("MOPE", X, Y)
     np.testing.assert_allclose(first.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+
+
+def test_passes_count_the_knn_search(tmp_path, data, cluster_client):
+    X, Y = data
+    path = write_store(tmp_path / "p.zarr", X, Y.astype(np.int8), ["train"] * X.shape[0])
+
+    def counted(name, **kw):
+        before = scheduler_graphs(cluster_client)
+        est = fit(name, str(path), None, client=cluster_client, **kw)
+        return est, scheduler_graphs(cluster_client) - before
+
+    # three graphs: the labels (n x q, to the driver), the K-NN search, the products pass
+    first, graphs = counted("MOPE")
+    assert (graphs, first.n_passes_) == (3, 2)
+    again, graphs = counted("MOPE")  # the graph is read from <store>.graph/
+    assert (graphs, again.n_passes_) == (2, 1)
+    fda, graphs = counted("MESD", base="fda")  # needs no graph
+    assert (graphs, fda.n_passes_) == (2, 1)
+    fresh, graphs = counted("OLPP", cache=False)
+    assert (graphs, fresh.n_passes_) == (3, 2)
+    assert fit("LPP", X, Y).n_passes_ == 2  # arrays: always searched

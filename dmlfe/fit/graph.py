@@ -35,11 +35,13 @@ def _graph_source(X: Any, store: Store | None, n_neighbors: int, client: Any,
 def graph_fit(spec: Any, params: dict[str, Any], X: Any, Y: Any, store: Store | None,
               rmap: RelationMap | None, *, n_neighbors: int, client: Any = None,
               progress: bool = False, cache: bool = True
-              ) -> tuple[SufficientStats, TraceTemplate]:
-    """Statistics and trace template of a graph method (module docstring).
+              ) -> tuple[SufficientStats, TraceTemplate, int]:
+    """Statistics, trace template and passes over X of a graph method (module docstring).
 
     ``spec`` is the method's :class:`~dmlfe.methods.registry.MethodSpec` and ``params``
     its parameters; X, Y and ``store`` the training data (``store`` None for arrays).
+    The passes are the products pass plus the K-NN search when the graph was searched
+    (not read from the cache, and not left unused by a method that needs none).
     """
     Y = dense_labels(Y, client)
     source = _graph_source(X, store, n_neighbors, client, progress, cache)
@@ -55,4 +57,5 @@ def graph_fit(spec: Any, params: dict[str, Any], X: Any, Y: Any, store: Store | 
                              n_features=D, A=symmetrize(out["A"]), B=B)
     stats = SufficientStats(n=out["n"], sum_x=out["sum_x"], sum_y=Y.sum(axis=0),
                             xty=out["xt:y"], yty=Y.T @ Y)
-    return stats, template
+    searched = source.searched is not None and not source.searched.from_cache
+    return stats, template, 1 + int(searched)

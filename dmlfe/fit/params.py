@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmlfe.params import Param, anything, boolean, interval, one_of, optional
+from dmlfe.params import Param, anything, boolean, interval, one_of, optional, split_names
 from dmlfe.relation.kernels import DEFAULT_NEIGHBORS, SIMILARITIES, canonical_similarity
 from dmlfe.relation.prototypes import SELECTIONS
 from dmlfe.solvers.dimension import DEFAULT_THRESHOLD, check_n_components
@@ -20,14 +20,6 @@ ROUTES = ("feature", "relation", "dual", "auto")
 
 def _n_components(name: str, value: Any) -> int | float:
     return check_n_components(value)
-
-
-def _split(name: str, value: Any) -> Any:
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
-        return list(value)
-    raise TypeError(f"parameter {name}={value!r} must be a split name or a list of them")
 
 
 def _similarity(name: str, value: Any) -> str:
@@ -69,7 +61,7 @@ COMMON: tuple[Param, ...] = (
     Param("max_passes", 30, interval(1, None, integer=True),
           "int, default 30\n    Matrix-free path: most passes over X when ``n_iter`` is "
           "None."),
-    Param("split", None, _split,
+    Param("split", None, optional(split_names),
           "str or list of str, optional\n    When X is a store path: fit on (and transform) "
           "the documents of these splits."),
     Param("cache", True, boolean,

@@ -76,6 +76,11 @@ class GraphSource:
             self._graph = self._load()
         return self._graph
 
+    @property
+    def searched(self) -> KNNGraph | None:
+        """The graph if a method asked for it (searched or read from the cache), else None."""
+        return self._graph
+
     def weights(self, kind: str, tau: float | None, mode: str) -> sp.csr_matrix:
         return self.knn.weights(kind, tau, mode)
 
