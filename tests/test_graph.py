@@ -15,9 +15,11 @@ import scipy.sparse as sp
 from conftest import labels_dask, scheduler_graphs, sparse_dask, write_store
 
 import dmlfe
+from dmlfe.cli import main
 from dmlfe.graph.combine import combine
 from dmlfe.graph.knn import graph_dir_for, knn_graph
 from dmlfe.graph.label_similarity import label_proximity
+from dmlfe.model_io import load_model
 
 K = 4
 REG = 1e-3
@@ -258,6 +260,58 @@ def test_ssmope_matches_eq_44(data):
     lab = Y.sum(1) > 0
     A_sdr = np.where(np.outer(lab, lab), psi(W, G, "priority", gamma=0.5), 0.0)
     check(est, *reference(Xd, 0.3 * -lap(W) + 0.7 * A_sdr), 3)
+
+
+@pytest.fixture(scope="module")
+def split_store(tmp_path_factory, data):
+    """The data in a store whose split marks a quarter of the documents 'unlabelled'
+    (their labels are stored all the same) and a quarter 'test'."""
+    X, Y = data
+    splits = np.array(["train", "unlabelled", "train", "test"] * (X.shape[0] // 4))
+    path = write_store(tmp_path_factory.mktemp("ss") / "s.zarr", X, Y.astype(np.int8), splits)
+    return path, splits
+
+
+SS_KW = dict(unsupervised_weight=0.3, scheme=1, gamma=0.5)
+
+
+def test_ssmope_unlabelled_split_of_a_store(split_store, data):
+    X, Y = data
+    path, splits = split_store
+    rows = splits != "test"
+    est = fit("SSMOPE", str(path), None, split=["train", "unlabelled"],
+              unlabelled_split="unlabelled", **SS_KW)
+    assert est.n_samples_ == rows.sum() and est.method_params_["unlabelled_split"] == "unlabelled"
+    # the same problem as arrays whose unlabelled rows of Y are zero (eq. 44: X_l = train)
+    Ymask = Y[rows] * (splits[rows] == "train")[:, None]
+    ref = fit("SSMOPE", X[rows], Ymask, **SS_KW)
+    check(est, ref.eigenvalues_[::-1], ref.components_.T[:, ::-1], 3)
+    # and not the problem with the stored labels of the unlabelled split
+    with_labels = fit("SSMOPE", str(path), None, split=["train", "unlabelled"], **SS_KW)
+    assert sla.subspace_angles(with_labels.components_.T, est.components_.T).max() > 1e-3
+    with pytest.raises(ValueError, match="matches none of the .* training documents"):
+        fit("SSMOPE", str(path), None, split="train", unlabelled_split="unlabelled")
+    with pytest.raises(ValueError, match="matches none"):
+        fit("SSMOPE", str(path), None, unlabelled_split="unlabeled")  # typo
+    with pytest.raises(ValueError, match="needs X as a store path"):
+        fit("SSMOPE", X, Y, unlabelled_split="unlabelled")
+
+
+def test_cli_fit_ssmope_with_an_unlabelled_split(split_store, tmp_path, cluster_client, capsys):
+    path, _ = split_store
+    out = tmp_path / "ssmope-model"
+    rc = main(["fit", str(path), "--method", "ssmope", "--split", "train,unlabelled",
+               "--unlabelled-split", "unlabelled", "--unsupervised-weight", "0.3",
+               "--scheme", "1", "--gamma", "0.5", "--n-neighbors", str(K), "--dim", "3",
+               "--out", str(out), "--scheduler", cluster_client.scheduler.address, "--quiet"])
+    assert rc == 0
+    assert "(split train,unlabelled)" in capsys.readouterr().out
+    model = load_model(out)
+    ref = fit("SSMOPE", str(path), None, split=["train", "unlabelled"],
+              unlabelled_split="unlabelled", **SS_KW)
+    assert model.method_params_["unlabelled_split"] == "unlabelled"
+    np.testing.assert_allclose(model.eigenvalues_, ref.eigenvalues_, rtol=1e-9)
+    assert sla.subspace_angles(model.components_.T, ref.components_.T).max() < 1e-6
 
 
 # ----------------------------------------------------------- MESD vs explicit duplication

@@ -32,6 +32,13 @@ def _graph_source(X: Any, store: Store | None, n_neighbors: int, client: Any,
     return GraphSource(lambda: knn_graph(X, n_neighbors, client=client, progress=progress))
 
 
+def _doc_splits(store: Store | None) -> np.ndarray | None:
+    """Each training document's split (None without a store or a split column)."""
+    if store is None or store.split is None:
+        return None
+    return store.obs_column("split")
+
+
 def graph_fit(spec: Any, params: dict[str, Any], X: Any, Y: Any, store: Store | None,
               rmap: RelationMap | None, *, n_neighbors: int, client: Any = None,
               progress: bool = False, cache: bool = True
@@ -45,7 +52,10 @@ def graph_fit(spec: Any, params: dict[str, Any], X: Any, Y: Any, store: Store | 
     """
     Y = dense_labels(Y, client)
     source = _graph_source(X, store, n_neighbors, client, progress, cache)
-    ops = spec.build(Y, source, **params)
+    inputs = {}
+    if params.get("unlabelled_split") is not None:  # SSMOPE: unlabelled by split
+        inputs["doc_splits"] = _doc_splits(store)
+    ops = spec.build(Y, source, **inputs, **params)
     out = graph_products(X, {"A": ops["A"], "B": ops["B"]},
                          block_fn=None if rmap is None else ship(rmap, X),
                          client=client, progress=progress, extra_factors={"y": Y})

@@ -33,8 +33,9 @@ n~ = sum_i m_i (documents after duplication), W the K-NN graph's weights
   equal). Tables 1-2 of the paper are not in its text; these are derived from eq. 10-13
   and 32-33.
 * SSMOPE (section 3.4, eq. 44): A_p = lam X^T (-L(W)) X + (1 - lam) X_l^T A_MOPE X_l,
-  the MOPE part restricted to pairs of labelled documents (rows of Y not all zero),
-  B_p = I (eq. 45 with both B = I).
+  the MOPE part restricted to pairs of labelled documents (rows of Y not all zero, and
+  not in the store split ``unlabelled_split`` when one is named), B_p = I (eq. 45 with
+  both B = I).
 * HSL (Table 1; Sun, Ji and Ye 2008): A = S_h, B = I_n (B_p = X^T X + reg I) with the
   clique expansion S_h = D_c^-1/2 Y Y^T D_c^-1/2, D_c = D(Y Y^T), or Zhou's hypergraph
   S_h = D_m^-1/2 Y diag(1/n_c) Y^T D_m^-1/2. (The star expansion is not implemented.)
@@ -147,15 +148,49 @@ def mope(labels: np.ndarray, graph: GraphSource, *, scheme: int = 3,
     return {"A": A, "B": B, "reg": reg}
 
 
-def ssmope(labels: np.ndarray, graph: GraphSource, *, unsupervised_weight: float = 0.5,
+def unlabelled_rows(doc_splits: np.ndarray | None,
+                    unlabelled_split: str | list[str]) -> np.ndarray:
+    """Boolean mask of the documents whose split is (one of) ``unlabelled_split``.
+
+    Raises
+    ------
+    ValueError
+        When the documents carry no split (arrays, or a store without a split column),
+        or when no document of the fit is in those splits (a typo, or a fit ``split``
+        that leaves them out).
+    """
+    wanted = [unlabelled_split] if isinstance(unlabelled_split, str) else list(unlabelled_split)
+    if doc_splits is None:
+        raise ValueError(f"unlabelled_split={unlabelled_split!r} needs X as a store path with a "
+                         "split column; with arrays, give the unlabelled documents all-zero "
+                         "rows of Y")
+    mask = np.isin(np.asarray(doc_splits, dtype=object), wanted)
+    if not mask.any():
+        present = sorted({str(v) for v in doc_splits if v is not None})
+        raise ValueError(f"unlabelled_split={unlabelled_split!r} matches none of the "
+                         f"{len(doc_splits)} training documents (their splits: {present}); "
+                         f"fit on a split list that includes it, e.g. split=['train', "
+                         f"{wanted[0]!r}]")
+    return mask
+
+
+def ssmope(labels: np.ndarray, graph: GraphSource, doc_splits: np.ndarray | None = None, *,
+           unlabelled_split: str | list[str] | None = None, unsupervised_weight: float = 0.5,
            scheme: int = 3, label_similarity: str | None = None,
            combination: str = "priority", a: float = 1.0, b: float = 1.0, beta: float = 1.0,
            gamma: float = 1.0, feature_weight: str = "gaussian",
            feature_tau: float | None = None, graph_mode: str = "symmetrized",
            label_tau: float = 1.0, minkowski_p: float = 2.0,
            label_components: int | None = None, reg: float = DEFAULT_REG) -> Operators:
-    """SSMOPE (mope eq. 44): lam OLPP over all documents + (1 - lam) MOPE on labelled ones."""
+    """SSMOPE (mope eq. 44): lam OLPP over all documents + (1 - lam) MOPE on labelled ones.
+
+    The labelled documents X_l are the rows of Y that are not all zero, less the
+    documents whose split is ``unlabelled_split`` (``doc_splits``: each document's
+    split, from the store; their stored labels are ignored).
+    """
     Y = _labels(labels)
+    if unlabelled_split is not None:
+        Y = Y * ~unlabelled_rows(doc_splits, unlabelled_split)[:, None]
     lam = float(unsupervised_weight)
     W = PairOperator(graph.weights(feature_weight, feature_tau, graph_mode))
     A_sdr = _mope_a(Y, graph, scheme, label_similarity, combination, a, b, beta, gamma,
