@@ -20,6 +20,7 @@ from dmlfe.demo import demo_pipeline_path
 from dmlfe.embed import INPUT_FORMATS, label_sets, read_documents, training_classifier
 from dmlfe.errors import DmlfeError, InputError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
+from dmlfe.graph.knn import KNN_METHODS
 from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, ingest
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
 from dmlfe.model_io import check_compatible, load_model, text_pipeline
@@ -190,6 +191,7 @@ _RELATION_FLAGS = {
     "route": "--route", "n_prototypes": "--prototypes",
     "prototype_selection": "--prototype-selection", "similarity": "--similarity",
     "tau": "--tau", "n_neighbors": "--n-neighbors", "random_state": "--random-state",
+    "knn_search": "--knn-search",
 }
 
 
@@ -506,6 +508,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "median heuristic)")
     ro.add_argument("--n-neighbors", type=_positive_int, default=None,
                     help="local_scaling: K-th nearest neighbour (default 7)")
+    ro.add_argument("--knn-search", choices=list(KNN_METHODS), default=None,
+                    help="graph methods: exact or approximate (NN-descent, needs dmlfe[ann]) "
+                    "K-NN search (default auto: exact up to 100,000 documents)")
     ro.add_argument("--random-state", type=int, default=None,
                     help="seed of prototype selection and randomized solvers (default 0)")
     pf.add_argument("--split", type=split_arg, default=None,

@@ -17,9 +17,10 @@ from conftest import labels_dask, scheduler_graphs, sparse_dask, write_store
 import dmlfe
 from dmlfe.cli import main
 from dmlfe.graph.combine import combine
-from dmlfe.graph.knn import graph_dir_for, knn_graph
+from dmlfe.graph.knn import graph_dir_for, knn_graph, knn_recall, load_or_compute_graph
 from dmlfe.graph.label_similarity import label_proximity
 from dmlfe.model_io import load_model
+from dmlfe.store import open_store
 
 K = 4
 REG = 1e-3
@@ -168,6 +169,83 @@ def test_knn_rejects_too_many_neighbours(data):
     X, _ = data
     with pytest.raises(ValueError, match="n_neighbors=72"):
         knn_graph(X, 72)
+
+
+def topic_docs(n: int = 2000, topics: int = 40, seed: int = 1) -> sp.csr_matrix:
+    """Sparse rows over 2^20 hashed columns: 20 words of the document's topic (50 each)
+    and 5 from anywhere, l2-normalised like tf-idf rows."""
+    rng = np.random.default_rng(seed)
+    vocab = rng.choice(2**20, size=(topics, 50), replace=False)
+    t = rng.integers(0, topics, n)
+    cols = np.hstack([vocab[t[:, None], rng.integers(0, 50, (n, 20))],
+                      rng.integers(0, 2**20, (n, 5))])
+    X = sp.csr_matrix((rng.random(cols.size) + 0.2, cols.ravel(),
+                       np.arange(0, cols.size + 1, 25)), shape=(n, 2**20))
+    X.sum_duplicates()
+    return sp.csr_matrix(X.multiply(1.0 / np.sqrt(X.multiply(X).sum(axis=1))))
+
+
+def test_approximate_knn_recall_against_exact():
+    pytest.importorskip("pynndescent")
+    X = topic_docs()
+    k = 10
+    approx = knn_graph(sparse_dask(X, 500), k, method="approximate", recall_sample=300)
+    exact = knn_graph(sparse_dask(X, 500), k, method="exact")
+    n = X.shape[0]
+    assert not approx.exact and exact.exact and approx.indices.shape == (n, k)
+    # valid lists: other documents, distinct, ordered by (distance, index), and each
+    # distance the true squared distance (rows differenced here, not expanded)
+    idx = approx.indices
+    assert ((idx >= 0) & (idx < n) & (idx != np.arange(n)[:, None])).all()
+    assert (np.diff(np.sort(idx, axis=1), axis=1) > 0).all()
+    d = approx.sq_distances
+    assert ((np.diff(d, axis=1) > 0) | ((np.diff(d, axis=1) == 0)
+                                        & (np.diff(idx, axis=1) > 0))).all()
+    diff = X[np.repeat(np.arange(n), k)] - X[idx.ravel()]
+    true = np.asarray(diff.multiply(diff).sum(axis=1)).reshape(n, k)
+    np.testing.assert_allclose(d, true, rtol=1e-9, atol=1e-12)
+    # recall@K over every document, ties at the exact K-th distance counted as found
+    kth = exact.sq_distances[:, -1:]
+    recall = float((d <= kth + 1e-9 * kth).mean())
+    assert recall >= 0.9, recall
+    assert knn_recall(approx, X, sample=n) == pytest.approx(recall, abs=1e-12)
+    assert approx.recall_sample == 300 and abs(approx.recall - recall) < 0.05
+
+
+def test_knn_search_auto_and_missing_library(data, monkeypatch):
+    import dmlfe.graph.knn as knn
+
+    X, Y = data
+    assert knn_graph(X, K, method="auto").exact
+    monkeypatch.setattr(knn, "EXACT_LIMIT", 50)  # 72 documents: auto goes approximate
+    monkeypatch.setitem(__import__("sys").modules, "pynndescent", None)  # not installed
+    with pytest.raises(ImportError, match=r"pip install 'dmlfe\[ann\]'"):
+        knn_graph(X, K, method="auto")
+    with pytest.raises(ImportError, match="dmlfe.ann"):
+        fit("MOPE", X, Y, knn_search="approximate")
+    with pytest.raises(ValueError, match="knn_search='nearest'"):
+        knn_graph(X, K, method="nearest")
+
+
+def test_approximate_graph_cache_records_recall(tmp_path, data):
+    pytest.importorskip("pynndescent")
+    X, Y = data
+    path = write_store(tmp_path / "a.zarr", X, Y.astype(np.int8), ["train"] * X.shape[0])
+    g = load_or_compute_graph(open_store(path), K, method="approximate")
+    import json
+
+    (rec,) = graph_dir_for(path).glob("*.json")
+    meta = json.loads(rec.read_text())
+    assert meta["params"]["exact"] is False and meta["recall"] == g.recall
+    assert meta["recall_sample"] == X.shape[0] and 0.0 < g.recall <= 1.0
+    again = load_or_compute_graph(open_store(path), K, method="approximate")
+    assert again.from_cache and not again.exact and again.recall == g.recall
+    assert not load_or_compute_graph(open_store(path), K).from_cache  # exact: another entry
+    est = fit("MOPE", str(path), None, knn_search="approximate")
+    assert est.n_passes_ == 1  # the approximate graph came from the cache
+    if g.recall == 1.0:  # NN-descent found the exact graph: the same fit
+        ref = fit("MOPE", X, Y)
+        np.testing.assert_allclose(est.eigenvalues_, ref.eigenvalues_, rtol=1e-9)
 
 
 # --------------------------------------------------------------------------- G and Psi

@@ -24,12 +24,14 @@ from dmlfe.stats.sufficient import SufficientStats
 from dmlfe.store import Store
 
 
-def _graph_source(X: Any, store: Store | None, n_neighbors: int, client: Any,
-                  progress: bool, cache: bool) -> GraphSource:
+def _graph_source(X: Any, store: Store | None, n_neighbors: int, method: str,
+                  random_state: int, client: Any, progress: bool, cache: bool) -> GraphSource:
     if store is not None:
         return GraphSource(lambda: load_or_compute_graph(
-            store, n_neighbors, client=client, progress=progress, cache=cache))
-    return GraphSource(lambda: knn_graph(X, n_neighbors, client=client, progress=progress))
+            store, n_neighbors, client=client, progress=progress, cache=cache, method=method,
+            random_state=random_state))
+    return GraphSource(lambda: knn_graph(X, n_neighbors, client=client, progress=progress,
+                                         method=method, random_state=random_state))
 
 
 def _doc_splits(store: Store | None) -> np.ndarray | None:
@@ -40,8 +42,9 @@ def _doc_splits(store: Store | None) -> np.ndarray | None:
 
 
 def graph_fit(spec: Any, params: dict[str, Any], X: Any, Y: Any, store: Store | None,
-              rmap: RelationMap | None, *, n_neighbors: int, client: Any = None,
-              progress: bool = False, cache: bool = True
+              rmap: RelationMap | None, *, n_neighbors: int, knn_search: str = "auto",
+              random_state: int = 0, client: Any = None, progress: bool = False,
+              cache: bool = True
               ) -> tuple[SufficientStats, TraceTemplate, int]:
     """Statistics, trace template and passes over X of a graph method (module docstring).
 
@@ -51,7 +54,8 @@ def graph_fit(spec: Any, params: dict[str, Any], X: Any, Y: Any, store: Store | 
     (not read from the cache, and not left unused by a method that needs none).
     """
     Y = dense_labels(Y, client)
-    source = _graph_source(X, store, n_neighbors, client, progress, cache)
+    source = _graph_source(X, store, n_neighbors, knn_search, random_state, client, progress,
+                           cache)
     inputs = {}
     if params.get("unlabelled_split") is not None:  # SSMOPE: unlabelled by split
         inputs["doc_splits"] = _doc_splits(store)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dmlfe.graph.knn import KNN_METHODS
 from dmlfe.params import Param, anything, boolean, interval, one_of, optional, split_names
 from dmlfe.relation.kernels import DEFAULT_NEIGHBORS, SIMILARITIES, canonical_similarity
 from dmlfe.relation.prototypes import SELECTIONS
@@ -97,6 +98,12 @@ COMMON: tuple[Param, ...] = (
     Param("n_neighbors", DEFAULT_NEIGHBORS, interval(1, None, integer=True),
           "int, default 7\n    K of 'local_scaling', and of the document K-NN graph of the graph "
           "methods\n    (LPP, OLPP, MOPE, MESD, SSMOPE; mope section 2.1.1)."),
+    Param("knn_search", "auto", one_of(*KNN_METHODS),
+          "{'auto', 'exact', 'approximate'}, default 'auto'\n    Graph methods: how the "
+          "document K-NN graph is searched: exact and blockwise\n    on the cluster, or "
+          "NN-descent on the driver (pynndescent, ``pip install 'dmlfe[ann]'``;\n    its "
+          "recall against exact is measured on a sample); 'auto' is exact up to\n    "
+          "100,000 documents (dmlfe.graph.knn.EXACT_LIMIT)."),
 )
 
 #: Common parameters that say where and how to run, not what the model is.

@@ -143,6 +143,8 @@ class FitPlan:
     solver_options: dict[str, Any] = field(default_factory=dict)
     #: K of the document K-NN graph (graph methods only, dmlfe.graph).
     graph_neighbors: int | None = None
+    #: How that graph is searched (dmlfe.graph.knn.KNN_METHODS).
+    graph_search: str = "auto"
 
     def describe(self) -> dict[str, Any]:
         """The decisions and their reasons, JSON-able (for logs and reports)."""
@@ -318,4 +320,5 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
                    limits=limits,
                    random_state=int(params["random_state"]), relation=relation,
                    solver_options={k: params[k] for k in MATRIX_FREE_OPTIONS if k in params},
-                   graph_neighbors=int(params["n_neighbors"]) if spec.needs_graph else None)
+                   graph_neighbors=int(params["n_neighbors"]) if spec.needs_graph else None,
+                   graph_search=str(params.get("knn_search", "auto")))

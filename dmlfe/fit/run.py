@@ -181,8 +181,8 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
     if plan.spec.needs_graph:  # graph methods: labels + K-NN graph -> one products pass
         stats, template, data_passes = graph_fit(
             plan.spec, plan.params, data.X, data.Y, data.store, rmap,
-            n_neighbors=int(plan.graph_neighbors), client=client, progress=progress,
-            cache=cache)
+            n_neighbors=int(plan.graph_neighbors), knn_search=plan.graph_search,
+            random_state=plan.random_state, client=client, progress=progress, cache=cache)
     else:
         stats = statistics(plan, data, rmap, client=client, progress=progress, cache=cache)
         data_passes = 0 if stats.from_cache else 1
