@@ -326,17 +326,20 @@ def test_olpp_needs_an_integer_dimension(data):
         dmlfe.OLPP(n_components=0.9).fit(X, Y)
 
 
-def test_ssmope_matches_eq_44(data):
+@pytest.mark.parametrize("scheme,sim,kc", [(1, "sorensen", None), (2, "cosine", 2)])
+def test_ssmope_matches_eq_44(data, scheme, sim, kc):
     X, Y = data
     Y = Y.copy()
     Y[::3] = 0.0  # a third unlabelled
-    est = fit("SSMOPE", X, Y, unsupervised_weight=0.3, scheme=1, gamma=0.5)
+    est = fit("SSMOPE", X, Y, unsupervised_weight=0.3, scheme=scheme, gamma=0.5,
+              label_components=kc)
     Xd = X.toarray()
     W = dense_w(Xd, K)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        G = np.nan_to_num(dense_g(Y, 1, "sorensen"))
     lab = Y.sum(1) > 0
-    A_sdr = np.where(np.outer(lab, lab), psi(W, G, "priority", gamma=0.5), 0.0)
+    # A^(SDR) from the labelled data alone (eq. 44): G of Y_l (scheme 2: PCA of Y_l)
+    A_sdr = np.zeros_like(W)
+    A_sdr[np.ix_(lab, lab)] = psi(W[np.ix_(lab, lab)], dense_g(Y[lab], scheme, sim, kc=kc),
+                                  "priority", gamma=0.5)
     check(est, *reference(Xd, 0.3 * -lap(W) + 0.7 * A_sdr), 3)
 
 
