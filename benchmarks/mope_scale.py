@@ -21,7 +21,7 @@ load average at start and end (the machine may be shared: the figures are indica
     nice python benchmarks/mope_scale.py                       # R10 + 10^5 synthetic
     nice python benchmarks/mope_scale.py --parts synthetic --docs 20000
 
-JSON to stdout and bench-out/mope_scale.json.
+JSON to stdout and bench-out/mope_scale.json (``--name``).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def run_corpus(path: Path, args: argparse.Namespace, knn_search: str,
     common = dict(n_components=20, route="relation", n_prototypes=args.prototypes,
                   prototype_selection="random", similarity="gaussian",
                   n_neighbors=args.neighbors, knn_search=knn_search, client=client)
-    has_test = store.split is not None and "test" in (store._categories or ())
+    has_test = "test" in (store.info().get("splits") or {})
     for label, method, params in FITS:
         if args.methods and label not in args.methods.split(","):
             continue
@@ -102,6 +102,7 @@ def main() -> None:
                     help="search of the synthetic corpus's graph (R10: exact)")
     ap.add_argument("--recall-sample", type=int, default=1000)
     ap.add_argument("--methods", default="", help="comma list of fit labels (default all)")
+    ap.add_argument("--name", default="mope_scale", help="bench-out/NAME.json")
     args = ap.parse_args()
     result: dict[str, Any] = {
         "benchmark": "mope_scale", "machine": {"cpus": os.cpu_count(),
@@ -135,7 +136,7 @@ def main() -> None:
             rec["part_seconds"] = round(time.perf_counter() - t0, 1)
             result[part] = rec
     result["machine"]["loadavg_at_end"] = os.getloadavg()
-    emit(result, "mope_scale")
+    emit(result, args.name)
 
 
 if __name__ == "__main__":
