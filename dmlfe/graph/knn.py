@@ -22,8 +22,10 @@ optional extra ``dmlfe[ann]``). Chosen because it takes sparse CSR rows as they 
 need dense vectors, n x 2^20 floats) with the euclidean metric on sparse input, and is
 the K-NN engine of UMAP, so it is maintained and tested on this kind of data. It is not
 blockwise: X is gathered on the driver (its CSR arrays, float32 inside pynndescent)
-and the search runs there on one thread; memory is about the sparse matrix twice
-(float64 copy + float32 copy) plus n x K indices and distances of its heaps. Its
+and the search runs there on one thread, from random neighbour lists (its random-
+projection-tree start degenerates on such wide sparse rows, see
+:func:`approximate_neighbours`); memory is about the sparse matrix twice (float64 copy
++ float32 copy) plus the n x (K + 1) indices and distances of its heaps. Its
 neighbour lists are then re-scored exactly (float64 squared distances, the same
 expansion as the exact search) and ordered by (distance, index). Its recall@K against
 the exact search is measured on a seeded sample of documents (:func:`knn_recall`, the
@@ -301,9 +303,13 @@ def approximate_neighbours(X: Any, k: int, *, random_state: int = 0, client: Any
     NNDescent = _nndescent()
     n = int(X.shape[0])
     Xm = gather_rows(X, np.arange(n), client=client)
-    # K + 1: the search returns the document itself among its neighbours
-    index = NNDescent(Xm, metric="euclidean", n_neighbors=min(k + 1, n), random_state=random_state,
-                      n_jobs=1, low_memory=True, compressed=True)
+    # K + 1: the search returns the document itself among its neighbours. No random-
+    # projection-tree start: on sparse rows with ~2^20 columns its splits leave leaves of
+    # thousands of documents and a leaf-update buffer quadratic in the leaf size (3,000
+    # documents: 3.2 GB; 12,000: allocation failure), so the descent starts at random
+    index = NNDescent(Xm, metric="euclidean", n_neighbors=min(k + 1, n),
+                      random_state=random_state, n_jobs=1, low_memory=True, compressed=True,
+                      tree_init=False)
     found = np.asarray(index.neighbor_graph[0], dtype=np.int64)
     del index
     if (found < 0).any():
