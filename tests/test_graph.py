@@ -243,6 +243,8 @@ def test_approximate_graph_cache_records_recall(tmp_path, data):
     assert not load_or_compute_graph(open_store(path), K).from_cache  # exact: another entry
     est = fit("MOPE", str(path), None, knn_search="approximate")
     assert est.n_passes_ == 1  # the approximate graph came from the cache
+    # searched: X gathered, the recall sample gathered and searched, the products pass
+    assert fit("MOPE", str(path), None, knn_search="approximate", cache=False).n_passes_ == 4
     if g.recall == 1.0:  # NN-descent found the exact graph: the same fit
         ref = fit("MOPE", X, Y)
         np.testing.assert_allclose(est.eigenvalues_, ref.eigenvalues_, rtol=1e-9)

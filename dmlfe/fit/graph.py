@@ -50,8 +50,9 @@ def graph_fit(spec: Any, params: dict[str, Any], X: Any, Y: Any, store: Store | 
 
     ``spec`` is the method's :class:`~dmlfe.methods.registry.MethodSpec` and ``params``
     its parameters; X, Y and ``store`` the training data (``store`` None for arrays).
-    The passes are the products pass plus the K-NN search when the graph was searched
-    (not read from the cache, and not left unused by a method that needs none).
+    The passes are the products pass plus the K-NN search's when the graph was searched
+    (not read from the cache, and not left unused by a method that needs none; see
+    :attr:`dmlfe.graph.knn.KNNGraph.n_passes`).
     """
     Y = dense_labels(Y, client)
     source = _graph_source(X, store, n_neighbors, knn_search, random_state, client, progress,
@@ -71,5 +72,5 @@ def graph_fit(spec: Any, params: dict[str, Any], X: Any, Y: Any, store: Store | 
                              n_features=D, A=symmetrize(out["A"]), B=B)
     stats = SufficientStats(n=out["n"], sum_x=out["sum_x"], sum_y=Y.sum(axis=0),
                             xty=out["xt:y"], yty=Y.T @ Y)
-    searched = source.searched is not None and not source.searched.from_cache
-    return stats, template, 1 + int(searched)
+    searched = 0 if source.searched is None else source.searched.n_passes
+    return stats, template, 1 + searched

@@ -101,6 +101,9 @@ class KNNGraph:
         Approximate graphs: recall@K against the exact search on ``recall_sample``
         documents (:func:`knn_recall`); None for exact ones.
     recall_sample : int
+    n_passes : int
+        Passes over X the search made: 1 exact; 3 approximate (X gathered, the recall
+        sample gathered and searched exactly); 0 when read from the cache.
     """
 
     indices: np.ndarray
@@ -110,6 +113,7 @@ class KNNGraph:
     exact: bool = True
     recall: float | None = None
     recall_sample: int = 0
+    n_passes: int = 1
 
     @property
     def n(self) -> int:
@@ -381,7 +385,7 @@ def knn_graph(X: Any, n_neighbors: int, *, client: Any = None, progress: bool = 
     g = KNNGraph(indices=i, sq_distances=d, sq_norms=sq, exact=False)
     m = min(int(recall_sample), n)
     recall = knn_recall(g, X, m, random_state=random_state, client=client, progress=progress)
-    return replace(g, recall=recall, recall_sample=m)
+    return replace(g, recall=recall, recall_sample=m, n_passes=3)
 
 
 # --------------------------------------------------------------------------- cache
@@ -420,7 +424,7 @@ def load_or_compute_graph(store: Any, n_neighbors: int, *, client: Any = None,
                     meta.get("params") == json.loads(json.dumps(params, default=str)):
                 return KNNGraph(arrays["indices"], arrays["sq_distances"], arrays["sq_norms"],
                                 from_cache=True, exact=exact, recall=meta.get("recall"),
-                                recall_sample=int(meta.get("recall_sample", 0)))
+                                recall_sample=int(meta.get("recall_sample", 0)), n_passes=0)
         except (OSError, ValueError, KeyError):  # damaged entry: search again
             pass
     g = knn_graph(store.X, n_neighbors, client=client, progress=progress,
