@@ -33,3 +33,8 @@ class InputError(DmlfeError, ValueError):
 
 class MissingPathError(DmlfeError, FileNotFoundError):
     """A file or folder that was named does not exist."""
+
+
+class MissingExtraError(DmlfeError, ImportError):
+    """An option needs a library of an optional extra that is not installed; the message
+    names the extra to install."""

@@ -227,6 +227,18 @@ def test_knn_search_auto_and_missing_library(data, monkeypatch):
         knn_graph(X, K, method="nearest")
 
 
+def test_cli_names_the_missing_extra(split_store, tmp_path, monkeypatch, capsys,
+                                     cluster_client):
+    path, _ = split_store
+    monkeypatch.setitem(__import__("sys").modules, "pynndescent", None)  # not installed
+    rc = main(["fit", str(path), "--method", "olpp", "--knn-search", "approximate",
+               "--dim", "2", "--out", str(tmp_path / "m"), "--quiet",
+               "--scheduler", cluster_client.scheduler.address])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1
+    assert "error: the approximate K-NN search needs pynndescent" in err and "dmlfe[ann]" in err
+
+
 def test_approximate_graph_cache_records_recall(tmp_path, data):
     pytest.importorskip("pynndescent")
     X, Y = data

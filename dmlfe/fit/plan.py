@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dmlfe.errors import InputError
+from dmlfe.graph.knn import require_nndescent, resolve_method
 from dmlfe.methods.registry import MethodSpec
 
 #: The estimator parameters that tune the matrix-free solver.
@@ -294,6 +295,9 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
     method_params = {k: params[k] for k in spec.params}
     if spec.check_params is not None:
         spec.check_params(params)
+    if spec.needs_graph and not resolve_method(params.get("knn_search", "auto"),
+                                               shape.n_samples):
+        require_nndescent()  # a missing extra fails before any pass
     n_proto = params.get("n_prototypes")
     p = shape.n_samples if n_proto is None else int(n_proto)
     route, route_reason = choose_route(spec, params["route"], params["solver"], shape, p, limits)

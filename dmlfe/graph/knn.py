@@ -60,7 +60,7 @@ from dask import delayed
 
 from dmlfe._version import __version__
 from dmlfe.compute import compute_one, row_block_list, to_float_block, tree_reduce
-from dmlfe.errors import InputError
+from dmlfe.errors import InputError, MissingExtraError
 from dmlfe.relation.kernels import DEFAULT_EQ9_TAU, row_sq_norms, sq_distances
 from dmlfe.relation.prototypes import gather_rows
 from dmlfe.stats.cache import _digest, stats_key
@@ -291,12 +291,13 @@ def resolve_method(method: str, n: int) -> bool:
     return method == "exact" or (method == "auto" and n <= EXACT_LIMIT)
 
 
-def _nndescent() -> Any:
+def require_nndescent() -> Any:
+    """pynndescent's NNDescent, or MissingExtraError naming the extra to install."""
     try:
         from pynndescent import NNDescent
     except ImportError:
-        raise ImportError("the approximate K-NN search needs pynndescent: pip install "
-                          "'dmlfe[ann]' (or use knn_search='exact')") from None
+        raise MissingExtraError("the approximate K-NN search needs pynndescent: pip install "
+                                "'dmlfe[ann]' (or use knn_search='exact')") from None
     return NNDescent
 
 
@@ -304,7 +305,7 @@ def approximate_neighbours(X: Any, k: int, *, random_state: int = 0, client: Any
                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """NN-descent K-NN (module docstring): (squared distances, indices, ||x_i||^2), each
     list re-scored exactly and ordered by (distance, index); X gathered on the driver."""
-    NNDescent = _nndescent()
+    NNDescent = require_nndescent()
     n = int(X.shape[0])
     Xm = gather_rows(X, np.arange(n), client=client)
     # K + 1: the search returns the document itself among its neighbours. No random-
@@ -373,8 +374,8 @@ def knn_graph(X: Any, n_neighbors: int, *, client: Any = None, progress: bool = 
     ------
     InputError
         When K >= n (every document needs K other documents).
-    ImportError
-        Approximate search without pynndescent installed.
+    MissingExtraError
+        Approximate search without pynndescent installed (an ImportError).
     """
     n = int(X.shape[0])
     k = _check_k(n, n_neighbors)
