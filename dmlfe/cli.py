@@ -22,10 +22,11 @@ from dmlfe.demo import demo_pipeline_path
 from dmlfe.embed import INPUT_FORMATS, label_sets, read_documents, training_classifier
 from dmlfe.errors import DmlfeError, InputError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
+from dmlfe.graph.knn import KNN_METHODS
 from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, open_ingest
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
 from dmlfe.model_io import check_compatible, load_model, text_pipeline
-from dmlfe.params import Param
+from dmlfe.params import Param, split_arg
 from dmlfe.pipeline.cli import add_run_parser, cmd_run
 from dmlfe.pipeline.config import CLASSIFIERS, ClassifierSpec
 from dmlfe.pipeline.runner import make_classifier
@@ -212,6 +213,7 @@ _RELATION_FLAGS = {
     "route": "--route", "n_prototypes": "--prototypes",
     "prototype_selection": "--prototype-selection", "similarity": "--similarity",
     "tau": "--tau", "n_neighbors": "--n-neighbors", "random_state": "--random-state",
+    "knn_search": "--knn-search",
 }
 
 
@@ -307,6 +309,10 @@ def _check_out(out: str, overwrite: bool) -> None:
         raise FileExistsError(f"{out} exists; pass --overwrite to replace it")
 
 
+def _split_text(split: str | list[str]) -> str:
+    return split if isinstance(split, str) else ",".join(split)
+
+
 def cmd_fit(args: argparse.Namespace) -> int:
     # bad methods or options, a missing store, an unknown split or an existing output
     # fail here, before a cluster is started
@@ -322,7 +328,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         finally:
             est.set_params(client=None)
     out = est.save(args.out, overwrite=args.overwrite)
-    split = f" (split {args.split})" if args.split else ""
+    split = f" (split {_split_text(args.split)})" if args.split else ""
     how = ("fixed" if isinstance(est.n_components, int)
            else f"eigenvalue-sum threshold {est.n_components}")
     top = ", ".join(f"{w:.6g}" for w in est.eigenvalues_[:10])
@@ -544,9 +550,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "median heuristic)")
     ro.add_argument("--n-neighbors", type=_positive_int, default=None,
                     help="local_scaling: K-th nearest neighbour (default 7)")
+    ro.add_argument("--knn-search", choices=list(KNN_METHODS), default=None,
+                    help="graph methods: exact or approximate (NN-descent, needs dmlfe[ann]) "
+                    "K-NN search (default auto: exact up to 100,000 documents)")
     ro.add_argument("--random-state", type=int, default=None,
                     help="seed of prototype selection and randomized solvers (default 0)")
-    pf.add_argument("--split", default=None, help="fit on the documents of this split only")
+    pf.add_argument("--split", type=split_arg, default=None,
+                    help="fit on the documents of this split only (or of a comma-separated "
+                    "list of splits, e.g. train,unlabelled)")
     pf.add_argument("--solver", choices=["auto", "dense", "randomized", "lanczos"],
                     default="auto", help="eigensolver (default auto: dense when D is small "
                     "enough, else matrix-free)")
@@ -577,7 +588,9 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--out", required=True, help="the embeddings to write (a directory)")
     pt.add_argument("--format", choices=["zarr", "parquet"], default="zarr",
                     help="embeddings format (default zarr)")
-    pt.add_argument("--split", default=None, help="project the documents of this split only")
+    pt.add_argument("--split", type=split_arg, default=None,
+                    help="project the documents of this split only (or of a comma-separated "
+                    "list of splits)")
     pt.add_argument("--overwrite", action="store_true", help="replace existing embeddings")
     add_cluster_arguments(pt)
     pt.set_defaults(func=cmd_transform)

@@ -57,7 +57,9 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     feature means; zeros for uncentred methods, whose projection is X P),
     ``centred_``, ``solver_``, ``n_passes_`` (passes over the data made by this fit:
     the statistics pass unless ``stats_from_cache_``, plus the solver's: the Gram and
-    map-back passes of the dual route, one per iteration of the matrix-free one),
+    map-back passes of the dual route, one per iteration of the matrix-free one; for the
+    graph methods the products pass plus the K-NN search's when the graph was searched
+    rather than read from the cache beside the store: 1 exact, 3 approximate),
     ``converged_``, ``regularization_``, ``n_features_in_``, ``n_genuine_``,
     ``n_samples_``, ``method_params_`` and ``training_store_`` (the training store's
     :meth:`dmlfe.store.Store.provenance`; None when X was not a store path),

@@ -131,6 +131,23 @@ def optional(inner: Check) -> Check:
     return check
 
 
+def split_names(name: str, value: Any) -> str | list[str]:
+    """A store split name or a non-empty list of them (a tuple becomes a list)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise TypeError(f"parameter {name}={value!r} must be a split name or a list of them")
+
+
+def split_arg(text: str) -> str | list[str]:
+    """A command-line split value: ``train`` or a comma-separated list ``train,unlabelled``."""
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise ValueError(f"no split name in {text!r}")
+    return names[0] if len(names) == 1 else names
+
+
 def boolean(name: str, value: Any) -> bool:
     """True or False (numpy booleans accepted)."""
     if isinstance(value, bool | np.bool_):

@@ -124,6 +124,31 @@ def count_computes(fn):
     return out, counter.count
 
 
+def scheduler_graphs(client) -> int:
+    """How many graphs the cluster's scheduler has received (every compute is one).
+
+    Registers a counting scheduler plugin on first use; take differences around a fit.
+    """
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    class GraphCounter(SchedulerPlugin):
+        name = "dmlfe-test-graph-counter"
+
+        def __init__(self) -> None:
+            self.count = 0
+
+        def update_graph(self, scheduler, **kwargs) -> None:
+            self.count += 1
+
+    def count(dask_scheduler):
+        plugin = dask_scheduler.plugins.get(GraphCounter.name)
+        return None if plugin is None else plugin.count
+
+    if client.run_on_scheduler(count) is None:
+        client.register_plugin(GraphCounter(), name=GraphCounter.name)
+    return client.run_on_scheduler(count)
+
+
 def decaying_data(n: int = 150, D: int = 40, q: int = 3, seed: int = 5,
                   zero_fraction: float = 0.2):
     """Sparse-ish X whose covariance spectrum decays geometrically (clear eigengaps)."""

@@ -22,10 +22,10 @@ from conftest import (
     data_path,
     decaying_data,
     labels_dask,
+    scheduler_graphs,
     sparse_dask,
     write_store,
 )
-from distributed.diagnostics.plugin import SchedulerPlugin
 from sklearn.base import clone
 from test_methods import ALL, BETA, GAMMA, MU, random_data, ref_problem, ref_solve
 
@@ -162,28 +162,11 @@ def test_dask_on_cluster_equals_in_memory(name, cluster_client):
             np.testing.assert_allclose(Z, Z_ref, rtol=1e-10, atol=1e-10 * np.abs(Z_ref).max())
 
 
-class _Graphs(SchedulerPlugin):
-    """Counts graphs submitted to the scheduler (every compute is one)."""
-
-    name = "dmlfe-estimator-graph-counter"
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def update_graph(self, scheduler, **kwargs) -> None:
-        self.count += 1
-
-
 def test_one_graph_per_fit_on_the_cluster(cluster_client):
     _, Xs, Y = sparse_data(n=80)
-    cluster_client.register_plugin(_Graphs(), name=_Graphs.name)
-
-    def graphs(dask_scheduler):
-        return dask_scheduler.plugins[_Graphs.name].count
-
-    before = cluster_client.run_on_scheduler(graphs)
+    before = scheduler_graphs(cluster_client)
     est = CCA(n_components=2, client=cluster_client).fit(sparse_dask(Xs, 16), Y)
-    assert cluster_client.run_on_scheduler(graphs) - before == 1
+    assert scheduler_graphs(cluster_client) - before == 1
     assert est.n_passes_ == 1
 
 

@@ -12,12 +12,15 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 import scipy.sparse as sp
-from conftest import labels_dask, sparse_dask, write_store
+from conftest import labels_dask, scheduler_graphs, sparse_dask, write_store
 
 import dmlfe
+from dmlfe.cli import main
 from dmlfe.graph.combine import combine
-from dmlfe.graph.knn import graph_dir_for, knn_graph
+from dmlfe.graph.knn import graph_dir_for, knn_graph, knn_recall, load_or_compute_graph
 from dmlfe.graph.label_similarity import label_proximity
+from dmlfe.model_io import load_model
+from dmlfe.store import open_store
 
 K = 4
 REG = 1e-3
@@ -168,6 +171,97 @@ def test_knn_rejects_too_many_neighbours(data):
         knn_graph(X, 72)
 
 
+def topic_docs(n: int = 2000, topics: int = 40, seed: int = 1) -> sp.csr_matrix:
+    """Sparse rows over 2^20 hashed columns: 20 words of the document's topic (50 each)
+    and 5 from anywhere, l2-normalised like tf-idf rows."""
+    rng = np.random.default_rng(seed)
+    vocab = rng.choice(2**20, size=(topics, 50), replace=False)
+    t = rng.integers(0, topics, n)
+    cols = np.hstack([vocab[t[:, None], rng.integers(0, 50, (n, 20))],
+                      rng.integers(0, 2**20, (n, 5))])
+    X = sp.csr_matrix((rng.random(cols.size) + 0.2, cols.ravel(),
+                       np.arange(0, cols.size + 1, 25)), shape=(n, 2**20))
+    X.sum_duplicates()
+    return sp.csr_matrix(X.multiply(1.0 / np.sqrt(X.multiply(X).sum(axis=1))))
+
+
+def test_approximate_knn_recall_against_exact():
+    pytest.importorskip("pynndescent")
+    X = topic_docs()
+    k = 10
+    approx = knn_graph(sparse_dask(X, 500), k, method="approximate", recall_sample=300)
+    exact = knn_graph(sparse_dask(X, 500), k, method="exact")
+    n = X.shape[0]
+    assert not approx.exact and exact.exact and approx.indices.shape == (n, k)
+    # valid lists: other documents, distinct, ordered by (distance, index), and each
+    # distance the true squared distance (rows differenced here, not expanded)
+    idx = approx.indices
+    assert ((idx >= 0) & (idx < n) & (idx != np.arange(n)[:, None])).all()
+    assert (np.diff(np.sort(idx, axis=1), axis=1) > 0).all()
+    d = approx.sq_distances
+    assert ((np.diff(d, axis=1) > 0) | ((np.diff(d, axis=1) == 0)
+                                        & (np.diff(idx, axis=1) > 0))).all()
+    diff = X[np.repeat(np.arange(n), k)] - X[idx.ravel()]
+    true = np.asarray(diff.multiply(diff).sum(axis=1)).reshape(n, k)
+    np.testing.assert_allclose(d, true, rtol=1e-9, atol=1e-12)
+    # recall@K over every document, ties at the exact K-th distance counted as found
+    kth = exact.sq_distances[:, -1:]
+    recall = float((d <= kth + 1e-9 * kth).mean())
+    assert recall >= 0.9, recall
+    assert knn_recall(approx, X, sample=n) == pytest.approx(recall, abs=1e-12)
+    assert approx.recall_sample == 300 and abs(approx.recall - recall) < 0.05
+
+
+def test_knn_search_auto_and_missing_library(data, monkeypatch):
+    import dmlfe.graph.knn as knn
+
+    X, Y = data
+    assert knn_graph(X, K, method="auto").exact
+    monkeypatch.setattr(knn, "EXACT_LIMIT", 50)  # 72 documents: auto goes approximate
+    monkeypatch.setitem(__import__("sys").modules, "pynndescent", None)  # not installed
+    with pytest.raises(ImportError, match=r"pip install 'dmlfe\[ann\]'"):
+        knn_graph(X, K, method="auto")
+    with pytest.raises(ImportError, match="dmlfe.ann"):
+        fit("MOPE", X, Y, knn_search="approximate")
+    with pytest.raises(ValueError, match="knn_search='nearest'"):
+        knn_graph(X, K, method="nearest")
+
+
+def test_cli_names_the_missing_extra(split_store, tmp_path, monkeypatch, capsys,
+                                     cluster_client):
+    path, _ = split_store
+    monkeypatch.setitem(__import__("sys").modules, "pynndescent", None)  # not installed
+    rc = main(["fit", str(path), "--method", "olpp", "--knn-search", "approximate",
+               "--dim", "2", "--out", str(tmp_path / "m"), "--quiet",
+               "--scheduler", cluster_client.scheduler.address])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1
+    assert "error: the approximate K-NN search needs pynndescent" in err and "dmlfe[ann]" in err
+
+
+def test_approximate_graph_cache_records_recall(tmp_path, data):
+    pytest.importorskip("pynndescent")
+    X, Y = data
+    path = write_store(tmp_path / "a.zarr", X, Y.astype(np.int8), ["train"] * X.shape[0])
+    g = load_or_compute_graph(open_store(path), K, method="approximate")
+    import json
+
+    (rec,) = graph_dir_for(path).glob("*.json")
+    meta = json.loads(rec.read_text())
+    assert meta["params"]["exact"] is False and meta["recall"] == g.recall
+    assert meta["recall_sample"] == X.shape[0] and 0.0 < g.recall <= 1.0
+    again = load_or_compute_graph(open_store(path), K, method="approximate")
+    assert again.from_cache and not again.exact and again.recall == g.recall
+    assert not load_or_compute_graph(open_store(path), K).from_cache  # exact: another entry
+    est = fit("MOPE", str(path), None, knn_search="approximate")
+    assert est.n_passes_ == 1  # the approximate graph came from the cache
+    # searched: X gathered, the recall sample gathered and searched, the products pass
+    assert fit("MOPE", str(path), None, knn_search="approximate", cache=False).n_passes_ == 4
+    if g.recall == 1.0:  # NN-descent found the exact graph: the same fit
+        ref = fit("MOPE", X, Y)
+        np.testing.assert_allclose(est.eigenvalues_, ref.eigenvalues_, rtol=1e-9)
+
+
 # --------------------------------------------------------------------------- G and Psi
 @pytest.mark.parametrize("scheme,sim", [(1, "sorensen"), (1, "scaled_sorensen"),
                                         (1, "jaccard"), (1, "hamming"), (1, "hamming_exp"),
@@ -246,18 +340,73 @@ def test_olpp_needs_an_integer_dimension(data):
         dmlfe.OLPP(n_components=0.9).fit(X, Y)
 
 
-def test_ssmope_matches_eq_44(data):
+@pytest.mark.parametrize("scheme,sim,kc", [(1, "sorensen", None), (2, "cosine", 2)])
+def test_ssmope_matches_eq_44(data, scheme, sim, kc):
     X, Y = data
     Y = Y.copy()
     Y[::3] = 0.0  # a third unlabelled
-    est = fit("SSMOPE", X, Y, unsupervised_weight=0.3, scheme=1, gamma=0.5)
+    est = fit("SSMOPE", X, Y, unsupervised_weight=0.3, scheme=scheme, gamma=0.5,
+              label_components=kc)
     Xd = X.toarray()
     W = dense_w(Xd, K)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        G = np.nan_to_num(dense_g(Y, 1, "sorensen"))
     lab = Y.sum(1) > 0
-    A_sdr = np.where(np.outer(lab, lab), psi(W, G, "priority", gamma=0.5), 0.0)
+    # A^(SDR) from the labelled data alone (eq. 44): G of Y_l (scheme 2: PCA of Y_l)
+    A_sdr = np.zeros_like(W)
+    A_sdr[np.ix_(lab, lab)] = psi(W[np.ix_(lab, lab)], dense_g(Y[lab], scheme, sim, kc=kc),
+                                  "priority", gamma=0.5)
     check(est, *reference(Xd, 0.3 * -lap(W) + 0.7 * A_sdr), 3)
+
+
+@pytest.fixture(scope="module")
+def split_store(tmp_path_factory, data):
+    """The data in a store whose split marks a quarter of the documents 'unlabelled'
+    (their labels are stored all the same) and a quarter 'test'."""
+    X, Y = data
+    splits = np.array(["train", "unlabelled", "train", "test"] * (X.shape[0] // 4))
+    path = write_store(tmp_path_factory.mktemp("ss") / "s.zarr", X, Y.astype(np.int8), splits)
+    return path, splits
+
+
+SS_KW = dict(unsupervised_weight=0.3, scheme=1, gamma=0.5)
+
+
+def test_ssmope_unlabelled_split_of_a_store(split_store, data):
+    X, Y = data
+    path, splits = split_store
+    rows = splits != "test"
+    est = fit("SSMOPE", str(path), None, split=["train", "unlabelled"],
+              unlabelled_split="unlabelled", **SS_KW)
+    assert est.n_samples_ == rows.sum() and est.method_params_["unlabelled_split"] == "unlabelled"
+    # the same problem as arrays whose unlabelled rows of Y are zero (eq. 44: X_l = train)
+    Ymask = Y[rows] * (splits[rows] == "train")[:, None]
+    ref = fit("SSMOPE", X[rows], Ymask, **SS_KW)
+    check(est, ref.eigenvalues_[::-1], ref.components_.T[:, ::-1], 3)
+    # and not the problem with the stored labels of the unlabelled split
+    with_labels = fit("SSMOPE", str(path), None, split=["train", "unlabelled"], **SS_KW)
+    assert sla.subspace_angles(with_labels.components_.T, est.components_.T).max() > 1e-3
+    with pytest.raises(ValueError, match="matches none of the .* training documents"):
+        fit("SSMOPE", str(path), None, split="train", unlabelled_split="unlabelled")
+    with pytest.raises(ValueError, match="matches none"):
+        fit("SSMOPE", str(path), None, unlabelled_split="unlabeled")  # typo
+    with pytest.raises(ValueError, match="needs X as a store path"):
+        fit("SSMOPE", X, Y, unlabelled_split="unlabelled")
+
+
+def test_cli_fit_ssmope_with_an_unlabelled_split(split_store, tmp_path, cluster_client, capsys):
+    path, _ = split_store
+    out = tmp_path / "ssmope-model"
+    rc = main(["fit", str(path), "--method", "ssmope", "--split", "train,unlabelled",
+               "--unlabelled-split", "unlabelled", "--unsupervised-weight", "0.3",
+               "--scheme", "1", "--gamma", "0.5", "--n-neighbors", str(K), "--dim", "3",
+               "--out", str(out), "--scheduler", cluster_client.scheduler.address, "--quiet"])
+    assert rc == 0
+    assert "(split train,unlabelled)" in capsys.readouterr().out
+    model = load_model(out)
+    ref = fit("SSMOPE", str(path), None, split=["train", "unlabelled"],
+              unlabelled_split="unlabelled", **SS_KW)
+    assert model.method_params_["unlabelled_split"] == "unlabelled"
+    np.testing.assert_allclose(model.eigenvalues_, ref.eigenvalues_, rtol=1e-9)
+    assert sla.subspace_angles(model.components_.T, ref.components_.T).max() < 1e-6
 
 
 # ----------------------------------------------------------- MESD vs explicit duplication
@@ -351,3 +500,24 @@ def test_store_graph_cache(tmp_path, data):
     np.testing.assert_array_equal(again.components_, first.components_)
     ref = fit("MOPE", X, Y)
     np.testing.assert_allclose(first.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+
+
+def test_passes_count_the_knn_search(tmp_path, data, cluster_client):
+    X, Y = data
+    path = write_store(tmp_path / "p.zarr", X, Y.astype(np.int8), ["train"] * X.shape[0])
+
+    def counted(name, **kw):
+        before = scheduler_graphs(cluster_client)
+        est = fit(name, str(path), None, client=cluster_client, **kw)
+        return est, scheduler_graphs(cluster_client) - before
+
+    # three graphs: the labels (n x q, to the driver), the K-NN search, the products pass
+    first, graphs = counted("MOPE")
+    assert (graphs, first.n_passes_) == (3, 2)
+    again, graphs = counted("MOPE")  # the graph is read from <store>.graph/
+    assert (graphs, again.n_passes_) == (2, 1)
+    fda, graphs = counted("MESD", base="fda")  # needs no graph
+    assert (graphs, fda.n_passes_) == (2, 1)
+    fresh, graphs = counted("OLPP", cache=False)
+    assert (graphs, fresh.n_passes_) == (3, 2)
+    assert fit("LPP", X, Y).n_passes_ == 2  # arrays: always searched

@@ -24,26 +24,43 @@ from dmlfe.stats.sufficient import SufficientStats
 from dmlfe.store import Store
 
 
-def _graph_source(X: Any, store: Store | None, n_neighbors: int, client: Any,
-                  progress: bool, cache: bool) -> GraphSource:
+def _graph_source(X: Any, store: Store | None, n_neighbors: int, method: str,
+                  random_state: int, client: Any, progress: bool, cache: bool) -> GraphSource:
     if store is not None:
         return GraphSource(lambda: load_or_compute_graph(
-            store, n_neighbors, client=client, progress=progress, cache=cache))
-    return GraphSource(lambda: knn_graph(X, n_neighbors, client=client, progress=progress))
+            store, n_neighbors, client=client, progress=progress, cache=cache, method=method,
+            random_state=random_state))
+    return GraphSource(lambda: knn_graph(X, n_neighbors, client=client, progress=progress,
+                                         method=method, random_state=random_state))
+
+
+def _doc_splits(store: Store | None) -> np.ndarray | None:
+    """Each training document's split (None without a store or a split column)."""
+    if store is None or store.split is None:
+        return None
+    return store.obs_column("split")
 
 
 def graph_fit(spec: Any, params: dict[str, Any], X: Any, Y: Any, store: Store | None,
-              rmap: RelationMap | None, *, n_neighbors: int, client: Any = None,
-              progress: bool = False, cache: bool = True
-              ) -> tuple[SufficientStats, TraceTemplate]:
-    """Statistics and trace template of a graph method (module docstring).
+              rmap: RelationMap | None, *, n_neighbors: int, knn_search: str = "auto",
+              random_state: int = 0, client: Any = None, progress: bool = False,
+              cache: bool = True
+              ) -> tuple[SufficientStats, TraceTemplate, int]:
+    """Statistics, trace template and passes over X of a graph method (module docstring).
 
     ``spec`` is the method's :class:`~dmlfe.methods.registry.MethodSpec` and ``params``
     its parameters; X, Y and ``store`` the training data (``store`` None for arrays).
+    The passes are the products pass plus the K-NN search's when the graph was searched
+    (not read from the cache, and not left unused by a method that needs none; see
+    :attr:`dmlfe.graph.knn.KNNGraph.n_passes`).
     """
     Y = dense_labels(Y, client)
-    source = _graph_source(X, store, n_neighbors, client, progress, cache)
-    ops = spec.build(Y, source, **params)
+    source = _graph_source(X, store, n_neighbors, knn_search, random_state, client, progress,
+                           cache)
+    inputs = {}
+    if params.get("unlabelled_split") is not None:  # SSMOPE: unlabelled by split
+        inputs["doc_splits"] = _doc_splits(store)
+    ops = spec.build(Y, source, **inputs, **params)
     out = graph_products(X, {"A": ops["A"], "B": ops["B"]},
                          block_fn=None if rmap is None else ship(rmap, X),
                          client=client, progress=progress, extra_factors={"y": Y})
@@ -55,4 +72,5 @@ def graph_fit(spec: Any, params: dict[str, Any], X: Any, Y: Any, store: Store | 
                              n_features=D, A=symmetrize(out["A"]), B=B)
     stats = SufficientStats(n=out["n"], sum_x=out["sum_x"], sum_y=Y.sum(axis=0),
                             xty=out["xt:y"], yty=Y.T @ Y)
-    return stats, template
+    searched = 0 if source.searched is None else source.searched.n_passes
+    return stats, template, 1 + searched

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmlfe.params import Param, anything, boolean, interval, one_of, optional
+from dmlfe.graph.knn import KNN_METHODS
+from dmlfe.params import Param, anything, boolean, interval, one_of, optional, split_names
 from dmlfe.relation.kernels import DEFAULT_NEIGHBORS, SIMILARITIES, canonical_similarity
 from dmlfe.relation.prototypes import SELECTIONS
 from dmlfe.solvers.dimension import DEFAULT_THRESHOLD, check_n_components
@@ -20,14 +21,6 @@ ROUTES = ("feature", "relation", "dual", "auto")
 
 def _n_components(name: str, value: Any) -> int | float:
     return check_n_components(value)
-
-
-def _split(name: str, value: Any) -> Any:
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
-        return list(value)
-    raise TypeError(f"parameter {name}={value!r} must be a split name or a list of them")
 
 
 def _similarity(name: str, value: Any) -> str:
@@ -69,7 +62,7 @@ COMMON: tuple[Param, ...] = (
     Param("max_passes", 30, interval(1, None, integer=True),
           "int, default 30\n    Matrix-free path: most passes over X when ``n_iter`` is "
           "None."),
-    Param("split", None, _split,
+    Param("split", None, optional(split_names),
           "str or list of str, optional\n    When X is a store path: fit on (and transform) "
           "the documents of these splits."),
     Param("cache", True, boolean,
@@ -105,6 +98,12 @@ COMMON: tuple[Param, ...] = (
     Param("n_neighbors", DEFAULT_NEIGHBORS, interval(1, None, integer=True),
           "int, default 7\n    K of 'local_scaling', and of the document K-NN graph of the graph "
           "methods\n    (LPP, OLPP, MOPE, MESD, SSMOPE; mope section 2.1.1)."),
+    Param("knn_search", "auto", one_of(*KNN_METHODS),
+          "{'auto', 'exact', 'approximate'}, default 'auto'\n    Graph methods: how the "
+          "document K-NN graph is searched: exact and blockwise\n    on the cluster, or "
+          "NN-descent on the driver (pynndescent, ``pip install 'dmlfe[ann]'``;\n    its "
+          "recall against exact is measured on a sample); 'auto' is exact up to\n    "
+          "100,000 documents (dmlfe.graph.knn.EXACT_LIMIT)."),
 )
 
 #: Common parameters that say where and how to run, not what the model is.

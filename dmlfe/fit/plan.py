@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dmlfe.errors import InputError
+from dmlfe.graph.knn import require_nndescent, resolve_method
 from dmlfe.methods.registry import MethodSpec
 
 #: The estimator parameters that tune the matrix-free solver.
@@ -143,6 +144,8 @@ class FitPlan:
     solver_options: dict[str, Any] = field(default_factory=dict)
     #: K of the document K-NN graph (graph methods only, dmlfe.graph).
     graph_neighbors: int | None = None
+    #: How that graph is searched (dmlfe.graph.knn.KNN_METHODS).
+    graph_search: str = "auto"
 
     def describe(self) -> dict[str, Any]:
         """The decisions and their reasons, JSON-able (for logs and reports)."""
@@ -292,6 +295,9 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
     method_params = {k: params[k] for k in spec.params}
     if spec.check_params is not None:
         spec.check_params(params)
+    if spec.needs_graph and not resolve_method(params.get("knn_search", "auto"),
+                                               shape.n_samples):
+        require_nndescent()  # a missing extra fails before any pass
     n_proto = params.get("n_prototypes")
     p = shape.n_samples if n_proto is None else int(n_proto)
     route, route_reason = choose_route(spec, params["route"], params["solver"], shape, p, limits)
@@ -318,4 +324,5 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
                    limits=limits,
                    random_state=int(params["random_state"]), relation=relation,
                    solver_options={k: params[k] for k in MATRIX_FREE_OPTIONS if k in params},
-                   graph_neighbors=int(params["n_neighbors"]) if spec.needs_graph else None)
+                   graph_neighbors=int(params["n_neighbors"]) if spec.needs_graph else None,
+                   graph_search=str(params.get("knn_search", "auto")))

@@ -179,11 +179,13 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
         relation = {**rmap.params(), "prototype_selection": r.selection,
                     "random_state": r.random_state}
     if plan.spec.needs_graph:  # graph methods: labels + K-NN graph -> one products pass
-        stats, template = graph_fit(plan.spec, plan.params, data.X, data.Y, data.store, rmap,
-                                    n_neighbors=int(plan.graph_neighbors), client=client,
-                                    progress=progress, cache=cache)
+        stats, template, data_passes = graph_fit(
+            plan.spec, plan.params, data.X, data.Y, data.store, rmap,
+            n_neighbors=int(plan.graph_neighbors), knn_search=plan.graph_search,
+            random_state=plan.random_state, client=client, progress=progress, cache=cache)
     else:
         stats = statistics(plan, data, rmap, client=client, progress=progress, cache=cache)
+        data_passes = 0 if stats.from_cache else 1
         # the dual route builds its templates in the row space (solve_dual_route)
         template = None if plan.route == "dual" else build_template(plan, stats, rmap)
     if template is None:
@@ -200,7 +202,7 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
         n_features_in=n_features_in, n_samples=int(stats.n), n_genuine=int(res.n_genuine),
         solver=res.solver, regularization=float(res.regularization),
         converged=bool(res.converged),
-        n_passes=(0 if stats.from_cache else 1) + int(res.n_passes),
+        n_passes=data_passes + int(res.n_passes),
         stats_from_cache=bool(stats.from_cache), method_params=params,
         route=plan.route, route_reason=plan.route_reason, relation_map=rmap,
         relation=relation, prototype_indices=proto_idx,

@@ -12,8 +12,24 @@ b are then merged into its K nearest neighbours. Ordering is by (distance, colum
 so ties go to the smaller index and the graph does not depend on the chunking or on the
 number of workers: a pair's distance is computed from the same two rows in the same
 order whichever blocks hold them. The document itself is not its own neighbour; an exact
-duplicate is (at distance 0). Cost O(n^2) distance evaluations; exact search is meant
-for n up to about 10^5 (no approximate search is implemented).
+duplicate is (at distance 0). Cost O(n^2) distance evaluations: the exact search is
+meant for n up to about 10^5 (:data:`EXACT_LIMIT`).
+
+Approximate search (``method="approximate"``, or ``"auto"`` above :data:`EXACT_LIMIT`
+documents): NN-descent (Dong, Moses & Li 2011) as implemented by pynndescent (the
+optional extra ``dmlfe[ann]``). Chosen because it takes sparse CSR rows as they are
+(tf-idf with up to 2^20 columns: the graph-index libraries faiss, hnswlib and annoy
+need dense vectors, n x 2^20 floats) with the euclidean metric on sparse input, and is
+the K-NN engine of UMAP, so it is maintained and tested on this kind of data. It is not
+blockwise: X is gathered on the driver (its CSR arrays, float32 inside pynndescent)
+and the search runs there on one thread, from random neighbour lists (its random-
+projection-tree start degenerates on such wide sparse rows, see
+:func:`approximate_neighbours`); memory is about the sparse matrix twice (float64 copy
++ float32 copy) plus the n x (K + 1) indices and distances of its heaps. Its
+neighbour lists are then re-scored exactly (float64 squared distances, the same
+expansion as the exact search) and ordered by (distance, index). Its recall@K against
+the exact search is measured on a seeded sample of documents (:func:`knn_recall`, the
+exact blockwise search restricted to the sample's rows) and kept with the graph.
 
 Weights (mope section 2.1.1; all symmetric in i and j):
 
@@ -34,7 +50,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +60,9 @@ from dask import delayed
 
 from dmlfe._version import __version__
 from dmlfe.compute import compute_one, row_block_list, to_float_block, tree_reduce
-from dmlfe.errors import InputError
+from dmlfe.errors import InputError, MissingExtraError
 from dmlfe.relation.kernels import DEFAULT_EQ9_TAU, row_sq_norms, sq_distances
+from dmlfe.relation.prototypes import gather_rows
 from dmlfe.stats.cache import _digest, stats_key
 from dmlfe.tempfiles import write_atomically
 
@@ -57,6 +74,12 @@ GRAPH_MODES = ("symmetrized", "mutual")
 SLICE_ROWS = 1024
 #: Bumped when the meaning of a saved graph changes.
 GRAPH_FORMAT = 1
+#: How the graph is searched: exact blockwise, NN-descent, or by n (``"auto"``).
+KNN_METHODS = ("auto", "exact", "approximate")
+#: ``"auto"`` searches exactly up to this many documents, approximately above.
+EXACT_LIMIT = 100_000
+#: Documents on which the recall of an approximate graph is measured.
+RECALL_SAMPLE = 1000
 
 
 @dataclass(frozen=True)
@@ -72,12 +95,25 @@ class KNNGraph:
     sq_norms : ndarray (n,) float64
         ||x_i||^2 (for the eq. 9 and cosine weights).
     from_cache : bool
+    exact : bool
+        Searched exactly (else by NN-descent).
+    recall : float or None
+        Approximate graphs: recall@K against the exact search on ``recall_sample``
+        documents (:func:`knn_recall`); None for exact ones.
+    recall_sample : int
+    n_passes : int
+        Passes over X the search made: 1 exact; 3 approximate (X gathered, the recall
+        sample gathered and searched exactly); 0 when read from the cache.
     """
 
     indices: np.ndarray
     sq_distances: np.ndarray
     sq_norms: np.ndarray
     from_cache: bool = False
+    exact: bool = True
+    recall: float | None = None
+    recall_sample: int = 0
+    n_passes: int = 1
 
     @property
     def n(self) -> int:
@@ -173,9 +209,10 @@ def _best(d2: np.ndarray, cols: np.ndarray, k: int) -> tuple[np.ndarray, np.ndar
     return out_d, out_i
 
 
-def _pair_candidates(xb: Any, xc: Any, start_b: int, start_c: int,
+def _pair_candidates(xb: Any, xc: Any, rows_b: np.ndarray, start_c: int,
                      k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The k best neighbours of block b's rows among block c's rows (self excluded)."""
+    """The k best neighbours of the query rows xb (global indices ``rows_b``) among
+    block c's rows (a row is not its own neighbour)."""
     xb, xc = _sorted_csr(xb), _sorted_csr(xc)
     nb_sq, nc_sq = row_sq_norms(xb), row_sq_norms(xc)
     xct = sp.csr_matrix(xc.T)
@@ -186,7 +223,7 @@ def _pair_candidates(xb: Any, xc: Any, start_b: int, start_c: int,
         G = (piece @ xct).toarray()
         d2 = sq_distances(G, nb_sq[s:s + SLICE_ROWS], nc_sq)
         r = np.arange(piece.shape[0])
-        own = start_b + s + r - start_c
+        own = rows_b[s:s + SLICE_ROWS] - start_c
         inside = (own >= 0) & (own < xc.shape[0])
         d2[r[inside], own[inside]] = np.inf  # a document is not its own neighbour
         d, i = _best(d2, cols, k)
@@ -200,10 +237,7 @@ def _merge(*parts: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarra
     d = np.hstack([p[0] for p in parts])
     i = np.hstack([p[1] for p in parts])
     # sort by (distance, index) with the padding (-1, inf) last
-    key_i = np.where(i < 0, np.iinfo(np.int64).max, i)
-    rows = np.repeat(np.arange(d.shape[0]), d.shape[1])
-    o = np.lexsort((key_i.ravel(), d.ravel(), rows)).reshape(d.shape)
-    cols = o - (np.arange(d.shape[0]) * d.shape[1])[:, None]
+    cols = _row_order(d, np.where(i < 0, np.iinfo(np.int64).max, i))
     d = np.take_along_axis(d, cols, axis=1)[:, :k]
     i = np.take_along_axis(i, cols, axis=1)[:, :k]
     return d, i
@@ -213,33 +247,146 @@ def _norms(xb: Any) -> np.ndarray:
     return row_sq_norms(_sorted_csr(xb))
 
 
-def knn_graph(X: Any, n_neighbors: int, *, client: Any = None,
-              progress: bool = False) -> KNNGraph:
-    """Exact K-NN graph of the rows of X (dask row blocks, sparse or dense in memory).
+def _check_k(n: int, n_neighbors: int) -> int:
+    k = int(n_neighbors)
+    if k < 1 or k >= n:
+        raise InputError(f"n_neighbors={n_neighbors!r} must lie between 1 and n - 1 = {n - 1} "
+                         "(the K-NN graph needs K other documents per document)")
+    return k
+
+
+def exact_neighbours(X: Any, k: int, rows: np.ndarray | None = None, *, client: Any = None,
+                     progress: bool = False
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The exact blockwise search (module docstring) for all documents or for ``rows``.
+
+    Returns (squared distances (m, k), indices (m, k), ||x_i||^2 of all n rows or None
+    when ``rows`` is given); m = n, or len(rows) in the order given.
+    """
+    blocks, starts = row_block_list(X)
+    nonempty = [b for b in range(len(blocks)) if starts[b + 1] > starts[b]]
+    if rows is None:
+        queries = [(blocks[b], np.arange(starts[b], starts[b + 1], dtype=np.int64))
+                   for b in nonempty]
+    else:  # one query block of the gathered rows (a sample: small)
+        rows = np.asarray(rows, dtype=np.int64)
+        queries = [(gather_rows(X, rows, client=client), rows)]
+    results = []
+    for xq, rq in queries:
+        parts = [delayed(_pair_candidates, pure=True)(xq, blocks[c], rq, int(starts[c]), k)
+                 for c in nonempty]
+        norms = delayed(_norms, pure=True)(xq) if rows is None else None
+        results.append((tree_reduce(parts, _merge), norms))
+    out = compute_one(delayed(list)(results), client=client, progress=progress,
+                      desc="K-NN graph" if rows is None else "exact K-NN of a sample")
+    d = np.vstack([r[0][0] for r in out])
+    i = np.vstack([r[0][1] for r in out])
+    return d, i, (np.concatenate([r[1] for r in out]) if rows is None else None)
+
+
+def resolve_method(method: str, n: int) -> bool:
+    """Whether ``method`` searches exactly for n documents (``"auto"``: n <= EXACT_LIMIT)."""
+    if method not in KNN_METHODS:
+        raise ValueError(f"knn_search={method!r} is not one of {KNN_METHODS}")
+    return method == "exact" or (method == "auto" and n <= EXACT_LIMIT)
+
+
+def require_nndescent() -> Any:
+    """pynndescent's NNDescent, or MissingExtraError naming the extra to install."""
+    try:
+        from pynndescent import NNDescent
+    except ImportError:
+        raise MissingExtraError("the approximate K-NN search needs pynndescent: pip install "
+                                "'dmlfe[ann]' (or use knn_search='exact')") from None
+    return NNDescent
+
+
+def approximate_neighbours(X: Any, k: int, *, random_state: int = 0, client: Any = None
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """NN-descent K-NN (module docstring): (squared distances, indices, ||x_i||^2), each
+    list re-scored exactly and ordered by (distance, index); X gathered on the driver."""
+    NNDescent = require_nndescent()
+    n = int(X.shape[0])
+    Xm = gather_rows(X, np.arange(n), client=client)
+    # K + 1: the search returns the document itself among its neighbours. No random-
+    # projection-tree start: on sparse rows with ~2^20 columns its splits leave leaves of
+    # thousands of documents and a leaf-update buffer quadratic in the leaf size (3,000
+    # documents: 3.2 GB; 12,000: allocation failure), so the descent starts at random
+    index = NNDescent(Xm, metric="euclidean", n_neighbors=min(k + 1, n),
+                      random_state=random_state, n_jobs=1, low_memory=True, compressed=True,
+                      tree_init=False)
+    found = np.asarray(index.neighbor_graph[0], dtype=np.int64)
+    del index
+    if (found < 0).any():
+        raise RuntimeError(f"NN-descent found fewer than K + 1 = {k + 1} neighbours for some "
+                           "documents; use knn_search='exact'")
+    own = found == np.arange(n)[:, None]
+    # drop the document itself, or the last neighbour where it was not found
+    drop = np.where(own.any(axis=1), own.argmax(axis=1), found.shape[1] - 1)
+    keep = np.ones_like(found, dtype=bool)
+    keep[np.arange(n), drop] = False
+    idx = found[keep].reshape(n, -1)[:, :k]
+    sq = row_sq_norms(Xm)
+    dots = np.column_stack([np.asarray(Xm.multiply(Xm[idx[:, j]]).sum(axis=1)).ravel()
+                            for j in range(idx.shape[1])])
+    d2 = sq_distances(dots, sq, sq[idx])
+    order = _row_order(d2, idx)
+    return (np.take_along_axis(d2, order, 1), np.take_along_axis(idx, order, 1), sq)
+
+
+def _row_order(d2: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Per row, the order by (distance, index)."""
+    rows = np.repeat(np.arange(d2.shape[0]), d2.shape[1])
+    o = np.lexsort((idx.ravel(), d2.ravel(), rows)).reshape(d2.shape)
+    return o - (np.arange(d2.shape[0]) * d2.shape[1])[:, None]
+
+
+def knn_recall(graph: KNNGraph, X: Any, sample: int = RECALL_SAMPLE, *, random_state: int = 0,
+               client: Any = None, progress: bool = False) -> float:
+    """Recall@K of ``graph`` against the exact search, on ``sample`` seeded documents.
+
+    For each sampled document, the share of its K listed neighbours that are within its
+    exact K-th nearest distance (ties at that distance count as found, so a graph that
+    picks another of several equidistant documents is not penalised); averaged.
+    The exact lists come from :func:`exact_neighbours` on the sample's rows only.
+    """
+    n, k = graph.n, graph.k
+    rng = np.random.default_rng(random_state)
+    rows = np.sort(rng.choice(n, size=min(int(sample), n), replace=False))
+    d_exact, _, _ = exact_neighbours(X, k, rows, client=client, progress=progress)
+    kth = d_exact[:, -1:]
+    found = graph.sq_distances[rows] <= kth + 1e-9 * np.maximum(kth, 1e-300)
+    found &= graph.indices[rows] >= 0
+    return float(found.mean())
+
+
+def knn_graph(X: Any, n_neighbors: int, *, client: Any = None, progress: bool = False,
+              method: str = "auto", random_state: int = 0,
+              recall_sample: int = RECALL_SAMPLE) -> KNNGraph:
+    """K-NN graph of the rows of X (dask row blocks, sparse or dense in memory).
+
+    ``method``: ``"exact"`` (blockwise on the cluster), ``"approximate"`` (NN-descent on
+    the driver, needs ``dmlfe[ann]``; its recall measured on ``recall_sample``
+    documents) or ``"auto"`` (exact up to :data:`EXACT_LIMIT` documents). See the
+    module docstring.
 
     Raises
     ------
     InputError
         When K >= n (every document needs K other documents).
+    MissingExtraError
+        Approximate search without pynndescent installed (an ImportError).
     """
     n = int(X.shape[0])
-    k = int(n_neighbors)
-    if k < 1 or k >= n:
-        raise InputError(f"n_neighbors={n_neighbors!r} must lie between 1 and n - 1 = {n - 1} "
-                         "(the K-NN graph needs K other documents per document)")
-    blocks, starts = row_block_list(X)
-    nonempty = [b for b in range(len(blocks)) if starts[b + 1] > starts[b]]
-    results = []
-    for b in nonempty:
-        parts = [delayed(_pair_candidates, pure=True)(blocks[b], blocks[c], int(starts[b]),
-                                                      int(starts[c]), k) for c in nonempty]
-        results.append((tree_reduce(parts, _merge), delayed(_norms, pure=True)(blocks[b])))
-    out = compute_one(delayed(list)(results), client=client, progress=progress,
-                      desc="K-NN graph")
-    d = np.vstack([r[0][0] for r in out])
-    i = np.vstack([r[0][1] for r in out])
-    sq = np.concatenate([r[1] for r in out])
-    return KNNGraph(indices=i, sq_distances=d, sq_norms=sq)
+    k = _check_k(n, n_neighbors)
+    if resolve_method(method, n):
+        d, i, sq = exact_neighbours(X, k, client=client, progress=progress)
+        return KNNGraph(indices=i, sq_distances=d, sq_norms=sq)
+    d, i, sq = approximate_neighbours(X, k, random_state=random_state, client=client)
+    g = KNNGraph(indices=i, sq_distances=d, sq_norms=sq, exact=False)
+    m = min(int(recall_sample), n)
+    recall = knn_recall(g, X, m, random_state=random_state, client=client, progress=progress)
+    return replace(g, recall=recall, recall_sample=m, n_passes=3)
 
 
 # --------------------------------------------------------------------------- cache
@@ -250,16 +397,22 @@ def graph_dir_for(store_path: str | os.PathLike[str]) -> Path:
 
 
 def load_or_compute_graph(store: Any, n_neighbors: int, *, client: Any = None,
-                          progress: bool = False, cache: bool = True) -> KNNGraph:
+                          progress: bool = False, cache: bool = True, method: str = "auto",
+                          random_state: int = 0) -> KNNGraph:
     """The K-NN graph of a store (view): from ``<store>.graph/`` or searched and saved.
 
-    The key is the store's fingerprint, its selection (split, rows) and K; the record
-    (``<key>.json``) names the parameters and the sha256 of the arrays, and an entry that
-    does not match them is searched again and replaced.
+    The key is the store's fingerprint, its selection (split, rows), K and whether the
+    search is exact (``method`` resolved for this n; an approximate one also by its
+    seed); the record (``<key>.json``) names the parameters, the sha256 of the arrays
+    and, for an approximate graph, its measured recall. An entry that does not match
+    them is searched again and replaced.
     """
+    exact = resolve_method(method, int(store.X.shape[0]))
     params = {"graph_format": GRAPH_FORMAT, "data": store.fingerprint,
               "selection": store.selection or {}, "n_neighbors": int(n_neighbors),
-              "metric": "sqeuclidean", "exact": True}
+              "metric": "sqeuclidean", "exact": exact}
+    if not exact:
+        params["search"] = {"library": "pynndescent", "random_state": int(random_state)}
     directory = graph_dir_for(store.path)
     key = stats_key(params)
     npz, rec = directory / f"{key}.npz", directory / f"{key}.json"
@@ -271,15 +424,18 @@ def load_or_compute_graph(store: Any, n_neighbors: int, *, client: Any = None,
             if meta.get("sha256") == _digest(arrays) and \
                     meta.get("params") == json.loads(json.dumps(params, default=str)):
                 return KNNGraph(arrays["indices"], arrays["sq_distances"], arrays["sq_norms"],
-                                from_cache=True)
+                                from_cache=True, exact=exact, recall=meta.get("recall"),
+                                recall_sample=int(meta.get("recall_sample", 0)), n_passes=0)
         except (OSError, ValueError, KeyError):  # damaged entry: search again
             pass
-    g = knn_graph(store.X, n_neighbors, client=client, progress=progress)
+    g = knn_graph(store.X, n_neighbors, client=client, progress=progress,
+                  method="exact" if exact else "approximate", random_state=random_state)
     if cache:
         directory.mkdir(parents=True, exist_ok=True)
         arrays = {"indices": g.indices, "sq_distances": g.sq_distances, "sq_norms": g.sq_norms}
         meta = {"params": json.loads(json.dumps(params, default=str)), "sha256": _digest(arrays),
-                "n": g.n, "n_neighbors": g.k, "dmlfe_version": __version__}
+                "n": g.n, "n_neighbors": g.k, "recall": g.recall,
+                "recall_sample": g.recall_sample, "dmlfe_version": __version__}
         rec.unlink(missing_ok=True)
         write_atomically(npz, lambda f: np.savez(f, **arrays))
         write_atomically(rec, lambda f: f.write(json.dumps(meta, indent=2).encode("utf-8")))

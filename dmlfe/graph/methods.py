@@ -9,35 +9,68 @@ Notation: Y (n x c, 0/1), m = Y 1 (labels per document), n_c = Y^T 1 (class size
 n~ = sum_i m_i (documents after duplication), W the K-NN graph's weights
 (:mod:`dmlfe.graph.knn`), D(.) the diagonal of row sums, L(W) = D(W) - W.
 
-* LPP: A = W, B = D(W). OLPP: A = -L(W), B_p = I (mope section 2.1).
+Tables 1-3 of the paper are images absent from its text, so each template below is
+derived from the equations and the text it cites (eq. 26-33, section 2.1-2.3, 3.2-3.4)
+and from the base method's own paper; where the text leaves a choice open, the choice
+is named.
+
+* LPP (section 2.1; "LPP requires ... P^T X^T D(W) X P = I"): A = W, B = D(W). By eq.
+  28-29, max tr(P^T X^T W X P) under that constraint is min tr(P^T X^T L X P).
+* OLPP (section 2.1: "OLPP ... directly impose[s] orthogonality P^T P = I"): A = -L(W),
+  B_p = I (the min of eq. 28 as a max, template eq. 31). Cai et al.'s original OLPP
+  also whitens by X^T D X after a PCA step; the paper's description is followed.
 * MOPE (section 3.3): A = Psi(W, G) on the graph's pattern (eq. 43 or the Hadamard /
   weighted-sum options), G from schemes 1-3 (eq. 34-42). The paper searches the K-NN
-  of psi itself; here the pattern is the feature K-NN graph (psi is never evaluated
-  on all n^2 pairs). Constraint: orthogonal projections (B_p = I), orthogonal
-  embeddings (B = I_n) or the degree D(A).
+  of psi itself ("define A = Psi(W, G) using a K-NN search ... using as edge weights
+  either constant values or the psi_ij similarities"); here the pattern is the feature
+  K-NN graph, psi is never evaluated on all n^2 pairs -- a deviation. Constraint
+  ("the orthogonality condition imposed on the embeddings (or projections)"):
+  orthogonal projections (B_p = I, eq. 31), orthogonal embeddings (B = I_n, eq. 30 with
+  Z = XP) or the degree D(A) (the LPP-style scale constraint, an option of ours).
 * MESD (section 3.2): the single-label method on the duplicated samples, collapsed
   per eq. 32 (unweighted: A_ij = sum_{s,t} a_ij^(s,t)) or eq. 33 (weighted: also times
-  1 / (m_i m_j), i.e. A -> D_m^+ A D_m^+); the constraint is collapsed per eq. 32
-  (I -> diag(m)). With S = Y diag(1/n_c) Y^T (same-class weights of FDA) and
-  C = Y Y^T (shared classes):
+  1 / (m_i m_j), i.e. A -> D_m^+ A D_m^+, applied to the objective A only, as eq. 33
+  is written); the constraint is collapsed per eq. 32 ("B = I_n becomes
+  diag(m_1, ..., m_n)"; scatter constraints "by exactly the same inductions"). With
+  S = Y diag(1/n_c) Y^T (the collapsed same-class weights of FDA) and C = Y Y^T (shared
+  classes):
 
-  - fda (eq. 10): A = S - m m^T / n~ (between-class), B = diag(m) - S (within-class);
-  - mmc (eq. 11): A = (S - m m^T / n~) - (diag(m) - S), B_p = I;
-  - lfda (Sugiyama's local scatters on the graph): B = L(W o S),
-    A = L(W o (C / n~ - S) + (m m^T - C) / n~);
-  - olpp_r: L = L(C) - beta L(W o (m m^T - C)) (same-class attraction, repulsion of
-    graph neighbours from different classes), A = -L, B_p = I.
+  - fda (eq. 10 in the graph-embedding form of Yan et al.: S_b = X^T (H - 11^T / n) X,
+    S_w = X^T (I - H) X, H_ij = 1/n_c for i, j in class c): A = S - m m^T / n~,
+    B = diag(m) - S;
+  - mmc (eq. 11, S_b - S_w with P^T P = I): A = (S - m m^T / n~) - (diag(m) - S),
+    B_p = I;
+  - lfda (Sugiyama 2007, cited as [24]: S_w = X^T L(W^w) X, S_b = X^T L(W^b) X with
+    W^w_ij = a_ij / n_c and W^b_ij = a_ij (1/n - 1/n_c) for a same-class pair, 0 and
+    1/n otherwise): B = L(W o S), A = L(W o (C / n~ - S) + (m m^T - C) / n~). The
+    affinity a_ij is W on the K-NN graph (Sugiyama's uses local scaling over all pairs
+    of a class: ``feature_weight="local_scaling"`` is the closest);
+  - olpp_r (section 2.2.1, [27]: L = L_s - beta L_r, W_s "nonzero for pairs from the same
+    class", W_r for "nearby pairs from different classes"): W_s = 1 on same-class
+    pairs, W_r = W on graph neighbours of different classes (the text does not fix
+    their values; [27] weights its repulsion graph with eq. 9, ``feature_weight="eq9"``),
+    collapsed L = L(C) - beta L(W o (m m^T - C)); A = -L, B_p = I (OLPP's constraint).
 
   Copies of one document share its graph neighbours (the graph is over documents), and
   pairs of copies of one document drop out of every Laplacian (their embeddings are
-  equal). Tables 1-2 of the paper are not in its text; these are derived from eq. 10-13
-  and 32-33.
+  equal). Doubtful: the paper's rule for eq. 33, "modifying all the H matrices to
+  (Y Y^T) o/ (Y 1 Y^T) o H" of Table 2, is not the same as eq. 33 unless Table 2's H
+  differs from the S above (the rule multiplies S_ij by shared_ij / (m_i m_j), eq. 33
+  divides by m_i m_j), and "all the H" would also reach B; we follow eq. 33 as
+  written, which the duplication test checks.
 * SSMOPE (section 3.4, eq. 44): A_p = lam X^T (-L(W)) X + (1 - lam) X_l^T A_MOPE X_l,
-  the MOPE part restricted to pairs of labelled documents (rows of Y not all zero),
-  B_p = I (eq. 45 with both B = I).
-* HSL (Table 1; Sun, Ji and Ye 2008): A = S_h, B = I_n (B_p = X^T X + reg I) with the
-  clique expansion S_h = D_c^-1/2 Y Y^T D_c^-1/2, D_c = D(Y Y^T), or Zhou's hypergraph
-  S_h = D_m^-1/2 Y diag(1/n_c) Y^T D_m^-1/2. (The star expansion is not implemented.)
+  UDR = OLPP over all documents, SDR = MOPE on the labelled ones (rows of Y not all
+  zero, and not in the store split ``unlabelled_split`` when one is named; their label
+  PCA of scheme 2 uses the labelled rows only), B_p = I (the first option of eq. 45).
+  A^(SDR)'s feature weights are those of the graph over all documents restricted to
+  labelled pairs, not of a K-NN search among the labelled documents alone.
+* HSL (section 2.2.2, Table 1; Sun, Ji and Ye 2008, cited as [40]: "replaces the
+  Laplacian matrix of LPP with a hypergraph-based Laplacian I - S"): min tr(P^T X^T
+  (I - S_h) X P) s.t. P^T X^T X P = I, i.e. A = S_h, B = I_n (B_p = X^T X + reg I), with
+  the clique expansion S_h = D_c^-1/2 Y Y^T D_c^-1/2, D_c = D(Y Y^T) (HSL1; the
+  diagonal m_i of Y Y^T kept), or Zhou's hypergraph Laplacian (HSL3, [62]) S_h =
+  D_m^-1/2 Y diag(1/n_c) Y^T D_m^-1/2 (unit hyperedge weights). The star expansion
+  (HSL2) is not implemented.
 """
 
 from __future__ import annotations
@@ -74,6 +107,11 @@ class GraphSource:
     def knn(self) -> KNNGraph:
         if self._graph is None:
             self._graph = self._load()
+        return self._graph
+
+    @property
+    def searched(self) -> KNNGraph | None:
+        """The graph if a method asked for it (searched or read from the cache), else None."""
         return self._graph
 
     def weights(self, kind: str, tau: float | None, mode: str) -> sp.csr_matrix:
@@ -142,15 +180,49 @@ def mope(labels: np.ndarray, graph: GraphSource, *, scheme: int = 3,
     return {"A": A, "B": B, "reg": reg}
 
 
-def ssmope(labels: np.ndarray, graph: GraphSource, *, unsupervised_weight: float = 0.5,
+def unlabelled_rows(doc_splits: np.ndarray | None,
+                    unlabelled_split: str | list[str]) -> np.ndarray:
+    """Boolean mask of the documents whose split is (one of) ``unlabelled_split``.
+
+    Raises
+    ------
+    ValueError
+        When the documents carry no split (arrays, or a store without a split column),
+        or when no document of the fit is in those splits (a typo, or a fit ``split``
+        that leaves them out).
+    """
+    wanted = [unlabelled_split] if isinstance(unlabelled_split, str) else list(unlabelled_split)
+    if doc_splits is None:
+        raise ValueError(f"unlabelled_split={unlabelled_split!r} needs X as a store path with a "
+                         "split column; with arrays, give the unlabelled documents all-zero "
+                         "rows of Y")
+    mask = np.isin(np.asarray(doc_splits, dtype=object), wanted)
+    if not mask.any():
+        present = sorted({str(v) for v in doc_splits if v is not None})
+        raise ValueError(f"unlabelled_split={unlabelled_split!r} matches none of the "
+                         f"{len(doc_splits)} training documents (their splits: {present}); "
+                         f"fit on a split list that includes it, e.g. split=['train', "
+                         f"{wanted[0]!r}]")
+    return mask
+
+
+def ssmope(labels: np.ndarray, graph: GraphSource, doc_splits: np.ndarray | None = None, *,
+           unlabelled_split: str | list[str] | None = None, unsupervised_weight: float = 0.5,
            scheme: int = 3, label_similarity: str | None = None,
            combination: str = "priority", a: float = 1.0, b: float = 1.0, beta: float = 1.0,
            gamma: float = 1.0, feature_weight: str = "gaussian",
            feature_tau: float | None = None, graph_mode: str = "symmetrized",
            label_tau: float = 1.0, minkowski_p: float = 2.0,
            label_components: int | None = None, reg: float = DEFAULT_REG) -> Operators:
-    """SSMOPE (mope eq. 44): lam OLPP over all documents + (1 - lam) MOPE on labelled ones."""
+    """SSMOPE (mope eq. 44): lam OLPP over all documents + (1 - lam) MOPE on labelled ones.
+
+    The labelled documents X_l are the rows of Y that are not all zero, less the
+    documents whose split is ``unlabelled_split`` (``doc_splits``: each document's
+    split, from the store; their stored labels are ignored).
+    """
     Y = _labels(labels)
+    if unlabelled_split is not None:
+        Y = Y * ~unlabelled_rows(doc_splits, unlabelled_split)[:, None]
     lam = float(unsupervised_weight)
     W = PairOperator(graph.weights(feature_weight, feature_tau, graph_mode))
     A_sdr = _mope_a(Y, graph, scheme, label_similarity, combination, a, b, beta, gamma,

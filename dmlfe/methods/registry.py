@@ -45,11 +45,20 @@ from dmlfe.methods.mlsi import mlsi
 from dmlfe.methods.mvmd import mvmd
 from dmlfe.methods.template import TraceTemplate, psd_sqrt
 from dmlfe.methods.unsupervised import lsi, pca
-from dmlfe.params import FROM_BUILDER, Param, interval, labels_of, one_of, optional
+from dmlfe.params import (
+    FROM_BUILDER,
+    Param,
+    interval,
+    labels_of,
+    one_of,
+    optional,
+    split_arg,
+    split_names,
+)
 from dmlfe.relation.kernels import PSD_SIMILARITIES, canonical_similarity
 
 #: Builder arguments that are inputs, not parameters.
-_INPUTS = frozenset({"stats", "xtwx", "dense", "kernel", "labels", "graph"})
+_INPUTS = frozenset({"stats", "xtwx", "dense", "kernel", "labels", "graph", "doc_splits"})
 
 
 @dataclass(frozen=True)
@@ -507,13 +516,21 @@ for _spec in (
                        "FDA, LFDA, MMC\nor OLPP-R, by adjusting the template (eq. 32-33); "
                        "no sample is duplicated."),
     MethodSpec("ssmope", ssmope, generalized=False, reference="mope section 3.4, eq. 44-45",
-               parameters=(Param("unsupervised_weight", FROM_BUILDER, interval(0.0, 1.0),
+               parameters=(Param("unlabelled_split", FROM_BUILDER, optional(split_names),
+                                 "str or list of str, optional\n    Store path only: the "
+                                 "documents of this split (or these splits) count as\n    "
+                                 "unlabelled, whatever labels the store holds for them; the "
+                                 "fit's\n    ``split`` must include them (e.g. split=['train', "
+                                 "'unlabelled']).\n    Default: the documents whose rows of Y "
+                                 "are all zero.", flag={"type": split_arg}),
+                           Param("unsupervised_weight", FROM_BUILDER, interval(0.0, 1.0),
                                  "float in [0, 1]\n    lambda of eq. 44 (weight of OLPP over "
                                  "all documents).", flag={"type": float}),
                            *_MOPE_COMMON),
                check_params=_weighted_sum_beta, **_GRAPH_KW,
                summary="Semi-supervised MOPE (mope section 3.4, eq. 44): OLPP on all "
-                       "documents plus MOPE\non the labelled ones (rows of Y not all zero)."),
+                       "documents plus MOPE\non the labelled ones (rows of Y not all zero, "
+                       "less the store split ``unlabelled_split``)."),
     MethodSpec("hsl", hsl, generalized=True, reference="mope Table 1; Sun, Ji & Ye 2008",
                parameters=(Param("hypergraph", FROM_BUILDER, one_of(*HSL_VARIANTS),
                                  "{'clique', 'hypergraph'}\n    Clique expansion or Zhou's "

@@ -63,11 +63,15 @@ def row_sq_norms(X: Any) -> np.ndarray:
 
 
 def sq_distances(G: np.ndarray, xsq: np.ndarray, psq: np.ndarray) -> np.ndarray:
-    """||x - p||^2 from the Gram block and the squared norms, clipped at 0."""
-    d2 = xsq[:, None] + psq[None, :] - 2.0 * G
+    """||x - p||^2 from the Gram block and the squared norms, clipped at 0.
+
+    ``psq`` holds the norms of G's columns (1-D), or of each entry's second row
+    (G's shape: pairs (i, j_ik), as for a K-NN list).
+    """
+    norms = xsq[:, None] + (psq if psq.ndim == 2 else psq[None, :])
+    d2 = norms - 2.0 * G
     # round-off of the expansion: anything below ~1e-12 of the norms is a zero distance
-    tiny = 1e-12 * (xsq[:, None] + psq[None, :])
-    d2[d2 <= tiny] = 0.0
+    d2[d2 <= 1e-12 * norms] = 0.0
     return d2
 
 
