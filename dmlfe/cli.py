@@ -27,7 +27,7 @@ from dmlfe.params import Param
 from dmlfe.pipeline.cli import add_run_parser, cmd_run
 from dmlfe.pipeline.config import CLASSIFIERS, ClassifierSpec
 from dmlfe.pipeline.runner import make_classifier
-from dmlfe.projection import write_embeddings
+from dmlfe.projection import embedding_obs, write_embeddings
 from dmlfe.relation import relation_block_rows
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.stats.cache import clean
@@ -342,7 +342,7 @@ def cmd_transform(args: argparse.Namespace) -> int:
     with client_from_args(args) as client:
         Z = model.transform(store.X)
         out = write_embeddings(Z, args.out, ids=store.ids, format=args.format, client=client,
-                               overwrite=args.overwrite, attrs=attrs)
+                               overwrite=args.overwrite, attrs=attrs, **embedding_obs(model, store))
     print(f"wrote {args.format} embeddings {Path(out).resolve()}: {store.n_docs} documents x "
           f"{model.n_components_} components ({model._method})")
     return 0
@@ -365,7 +365,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
     out = write_embeddings(Z, args.out, ids=np.asarray(ids, dtype=object), format=args.format,
                            overwrite=args.overwrite,
                            attrs={"model": str(Path(args.model).resolve()),
-                                  "method": model._method, "input": str(args.input)})
+                                  "method": model._method, "input": str(args.input)},
+                           **embedding_obs(model))
     print(f"wrote {args.format} embeddings {Path(out).resolve()}: {len(texts)} documents x "
           f"{model.n_components_} components ({model._method})")
     return 0

@@ -15,6 +15,7 @@ import zarr
 import dmlfe
 from dmlfe.cli import main
 from dmlfe.errors import StoreError
+from dmlfe.projection import read_embeddings
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota",
          "kappa", "Lambda", "mu"]
@@ -78,17 +79,17 @@ def test_cli_embed_jsonl_parquet_and_stdin(fitted, monkeypatch, capsys):
     assert main(["embed", str(model_dir), str(tmp / "c.jsonl"), "--out", str(out),
                  "--id-field", "id", "--overwrite"]) == 0
     g = zarr.open_group(str(out), mode="r")
-    np.testing.assert_allclose(g["Z"][:], Zs, rtol=0, atol=1e-12)
-    assert list(g["ids"][:]) == [r["id"] for r in records]
+    np.testing.assert_allclose(read_embeddings(out), Zs, rtol=0, atol=1e-12)
+    assert list(g["obs/_index"][:]) == [r["id"] for r in records]
     pq.write_table(pa.table({"text": [r["text"] for r in records]}), tmp / "docs.parquet")
     out = tmp / "emb-parquet"
     assert main(["embed", str(model_dir), str(tmp / "docs.parquet"), "--out", str(out),
                  "--overwrite"]) == 0
-    np.testing.assert_allclose(zarr.open_group(str(out), mode="r")["Z"][:], Zs, atol=1e-12)
+    np.testing.assert_allclose(read_embeddings(out), Zs, atol=1e-12)
     monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(r["text"] for r in records[:5])))
     out = tmp / "emb-stdin"
     assert main(["embed", str(model_dir), "-", "--out", str(out), "--overwrite"]) == 0
-    np.testing.assert_allclose(zarr.open_group(str(out), mode="r")["Z"][:], Zs[:5], atol=1e-12)
+    np.testing.assert_allclose(read_embeddings(out), Zs[:5], atol=1e-12)
     assert "5 documents x 2 components" in capsys.readouterr().out
 
 

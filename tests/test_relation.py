@@ -304,9 +304,9 @@ def test_cli_relation_route(tmp_path, cluster_client, capsys):
     emb = tmp_path / "emb.zarr"
     assert main(["transform", str(model_dir), str(store), "--out", str(emb), "--scheduler",
                  address, "--quiet"]) == 0
-    import zarr
+    from dmlfe.projection import read_embeddings
 
-    Z = zarr.open_group(str(emb), mode="r")["Z"][:]
+    Z = read_embeddings(emb)
     from dmlfe.store import open_store
 
     s = open_store(store)
