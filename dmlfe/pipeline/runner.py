@@ -201,15 +201,22 @@ class PipelineRun:
                 stages.append(Stage("transform", tr_key, f"{ds.name} {m.label} ({text})",
                                     lambda d, ds=ds, k=fit_key: self._transform(ds, k, d),
                                     {**base, "fit_key": fit_key}))
-                for dd in (s.d_grid or [None]):
-                    for c in self.cfg.classifiers:
+                grid = s.d_grid or [None]
+                # the metric-vs-d points: the same embeddings truncated, first classifier only
+                curve = [dd for dd in self.cfg.d_curve if dd not in grid]
+                for dd, clfs, is_curve in ([(dd, self.cfg.classifiers, False) for dd in grid]
+                                           + [(dd, self.cfg.classifiers[:1], True)
+                                              for dd in curve]):
+                    for c in clfs:
                         conf = {"classifier": [c.name, c.params], "d": dd}
                         key = stage_key("classify", conf, [tr_key])
                         stages.append(Stage(
                             "classify", key,
-                            f"{ds.name} {m.label} ({_setting_text(s.params, dd)}) {c.label}",
+                            f"{ds.name} {m.label} ({_setting_text(s.params, dd)}) {c.label}"
+                            + (" [d curve]" if is_curve else ""),
                             lambda d, ds=ds, c=c, k=tr_key, dd=dd: self._classify(ds, c, k, dd, d),
-                            {**base, "d": dd, "classifier": c.label, "fit_key": fit_key}))
+                            {**base, "d": dd, "classifier": c.label, "fit_key": fit_key,
+                             "curve": is_curve}))
         return stages
 
     # ------------------------------------------------------------------ data
