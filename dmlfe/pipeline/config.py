@@ -24,6 +24,8 @@ A pipeline file::
     classifiers: [ridge]                # ridge, mlknn, br, flda, ppml (with their parameters)
     metrics: [hamming_loss, micro_f1]   # shown in the report (all are computed)
     select: {metric: micro_f1}          # picks a method's setting on the validation split
+    d_curve: [2, 5, 10, 20, 50]         # metric-vs-d points of every reduction (the
+                                        # default; first classifier; [] = none)
 
 Every error names the file and the key path (``methods[2].beta``) and says what
 is accepted.
