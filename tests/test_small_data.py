@@ -11,6 +11,8 @@ from conftest import count_computes, data_path, labels_dask, sparse_dask
 from dask.delayed import Delayed
 
 import dmlfe
+from dmlfe import make_estimator
+from dmlfe.methods.registry import all_methods
 from dmlfe.readers.arff import read_mulan
 
 
@@ -84,3 +86,24 @@ def test_store_fits_keep_the_feature_route(tmp_path):
     assert dmlfe.PCA(n_components=3, cache=False).fit(store).route_ == "feature"
     assert dmlfe.PCA(n_components=3).fit(X).route_ == "dual"
     assert dmlfe.PCA(n_components=3, solver="dense").fit(X).route_ == "feature"
+
+
+@pytest.mark.filterwarnings("ignore:.*span an arbitrary part:RuntimeWarning")
+@pytest.mark.parametrize("method", sorted(all_methods()))
+def test_every_method_fits_in_memory_without_a_graph(method, monkeypatch):
+    # n > D/2: the in-memory and the dask-array fits take the same route, so they must
+    # agree to round-off; the graph methods' K-NN graph and products included
+    rng = np.random.default_rng(3)
+    X = sp.random(60, 40, density=0.3, random_state=4, format="csr")
+    Y = (rng.uniform(size=(60, 4)) < 0.4).astype(np.uint8)
+    Y[0] = 1  # every label present
+    made = _graphs_built(monkeypatch)
+    mem, computes = count_computes(lambda: make_estimator(method, n_components=2).fit(X, Y))
+    monkeypatch.undo()
+    assert computes == 0 and made == [], (computes, set(made))
+    dist = make_estimator(method, n_components=2).fit(sparse_dask(X, 25), labels_dask(Y, 25))
+    assert dist.route_ == mem.route_
+    np.testing.assert_allclose(mem.eigenvalues_[:2], dist.eigenvalues_[:2], rtol=1e-9,
+                               atol=1e-12 * abs(dist.eigenvalues_[0]))
+    k = int(mem.n_genuine_)  # components in a null space are arbitrary
+    np.testing.assert_allclose(mem.components_[:k], dist.components_[:k], rtol=0, atol=1e-8)

@@ -43,7 +43,7 @@ import scipy.sparse as sp
 from dask import delayed
 
 from dmlfe._version import __version__
-from dmlfe.compute import compute_one, row_block_list, to_float_block, tree_reduce
+from dmlfe.compute import compute_one, is_dask, row_block_list, to_float_block, tree_reduce
 from dmlfe.errors import InputError
 from dmlfe.relation.kernels import DEFAULT_EQ9_TAU, row_sq_norms, sq_distances
 from dmlfe.stats.cache import _digest, stats_key
@@ -227,6 +227,10 @@ def knn_graph(X: Any, n_neighbors: int, *, client: Any = None,
     if k < 1 or k >= n:
         raise InputError(f"n_neighbors={n_neighbors!r} must lie between 1 and n - 1 = {n - 1} "
                          "(the K-NN graph needs K other documents per document)")
+    if not is_dask(X):
+        # in memory X is one block: the block functions run here, without a dask graph
+        (d, i), sq = _pair_candidates(X, X, 0, 0, k), _norms(X)
+        return KNNGraph(indices=i, sq_distances=d, sq_norms=sq)
     blocks, starts = row_block_list(X)
     nonempty = [b for b in range(len(blocks)) if starts[b + 1] > starts[b]]
     results = []
