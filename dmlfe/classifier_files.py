@@ -38,6 +38,10 @@ CLASSIFIER_JSON = "classifier.json"
 CLASSIFIER_NPZ = "classifier.npz"
 
 _SCALARS = (type(None), bool, int, float, str)
+#: The classifiers ``dmlfe fit --classifier`` saves for ``dmlfe predict``, which writes
+#: predict_proba scores: binary relevance holds scikit-learn estimators (not saveable
+#: without pickle) and PPML has no predict_proba.
+PREDICT_CLASSIFIERS = ("ridge", "flda", "mlknn")
 
 
 def _classes() -> dict[str, type]:

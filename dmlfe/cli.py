@@ -15,7 +15,12 @@ from typing import Any
 import numpy as np
 
 from dmlfe._version import __version__
-from dmlfe.classifier_files import has_classifier, load_classifier, save_classifier
+from dmlfe.classifier_files import (
+    PREDICT_CLASSIFIERS,
+    has_classifier,
+    load_classifier,
+    save_classifier,
+)
 from dmlfe.cluster import add_cluster_arguments, client_from_args
 from dmlfe.demo import demo_pipeline_path
 from dmlfe.embed import INPUT_FORMATS, label_sets, read_documents, training_classifier
@@ -544,7 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--max-passes", type=_positive_int, default=None,
                     help="matrix-free solver: most passes (default 30)")
     pf.add_argument("--out", required=True, help="the model directory to write")
-    pf.add_argument("--classifier", choices=list(CLASSIFIERS), default=None,
+    pf.add_argument("--classifier", choices=PREDICT_CLASSIFIERS, default=None,
                     help="also fit this classifier on the training embeddings and save it "
                     "with the model, for dmlfe predict (default: none)")
     pf.add_argument("--overwrite", action="store_true", help="replace an existing model")
