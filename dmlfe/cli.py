@@ -16,6 +16,12 @@ from typing import Any
 import numpy as np
 
 from dmlfe._version import __version__
+from dmlfe.classifier_files import (
+    PREDICT_CLASSIFIERS,
+    has_classifier,
+    load_classifier,
+    save_classifier,
+)
 from dmlfe.cluster import add_cluster_arguments, client_from_args, read_profile
 from dmlfe.cluster_profiles import check_profile
 from dmlfe.demo import demo_pipeline_path
@@ -31,7 +37,7 @@ from dmlfe.pipeline.cli import add_run_parser, cmd_run
 from dmlfe.pipeline.config import CLASSIFIERS, ClassifierSpec
 from dmlfe.pipeline.runner import make_classifier
 from dmlfe.progress import show_progress
-from dmlfe.projection import write_embeddings
+from dmlfe.projection import embedding_obs, write_embeddings
 from dmlfe.relation import relation_block_rows
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.stats.cache import clean
@@ -321,13 +327,18 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if args.split is not None:
         store.subset(args.split)
     _check_out(args.out, args.overwrite)
+    clf = None
     with client_from_args(args) as client:
         est.set_params(client=client)
         try:
             est.fit(args.store)
         finally:
             est.set_params(client=None)
+        if args.classifier is not None:
+            clf = training_classifier(est, _classifier(args.classifier))
     out = est.save(args.out, overwrite=args.overwrite)
+    if clf is not None:
+        save_classifier(clf, out, name=args.classifier)
     split = f" (split {_split_text(args.split)})" if args.split else ""
     how = ("fixed" if isinstance(est.n_components, int)
            else f"eigenvalue-sum threshold {est.n_components}")
@@ -350,6 +361,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if est.regularization_:
         print(f"constraint regularised: + {est.regularization_:.3g} * I")
     print(f"top eigenvalues: {top}{more}")
+    if clf is not None:
+        print(f"classifier: {args.classifier} on the training embeddings, saved with the model")
     print(f"model: {Path(out).resolve()}")
     return 0
 
@@ -370,7 +383,7 @@ def cmd_transform(args: argparse.Namespace) -> int:
     with client_from_args(args) as client:
         Z = model.transform(store.X)
         out = write_embeddings(Z, args.out, ids=store.ids, format=args.format, client=client,
-                               overwrite=args.overwrite, attrs=attrs)
+                               overwrite=args.overwrite, attrs=attrs, **embedding_obs(model, store))
     print(f"wrote {args.format} embeddings {Path(out).resolve()}: {store.n_docs} documents x "
           f"{model.n_components_} components ({model._method})")
     return 0
@@ -393,17 +406,30 @@ def cmd_embed(args: argparse.Namespace) -> int:
     out = write_embeddings(Z, args.out, ids=np.asarray(ids, dtype=object), format=args.format,
                            overwrite=args.overwrite,
                            attrs={"model": str(Path(args.model).resolve()),
-                                  "method": model._method, "input": str(args.input)})
+                                  "method": model._method, "input": str(args.input)},
+                           **embedding_obs(model))
     print(f"wrote {args.format} embeddings {Path(out).resolve()}: {len(texts)} documents x "
           f"{model.n_components_} components ({model._method})")
     return 0
 
 
+def _classifier(name: str) -> Any:
+    return make_classifier(ClassifierSpec(name, name, {}))
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     model, ids, texts = _documents(args)
-    with client_from_args(args):
-        clf = training_classifier(model, make_classifier(
-            ClassifierSpec(args.classifier, args.classifier, {})))
+    saved = load_classifier(args.model) if has_classifier(args.model) else None
+    if saved is not None and args.classifier in (None, saved[0]):
+        args.classifier, clf = saved
+    else:
+        args.classifier = args.classifier or "ridge"
+        if saved is None:
+            print(f"note: {args.model} holds no saved classifier: fitting {args.classifier} on "
+                  "the training store's embeddings now (save one with dmlfe fit --classifier)",
+                  file=sys.stderr)
+        with client_from_args(args):
+            clf = training_classifier(model, _classifier(args.classifier))
     pipe = text_pipeline(model, clf, store=args.store)
     names = model.training_store_["label_names"]
     records = label_sets(np.asarray(pipe.predict(texts)), np.asarray(pipe.predict_proba(texts)),
@@ -576,6 +602,9 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--max-passes", type=_positive_int, default=None,
                     help="matrix-free solver: most passes (default 30)")
     pf.add_argument("--out", required=True, help="the model directory to write")
+    pf.add_argument("--classifier", choices=PREDICT_CLASSIFIERS, default=None,
+                    help="also fit this classifier on the training embeddings and save it "
+                    "with the model, for dmlfe predict (default: none)")
     pf.add_argument("--overwrite", action="store_true", help="replace an existing model")
     add_cluster_arguments(pf)
     pf.set_defaults(func=cmd_fit)
@@ -609,15 +638,17 @@ def build_parser() -> argparse.ArgumentParser:
     pp = sub.add_parser(
         "predict", help="predict the label sets of raw documents",
         description="Embed raw documents as dmlfe embed does, and classify them with a "
-        "classifier fitted on the model's embeddings of its training documents (the "
-        "training store and split the model records). Writes JSON Lines: one record per "
+        "classifier fitted on the model's embeddings of its training documents: the one "
+        "saved with the model (dmlfe fit --classifier), else one fitted now on the training "
+        "store and split the model records. Writes JSON Lines: one record per "
         "document with its id, the predicted label names and every label's score "
         "(predict_proba).",
         epilog="example: dmlfe predict model/ new.txt --out labels.jsonl --classifier ridge")
     _add_document_flags(pp)
     pp.add_argument("--out", required=True, help="the JSON Lines file to write")
-    pp.add_argument("--classifier", choices=list(CLASSIFIERS), default="ridge",
-                    help="classifier on the embeddings (default ridge: MultiLabelRidge)")
+    pp.add_argument("--classifier", choices=list(CLASSIFIERS), default=None,
+                    help="classifier on the embeddings (default: the one saved with the model "
+                    "by dmlfe fit --classifier, else ridge fitted now)")
     add_cluster_arguments(pp)
     pp.set_defaults(func=cmd_predict)
 

@@ -1,5 +1,24 @@
 """Projection Z = (X - mean) P, chunk-wise and in parallel, and writing Z to zarr or parquet.
 
+The zarr output is laid out as anndata lays out an ``AnnData`` (the encodings of
+:mod:`dmlfe.store._format`, which the store uses too), so ``anndata.read_zarr`` opens it:
+
+=====================  =============================================================
+``obsm/X_<method>``    the embeddings, n x d float64, chunked by rows (``X_embedding``
+                       when no method is named)
+``obs/_index``         document ids (row numbers when none are given)
+``obs/split``          the documents' split (categorical), when given
+``obsm/Y``             n x q uint8 0/1 labels, when given, with ``uns/label_names``
+``uns/...``            the model's method, n_components and parameters (``params``: JSON)
+root attrs ``dmlfe``   n, d, the obsm key, dmlfe version and the caller's attributes
+=====================  =============================================================
+
+The labels are one n x q matrix (as in the store), not one ``obs`` column per label:
+label names are free text (``/`` and clashes with ``split`` are possible, neither of
+which a zarr array name or an obs column may carry), and thousands of labels (EUR-Lex)
+would make thousands of zarr arrays. ``adata.obsm["Y"]`` with
+``adata.uns["label_names"]`` gives a DataFrame in one line.
+
 The centring is folded into a constant row: (X - 1 mean) P = X P - 1 (mean P),
 so every row block is multiplied as it is (sparse stays sparse) and never
 densified. The same :func:`project` serves the training documents and new ones
@@ -30,6 +49,7 @@ from dask import delayed
 
 from dmlfe._version import __version__
 from dmlfe.compute import BlockFn, check_row_blocks, compute_one, is_dask, to_float_block
+from dmlfe.store import _format as F
 from dmlfe.tempfiles import move_into_place, remove_stale, temp_sibling
 
 
@@ -151,6 +171,29 @@ def _write_parquet_part(z: np.ndarray, ids: Any, path: str, start: int) -> int:
     return int(z.shape[0])
 
 
+def embedding_key(method: str | None) -> str:
+    """The ``obsm`` key of the embeddings of ``method`` (anndata's ``X_<name>`` convention)."""
+    return f"X_{method}" if method else "X_embedding"
+
+
+def embedding_uns(model: Any) -> dict[str, Any]:
+    """What ``uns`` records of a fitted model: method, n_components and its parameters."""
+    params = {k: v for k, v in model.get_params(deep=False).items() if k != "client"}
+    return {"method": model._method, "n_components": int(model.n_components_),
+            "params": json.dumps(F.jsonable(params, "model parameters"), sort_keys=True)}
+
+
+def embedding_obs(model: Any, store: Any = None) -> dict[str, Any]:
+    """:func:`write_embeddings` keywords for ``model``'s embeddings of ``store``'s documents
+    (or of new documents when no store is given): method, uns, split and labels."""
+    kw: dict[str, Any] = {"method": model._method, "uns": embedding_uns(model)}
+    if store is not None:
+        kw.update(labels=store.Y, label_names=store.label_names)
+        if store.split is not None:
+            kw.update(split=store.split, split_categories=store.split_categories)
+    return kw
+
+
 def write_embeddings(
     Z: Any,
     out: str | os.PathLike[str],
@@ -160,6 +203,12 @@ def write_embeddings(
     client: Any = None,
     overwrite: bool = False,
     attrs: dict[str, Any] | None = None,
+    method: str | None = None,
+    split: Any = None,
+    split_categories: Any = None,
+    labels: Any = None,
+    label_names: Any = None,
+    uns: dict[str, Any] | None = None,
 ) -> Path:
     """Write embeddings atomically; the workers write their own chunks.
 
@@ -168,11 +217,12 @@ def write_embeddings(
     Z : dask array or ndarray, shape (n, d)
         Embeddings (e.g. from :func:`project`).
     out : path
-        Output folder. zarr: a group with array ``Z`` (float64, chunked by rows),
-        ``ids`` (strings) when given, and attributes (n, d, dmlfe version, any
-        ``attrs``). parquet: a folder of ``part-NNNNN.parquet`` files, one per
-        row chunk, one row per document with column ``id`` (the document id, or
-        the row number when no ids are given) and ``z0`` ... ``z{d-1}``.
+        Output folder. zarr: an AnnData layout (see the module docstring) that
+        ``anndata.read_zarr`` opens, the embeddings in ``obsm/X_<method>`` (read them
+        back with :func:`read_embeddings`). parquet: a folder of
+        ``part-NNNNN.parquet`` files, one per row chunk, one row per document with
+        column ``id`` (the document id, or the row number when no ids are given) and
+        ``z0`` ... ``z{d-1}`` (split, labels and ``uns`` are zarr only).
     ids : array-like or dask array of str, shape (n,), optional
         Document ids.
     format : {"zarr", "parquet"}
@@ -181,7 +231,21 @@ def write_embeddings(
     overwrite : bool
         Replace an existing ``out`` (only after the new output is complete).
     attrs : dict, optional
-        Extra JSON attributes (zarr attributes; ``_dmlfe.json`` for parquet).
+        Extra JSON attributes (zarr: root attribute ``dmlfe``; ``_dmlfe.json`` for parquet).
+    method : str, optional
+        The method's name: the embeddings go to ``obsm/X_<method>``.
+    split : array-like or dask array of str, shape (n,), optional
+        Each document's split, written as the categorical ``obs/split``.
+    split_categories : sequence of str, optional
+        The split's categories in order (a store's ``split_categories``); found from
+        ``split`` when not given.
+    labels : array-like or dask array, shape (n, q), optional
+        0/1 labels, written as ``obsm/Y`` (uint8); needs ``label_names``.
+    label_names : sequence of str, optional
+        The q label names, in the labels' column order (``uns/label_names``).
+    uns : dict, optional
+        Entries of ``uns`` (str, numbers, bools, nested dicts; other values as JSON
+        strings), e.g. :func:`embedding_uns` of the model.
 
     Returns
     -------
@@ -200,13 +264,16 @@ def write_embeddings(
         raise ValueError(f"Z must be 2-D (documents x components); got shape {Z.shape}")
     n, d = (int(s) for s in Z.shape)
     ids = _ids_array(ids, n)
+    obs = _obs_columns(n, split, split_categories, labels, label_names)
     meta = {"n": n, "d": d, "format": format, "dmlfe_version": __version__, **(attrs or {})}
+    if format == "zarr":
+        meta["obsm_key"] = embedding_key(method)
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(out)  # what killed writes of the same output left behind
     tmp = temp_sibling(out)
     try:
         if format == "zarr":
-            _write_zarr(Z, ids, tmp, meta, client)
+            _write_zarr(Z, ids, tmp, meta, client, obs, uns or {})
         else:
             _write_parquet(Z, ids, tmp, meta, client)
         _commit(tmp, out, overwrite)
@@ -216,21 +283,124 @@ def write_embeddings(
     return out
 
 
-def _write_zarr(Z: da.Array, ids: Any, tmp: Path, meta: dict[str, Any], client: Any) -> None:
+def read_embeddings(path: str | os.PathLike[str], d: int | None = None) -> np.ndarray:
+    """The embeddings (n x d float64, the first ``d`` columns) of a zarr written by
+    :func:`write_embeddings`."""
+    group = zarr.open_group(str(path), mode="r")
+    meta = group.attrs.get("dmlfe")
+    if not isinstance(meta, dict) or "obsm_key" not in meta:
+        raise ValueError(f"{path} is not a dmlfe embeddings zarr (no 'dmlfe' attribute with "
+                         "'obsm_key'); write it with dmlfe transform / write_embeddings")
+    Z = group[f"obsm/{meta['obsm_key']}"]
+    return np.asarray(Z[:, : (Z.shape[1] if d is None else d)], dtype=np.float64)
+
+
+def _obs_columns(n: int, split: Any, categories: Any, labels: Any,
+                 label_names: Any) -> dict[str, Any]:
+    """Checked split/labels: {"split": (values, categories), "Y": (labels, names)}."""
+    obs: dict[str, Any] = {}
+    if split is not None:
+        if not is_dask(split):
+            split = np.asarray(split, dtype=object)
+        if split.shape != (n,):
+            raise ValueError(f"split has shape {split.shape} but Z has {n} rows")
+        if categories is None:
+            found = split.compute() if is_dask(split) else split
+            categories = sorted({str(v) for v in found})
+        obs["split"] = (split, [str(c) for c in categories])
+    if labels is not None:
+        if label_names is None:
+            raise ValueError("labels given without label_names: pass the q label names")
+        names = [str(x) for x in label_names]
+        if not is_dask(labels):
+            labels = np.asarray(labels)
+        if labels.ndim != 2 or labels.shape[0] != n or labels.shape[1] != len(names):
+            raise ValueError(f"labels have shape {labels.shape}; expected ({n}, {len(names)}) "
+                             "(documents x label_names)")
+        obs["Y"] = (labels, names)
+    return obs
+
+
+def _split_codes(values: np.ndarray, categories: tuple[str, ...], dtype: str) -> np.ndarray:
+    lookup = {c: i for i, c in enumerate(categories)}
+    return np.array([lookup.get(str(v), -1) if v is not None else -1 for v in values],
+                    dtype=dtype)
+
+
+def _as_rows(a: Any, chunks: tuple[int, ...]) -> da.Array:
+    """``a`` as a dask array chunked like Z's rows."""
+    if is_dask(a):
+        return a.rechunk((chunks,) + tuple((s,) for s in a.shape[1:]))
+    return da.from_array(a, chunks=(chunks,) + tuple((s,) for s in a.shape[1:]))
+
+
+def _write_uns(group: Any, entries: dict[str, Any]) -> None:
+    """``uns`` entries in anndata's scalar/dict encodings (other values as JSON strings)."""
+    for key, value in entries.items():
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            _write_uns(group.create_group(key, attributes=F.DICT_ENC), value)
+        elif isinstance(value, bool | int | float | np.number | np.bool_):
+            arr = np.asarray(value)
+            group.create_array(key, shape=(), dtype=arr.dtype,
+                               attributes=F.NUMERIC_SCALAR_ENC)[...] = arr
+        else:
+            text = value if isinstance(value, str) else json.dumps(F.jsonable(value, key))
+            group.create_array(key, shape=(), dtype=str,
+                               attributes=F.STRING_SCALAR_ENC)[...] = text
+
+
+def _write_zarr(Z: da.Array, ids: Any, tmp: Path, meta: dict[str, Any], client: Any,
+                obs: dict[str, Any], uns: dict[str, Any]) -> None:
     Z, rows = _regular_rows(Z.astype(np.float64))
     n, d = Z.shape
-    group = zarr.open_group(str(tmp), mode="w")
-    group.attrs.update(json.loads(json.dumps(meta, default=str)))
-    z_arr = group.create_array("Z", shape=(n, d), chunks=(rows, max(d, 1)), dtype="float64")
+    comp = F.compressor()
+
+    def arr(g: Any, name: str, shape: tuple, chunks: tuple, dtype: Any, attributes: dict) -> Any:
+        return g.create_array(name, shape=shape, chunks=chunks, dtype=dtype, compressors=comp,
+                              shards=None, attributes=attributes)
+
+    group = zarr.create_group(store=str(tmp), zarr_format=3, attributes=F.ANNDATA_ENC)
+    gobs = group.create_group("obs", attributes=F.dataframe_attrs(
+        ["split"] if "split" in obs else []))
+    gobsm = group.create_group("obsm", attributes=F.DICT_ENC)
+    z_arr = arr(gobsm, meta["obsm_key"], (n, d), (rows, max(d, 1)), np.float64, F.ARRAY_ENC)
     sources: list[Any] = [Z]
     targets: list[Any] = [z_arr]
-    if ids is not None:
-        id_arr = group.create_array("ids", shape=(n,), chunks=(rows,), dtype=str)
-        if is_dask(ids):
-            sources.append(ids.rechunk((Z.chunks[0],)).astype(str))
-            targets.append(id_arr)
-        else:
-            id_arr[:] = ids.astype(str)
+    id_arr = arr(gobs, "_index", (n,), (rows,), str, F.STRING_ENC)
+    if ids is None:
+        ids = np.arange(n).astype(str)
+    if is_dask(ids):
+        sources.append(ids.rechunk((Z.chunks[0],)).astype(str))
+        targets.append(id_arr)
+    else:
+        id_arr[:] = ids.astype(str)
+    if "split" in obs:
+        values, cats = obs["split"]
+        gsplit = gobs.create_group("split", attributes=F.CATEGORICAL_ENC)
+        arr(gsplit, "categories", (len(cats),), (max(1, len(cats)),), str,
+            F.STRING_ENC)[:] = np.array(cats, dtype=object)
+        code_dtype = F.codes_dtype(len(cats)).str
+        codes = _as_rows(values, Z.chunks[0]).map_blocks(
+            _split_codes, tuple(cats), code_dtype, dtype=code_dtype)
+        sources.append(codes)
+        targets.append(arr(gsplit, "codes", (n,), (rows,), code_dtype, F.ARRAY_ENC))
+    guns = group.create_group("uns", attributes=F.DICT_ENC)
+    if "Y" in obs:
+        labels, names = obs["Y"]
+        q = len(names)
+        sources.append(_as_rows(labels, Z.chunks[0]).astype(np.uint8))
+        targets.append(arr(gobsm, "Y", (n, q), (rows, max(q, 1)), np.uint8, F.ARRAY_ENC))
+        lab = arr(guns, "label_names", (q,), (max(q, 1),), str, F.STRING_ENC)
+        if q:
+            lab[:] = np.array(names, dtype=object)
+    _write_uns(guns, uns)
+    gvar = group.create_group("var", attributes=F.dataframe_attrs([]))
+    arr(gvar, "_index", (0,), (1,), str, F.STRING_ENC)
+    for empty in F.EMPTY_GROUPS:
+        group.create_group(empty, attributes=F.DICT_ENC)
+    group.attrs["dmlfe"] = F.jsonable(meta, "attrs")
     # Chunk-aligned regions: no two tasks touch one zarr chunk, so no lock.
     stored = da.store(sources, targets, lock=False, compute=False)
     compute_one(stored, client, desc="projection pass")

@@ -19,6 +19,7 @@ import zarr
 from dmlfe.cli import main
 from dmlfe.estimators import MDDM, MVMD
 from dmlfe.model_io import load_model
+from dmlfe.projection import read_embeddings
 from dmlfe.store import open_store
 
 
@@ -71,10 +72,15 @@ def test_ingest_fit_transform(work, capsys):
     assert "wrote zarr embeddings" in capsys.readouterr().out
     g = zarr.open_group(str(emb), mode="r")
     Z_ref = ref.transform(test.X).compute()
-    assert g["Z"].shape == (test.n_docs, 5)
-    np.testing.assert_allclose(g["Z"][:], Z_ref, rtol=1e-10, atol=1e-12)
-    assert [str(i) for i in g["ids"][:]] == [str(i) for i in test.ids.compute()]
-    assert g.attrs["method"] == "mvmd" and g.attrs["split"] == "test"
+    assert g["obsm/X_mvmd"].shape == (test.n_docs, 5)
+    np.testing.assert_allclose(read_embeddings(emb), Z_ref, rtol=1e-10, atol=1e-12)
+    assert [str(i) for i in g["obs/_index"][:]] == [str(i) for i in test.ids.compute()]
+    assert g.attrs["dmlfe"]["method"] == "mvmd" and g.attrs["dmlfe"]["split"] == "test"
+    adata = pytest.importorskip("anndata").read_zarr(emb)  # the CLI writes anndata's layout
+    np.testing.assert_allclose(adata.obsm["X_mvmd"], Z_ref, rtol=1e-10, atol=1e-12)
+    assert set(adata.obs["split"]) == {"test"}
+    np.testing.assert_array_equal(adata.obsm["Y"], test.Y.compute())
+    assert list(adata.uns["label_names"]) == test.label_names
 
     # existing output without --overwrite: refused before any work
     rc = main(["transform", str(model_dir), str(store), "--out", str(emb), "--split", "test",

@@ -34,6 +34,8 @@ def test_demo_command_runs_the_demo_pipeline(tmp_path, monkeypatch, cluster_clie
     for method in ("mddm_p", "mvmd", "pca", "none"):
         assert method in text
     assert list((work / "report").glob("*.png"))
+    # metric versus d for every reduction the demo compares, not only PCA's d grid
+    assert set(report["curves"]["synthetic"]) == {"mddm_p", "mvmd", "pca"}
     # the second run reuses every stage
     assert cli_main(args) == 0
     assert " 0 ran" in capsys.readouterr().out

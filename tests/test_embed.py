@@ -15,6 +15,7 @@ import zarr
 import dmlfe
 from dmlfe.cli import main
 from dmlfe.errors import StoreError
+from dmlfe.projection import read_embeddings
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota",
          "kappa", "Lambda", "mu"]
@@ -78,28 +79,29 @@ def test_cli_embed_jsonl_parquet_and_stdin(fitted, monkeypatch, capsys):
     assert main(["embed", str(model_dir), str(tmp / "c.jsonl"), "--out", str(out),
                  "--id-field", "id", "--overwrite"]) == 0
     g = zarr.open_group(str(out), mode="r")
-    np.testing.assert_allclose(g["Z"][:], Zs, rtol=0, atol=1e-12)
-    assert list(g["ids"][:]) == [r["id"] for r in records]
+    np.testing.assert_allclose(read_embeddings(out), Zs, rtol=0, atol=1e-12)
+    assert list(g["obs/_index"][:]) == [r["id"] for r in records]
     pq.write_table(pa.table({"text": [r["text"] for r in records]}), tmp / "docs.parquet")
     out = tmp / "emb-parquet"
     assert main(["embed", str(model_dir), str(tmp / "docs.parquet"), "--out", str(out),
                  "--overwrite"]) == 0
-    np.testing.assert_allclose(zarr.open_group(str(out), mode="r")["Z"][:], Zs, atol=1e-12)
+    np.testing.assert_allclose(read_embeddings(out), Zs, atol=1e-12)
     monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(r["text"] for r in records[:5])))
     out = tmp / "emb-stdin"
     assert main(["embed", str(model_dir), "-", "--out", str(out), "--overwrite"]) == 0
-    np.testing.assert_allclose(zarr.open_group(str(out), mode="r")["Z"][:], Zs[:5], atol=1e-12)
+    np.testing.assert_allclose(read_embeddings(out), Zs[:5], atol=1e-12)
     assert "5 documents x 2 components" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("fitted", ["tfidf"], indirect=True)  # the vectoriser is tested above
-def test_cli_predict_writes_label_sets_and_scores(fitted):
+def test_cli_predict_writes_label_sets_and_scores(fitted, capsys):
     tmp, records, store, model_dir = fitted
     texts = tmp / "docs.txt"
     texts.write_text("\n".join(r["text"] for r in records[45:]) + "\n")
     out = tmp / "labels.jsonl"
     assert main(["predict", str(model_dir), str(texts), "--out", str(out), "--overwrite",
                  "--workers", "1"]) == 0
+    assert "holds no saved classifier: fitting ridge" in capsys.readouterr().err
     got = [json.loads(line) for line in out.read_text().splitlines()]
     # the reference: the same classifier fitted on the stored training embeddings
     st = dmlfe.open_store(store)
@@ -113,6 +115,38 @@ def test_cli_predict_writes_label_sets_and_scores(fitted):
     assert [g["id"] for g in got] == [str(i) for i in range(15)]
     assert [g["labels"] for g in got] == [[names[j] for j in np.flatnonzero(p)] for p in P]
     np.testing.assert_allclose([[g["scores"][n] for n in names] for g in got], S, atol=1e-12)
+
+
+@pytest.mark.parametrize("fitted", ["tfidf"], indirect=True)
+def test_cli_predict_uses_the_classifier_saved_by_fit(fitted, capsys, monkeypatch):
+    tmp, records, store, _ = fitted
+    model_dir = tmp / "model-mlknn"
+    assert main(["fit", str(store), "--method", "mvmd", "--dim", "2", "--split", "train",
+                 "--out", str(model_dir), "--classifier", "mlknn", "--workers", "1",
+                 "--overwrite"]) == 0
+    assert "classifier: mlknn" in capsys.readouterr().out
+    texts = [r["text"] for r in records[45:]]
+    (tmp / "new.txt").write_text("\n".join(texts) + "\n")
+    out = tmp / "mlknn.jsonl"
+
+    def no_cluster(*a, **k):
+        raise AssertionError("predict with a saved classifier started a cluster")
+
+    monkeypatch.setattr("dmlfe.cli.client_from_args", no_cluster)
+    assert main(["predict", str(model_dir), str(tmp / "new.txt"), "--out", str(out)]) == 0
+    assert "no saved classifier" not in capsys.readouterr().err
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    # the reference: ML-kNN fitted here, in memory, on the stored training embeddings
+    model = dmlfe.load_model(model_dir)
+    train = dmlfe.open_store(store).subset("train")
+    clf = dmlfe.MLkNN().fit(np.asarray(model.transform(train.X).compute()),
+                            train.Y.compute())
+    pipe = dmlfe.text_pipeline(model, clf)
+    P, S = np.asarray(pipe.predict(texts)), np.asarray(pipe.predict_proba(texts))
+    names = list(train.label_names)
+    assert [g["labels"] for g in got] == [[names[j] for j in np.flatnonzero(p)] for p in P]
+    np.testing.assert_allclose([[g["scores"][n] for n in names] for g in got], S, rtol=0,
+                               atol=1e-12)
 
 
 def test_stores_without_a_vectoriser_are_refused(tmp_path):

@@ -45,10 +45,12 @@ TINY = {
                 {"name": "mvmd", "beta": 0.5, "t": 0.99}],
     "classifiers": ["ridge"],
     "metrics": ["hamming_loss", "example_f1", "micro_f1"],
+    "d_curve": [2, 4],
 }
-# per data set: none 1 classify; pca fit + transform + 2 classify; mddm_p and mvmd 3 each;
-# ingest on both; the stratified split on the second
-N_STAGES = 2 * (1 + 1 + 4 + 3 + 3) + 1
+# per data set: none 1 classify; pca fit + transform + 2 classify + 2 d-curve classify;
+# mddm_p and mvmd fit + transform + 1 classify + 2 d-curve classify each; ingest on both;
+# the stratified split on the second
+N_STAGES = 2 * (1 + 1 + 6 + 5 + 5) + 1
 
 
 def _write(tmp: Path, cfg: dict, name: str = "p.yaml") -> Path:
@@ -88,10 +90,28 @@ def test_complete_report(first_run):
     chosen = {(c["dataset"], c["method"]): c for c in rep["chosen"]}
     assert chosen[("syn3", "pca")]["selected_on"] == "validation"
     assert chosen[("syn", "pca")]["selected_on"] == "test"
-    pca3 = [r for r in rep["results"] if r["dataset"] == "syn3" and r["method"] == "pca"]
+    pca3 = [r for r in rep["results"] if r["dataset"] == "syn3" and r["method"] == "pca"
+            and not r["curve"]]
     best = max(pca3, key=lambda r: r["metrics"]["validation"]["micro_f1"])
     assert chosen[("syn3", "pca")]["d"] == best["d"]
     assert {r["d"] for r in pca3} == {5, 10}
+    # metric versus d for every reduction, not only the one with a d grid: the d-curve
+    # points (d = 2, 4) beside each method's own d, on the roles of the data set
+    fitted_d = {(f["dataset"], f["method"]): f["n_components"] for f in rep["fits"]}
+    for ds, roles in (("syn", {"test"}), ("syn3", {"validation", "test"})):
+        curves = rep["curves"][ds]
+        assert set(curves) == {"pca", "mddm_p", "mvmd"}
+        for method, by_role in curves.items():
+            assert set(by_role) == roles
+            ds_seen = [d for d, _ in by_role["test"]]
+            own = {5, 10} if method == "pca" else {fitted_d[(ds, method)]}
+            assert set(ds_seen) == {min(2, max(own)), min(4, max(own))} | own, (ds, method)
+            assert all(0.0 <= v <= 1.0 for _, v in by_role["test"])
+        # the curve's point at the method's own d is the table's test figure
+        for method in ("mddm_p", "mvmd"):
+            pts = dict(curves[method]["test"])
+            row = rep["tables"]["ridge"]["micro_f1"][ds]
+            assert pts[fitted_d[(ds, method)]] == row[method]
     # thirds of 600 documents
     assert sum(rep["splits"]["syn3"]["counts"].values()) == 600
     assert all(190 <= v <= 210 for v in rep["splits"]["syn3"]["counts"].values())
@@ -106,7 +126,8 @@ def test_complete_report(first_run):
     for word in ("syn3", "mvmd", "avg rank", "Friedman", "CD ="):
         assert word in md
     pngs = sorted(p.name for p in rep_dir.glob("*.png"))
-    for prefix in ("spectrum-syn", "spectrum-syn3", "metric-vs-d-syn3", "methods-syn",
+    for prefix in ("spectrum-syn", "spectrum-syn3", "metric-vs-d-syn", "metric-vs-d-syn3",
+                   "methods-syn",
                    "ranks-ridge-micro_f1"):
         assert f"{prefix}.png" in pngs
     for p in rep_dir.glob("*.png"):
@@ -145,8 +166,9 @@ def test_changed_parameter_reruns_dependants_only(first_run, tmp_path, cluster_c
     assert "report:" in out and "12 ran" not in out
     rep = json.loads((work / "report" / "report.json").read_text())
     ran = [s for s in rep["stages"] if s["status"] == "ran"]
-    # mvmd's fit, transform and classify on each of the two data sets
-    assert sorted(s["kind"] for s in ran) == sorted(["fit", "transform", "classify"] * 2)
+    # mvmd's fit, transform, classify and two d-curve classify on each of the two data sets
+    assert sorted(s["kind"] for s in ran) == sorted((["fit", "transform"] + ["classify"] * 3)
+                                                    * 2)
     assert all(" mvmd " in s["label"] and "beta=0.25" in s["label"] for s in ran)
     assert re.search(rf"stage +1/{N_STAGES} ingest +syn: cached", err), err
     assert re.search(rf"stage +{N_STAGES}/{N_STAGES} classify .*mvmd.*: ran in", err), err
@@ -210,6 +232,33 @@ def test_config_errors_name_file_and_key(tmp_path, edit, key):
         load_config(path)
     msg = str(info.value)
     assert str(path) in msg and f": {key}:" in msg, msg
+
+
+def test_method_bars_start_at_zero_with_value_labels_and_spread():
+    from dmlfe.pipeline.plots import _plt, method_bars_figure
+
+    values = {"micro_f1": {"pca": 0.81234, "mvmd": 0.81244},  # a 1e-4 difference
+              "hamming_loss": {"pca": 0.031, "mvmd": 0.029}}
+    fig = method_bars_figure(values, "t", {"hamming_loss": True},
+                             spread={"micro_f1": {"pca": 0.01, "mvmd": 0.02}})
+    try:
+        for ax, metric in zip(fig.axes, values, strict=True):
+            lo, hi = ax.get_ylim()
+            top = max(values[metric].values())
+            assert lo == 0.0 and hi >= top
+            # bars from 0: a 1e-4 difference stays a small fraction of the axis
+            heights = [p.get_height() for p in ax.patches]
+            assert abs(heights[0] - heights[1]) / (hi - lo) < 0.1
+            assert [t.get_text() for t in ax.texts] == [f"{v:.4f}"
+                                                        for v in values[metric].values()]
+        assert fig.axes[0].get_ylim()[1] >= 0.81244 + 0.02  # room for the error bar
+        from matplotlib.container import ErrorbarContainer
+
+        errorbars = [any(isinstance(c, ErrorbarContainer) for c in ax.containers)
+                     for ax in fig.axes]
+        assert errorbars == [True, False]  # a spread only where one is given
+    finally:
+        _plt().close(fig)
 
 
 def test_shipped_pipelines_validate():

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 import zarr
 from conftest import sparse_dask
 
-from dmlfe.projection import project, write_embeddings
+from dmlfe.projection import project, read_embeddings, write_embeddings
 
 
 def setup_data(n: int = 101, D: int = 17, d: int = 3, seed: int = 0):
@@ -76,12 +76,15 @@ def test_shape_mismatch_is_reported():
 def test_write_zarr_and_read_back(tmp_path):
     X, P, mean, ids = setup_data()
     Z = project(sparse_dask(X, 30), P, mean)
-    out = write_embeddings(Z, tmp_path / "emb.zarr", ids=ids, attrs={"method": "pca"})
+    out = write_embeddings(Z, tmp_path / "emb.zarr", ids=ids, attrs={"role": "test"},
+                           method="pca")
     g = zarr.open_group(str(out), mode="r")
-    assert_close(g["Z"][:], (X.toarray() - mean) @ P)
-    assert g["Z"].chunks == (30, 3)
-    assert g["ids"][:].tolist() == ids.tolist()
-    assert g.attrs["n"] == 101 and g.attrs["d"] == 3 and g.attrs["method"] == "pca"
+    assert_close(read_embeddings(out), (X.toarray() - mean) @ P)
+    assert_close(read_embeddings(out, 2), ((X.toarray() - mean) @ P)[:, :2])
+    assert g["obsm/X_pca"].chunks == (30, 3)
+    assert g["obs/_index"][:].tolist() == ids.tolist()
+    meta = g.attrs["dmlfe"]
+    assert meta["n"] == 101 and meta["d"] == 3 and meta["role"] == "test"
     assert [p.name for p in tmp_path.iterdir()] == ["emb.zarr"]  # no temporary left
     with pytest.raises(FileExistsError, match="overwrite=True"):
         write_embeddings(Z, out)
@@ -89,8 +92,9 @@ def test_write_zarr_and_read_back(tmp_path):
     Z2 = project(sparse_dask(X, 30), P).rechunk({0: (40, 11, 50)})
     write_embeddings(Z2, out, ids=da.from_array(ids, chunks=25), overwrite=True)
     g = zarr.open_group(str(out), mode="r")
-    assert_close(g["Z"][:], X.toarray() @ P)
-    assert g["ids"][:].tolist() == ids.tolist()
+    assert_close(read_embeddings(out), X.toarray() @ P)
+    assert "X_embedding" in g["obsm"]  # no method named
+    assert g["obs/_index"][:].tolist() == ids.tolist()
     assert [p.name for p in tmp_path.iterdir()] == ["emb.zarr"]
 
 
@@ -118,7 +122,7 @@ def test_workers_write_their_chunks(cluster_client, tmp_path):
     ref = (X.toarray() - mean) @ P
     Z = project(sparse_dask(X, 40), P, mean)
     out = write_embeddings(Z, tmp_path / "c.zarr", ids=ids, client=cluster_client)
-    assert_close(zarr.open_group(str(out), mode="r")["Z"][:], ref)
+    assert_close(read_embeddings(out), ref)
     outp = write_embeddings(
         Z,
         tmp_path / "c.parquet",

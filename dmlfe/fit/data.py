@@ -36,7 +36,8 @@ class FitData:
     @property
     def shape(self) -> DataShape:
         q = int(self.Y.shape[1]) if self.Y.ndim == 2 else 1
-        return DataShape(int(self.X.shape[0]), int(self.X.shape[1]), q)
+        in_memory = self.store is None and not is_dask(self.X)
+        return DataShape(int(self.X.shape[0]), int(self.X.shape[1]), q, in_memory)
 
     def reblocked(self, max_rows: int) -> FitData:
         """The same data in row blocks of at most ``max_rows`` (stores only; arrays as they are)."""

@@ -14,7 +14,9 @@ Route (``route``; recorded as ``route_`` and ``route_reason_``):
   one pass for the n x n Gram X X^T, an n x n (or q x q) problem on the driver, one
   pass mapping the coefficients back to D-space components. Same eigenvalues and
   subspaces as the feature route at any D; needs n <= ``max_dual_samples``.
-* ``"auto"``: the feature route when D <= ``max_dense_features`` or the method has the
+* ``"auto"``: the dual route for in-memory X (scipy.sparse/ndarray) with n <= D/2 and
+  ``solver="auto"`` (medical, 333 x 1,449: a 333 x 333 problem instead of 1,449 x 1,449);
+  the feature route when D <= ``max_dense_features`` or the method has the
   low-rank path (MDDMp, PLS: any D); otherwise the dual route when
   n <= ``max_dual_samples``; otherwise the matrix-free feature route for methods with
   an operator form (PCA, LSI, MVMD), and the relation route for the rest when p fits
@@ -52,11 +54,16 @@ RELATION_RATIO = 2
 
 @dataclass(frozen=True)
 class DataShape:
-    """What a plan needs to know about the training data: its sizes."""
+    """What a plan needs to know about the training data: its sizes and where it is.
+
+    ``in_memory``: X is a scipy.sparse matrix or ndarray (not a store or dask array), so
+    an extra pass over it costs no I/O.
+    """
 
     n_samples: int
     n_features: int
     n_labels: int
+    in_memory: bool = False
 
 
 @dataclass(frozen=True)
@@ -192,6 +199,13 @@ def choose_route(spec: MethodSpec, route: str, solver: str, shape: DataShape, p:
                            "which works at any D")
     if not (spec.needs_xtx or spec.needs_weighted_xtx):
         return "feature", f"{name} needs no D x D scatter"
+    if (shape.in_memory and solver == "auto" and _dual_ok(spec) and 2 * n <= D
+            and n <= limits.max_dual_samples):
+        # the second pass of the dual route (the map-back) is free in memory, and an
+        # n x n eigenproblem is (D/n)^3 times cheaper than the D x D one
+        return "dual", (f"in-memory X with n = {n} <= D/2 = {D // 2} and n <= "
+                        f"max_dual_samples = {limits.max_dual_samples}: exact solve in the "
+                        "n-dimensional row space of X, smaller than the D x D problem")
     if D <= limit:
         return "feature", f"D = {D} <= max_dense_features = {limit}: the dense D x D route fits"
     if solver in ("randomized", "lanczos"):

@@ -59,7 +59,7 @@ import scipy.sparse as sp
 from dask import delayed
 
 from dmlfe._version import __version__
-from dmlfe.compute import compute_one, row_block_list, to_float_block, tree_reduce
+from dmlfe.compute import compute_one, is_dask, row_block_list, to_float_block, tree_reduce
 from dmlfe.errors import InputError, MissingExtraError
 from dmlfe.relation.kernels import DEFAULT_EQ9_TAU, row_sq_norms, sq_distances
 from dmlfe.relation.prototypes import gather_rows
@@ -263,6 +263,10 @@ def exact_neighbours(X: Any, k: int, rows: np.ndarray | None = None, *, client: 
     Returns (squared distances (m, k), indices (m, k), ||x_i||^2 of all n rows or None
     when ``rows`` is given); m = n, or len(rows) in the order given.
     """
+    if rows is None and not is_dask(X):
+        # in memory X is one block: the block functions run here, without a dask graph
+        d, i = _pair_candidates(X, X, np.arange(X.shape[0], dtype=np.int64), 0, k)
+        return d, i, _norms(X)
     blocks, starts = row_block_list(X)
     nonempty = [b for b in range(len(blocks)) if starts[b + 1] > starts[b]]
     if rows is None:

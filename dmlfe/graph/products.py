@@ -26,7 +26,14 @@ import numpy as np
 import scipy.sparse as sp
 from dask import delayed
 
-from dmlfe.compute import BlockFn, compute_one, row_block_list, to_float_block, tree_reduce
+from dmlfe.compute import (
+    BlockFn,
+    compute_one,
+    is_dask,
+    row_block_list,
+    to_float_block,
+    tree_reduce,
+)
 
 
 @dataclass
@@ -168,9 +175,17 @@ def graph_products(X: Any, operators: dict[str, PairOperator | None], *,
             slot(U)
             slot(V)
     F = np.hstack(factors) if factors else np.zeros((n, 0))
+    if not is_dask(X):
+        # in memory X is one block: the block functions run here, without a dask graph
+        xb = _mapped(X, block_fn)
+        parts = {k: S for k, S in _sparse_parts(ops).items() if S.nnz}
+        total = _own(xb, F)
+        if parts:
+            total = _add(total, _pair(xb, xb, parts))
+        return _assemble(total, ops, slots, extra)
     raw, starts = row_block_list(X)
     blocks = [delayed(_mapped, pure=True)(xb, block_fn) for xb in raw]
-    sparse = {k: sp.csr_matrix(op.sparse) for k, op in ops.items() if op.sparse is not None}
+    sparse = _sparse_parts(ops)
     tasks = []
     for b, xb in enumerate(blocks):
         lo, hi = starts[b], starts[b + 1]
@@ -184,6 +199,18 @@ def graph_products(X: Any, operators: dict[str, PairOperator | None], *,
                 tasks.append(delayed(_pair, pure=True)(xb, xc, parts))
     total = compute_one(tree_reduce(tasks, _add), client=client, progress=progress,
                         desc="graph products")
+    return _assemble(total, ops, slots, extra)
+
+
+def _sparse_parts(ops: dict[str, PairOperator]) -> dict[str, sp.csr_matrix]:
+    """The sparse part of each operator (CSR), for the pair products."""
+    return {k: sp.csr_matrix(op.sparse) for k, op in ops.items() if op.sparse is not None}
+
+
+def _assemble(total: dict[str, Any], ops: dict[str, PairOperator],
+              slots: dict[int, tuple[int, int]], extra: dict[str, tuple[int, int]]
+              ) -> dict[str, Any]:
+    """The reduced partials -> X^T A X per operator (adding the low-rank parts), n, sum_x."""
     xtf = total["xtf"]
     out: dict[str, Any] = {"n": int(total["n"]), "sum_x": total["sum_x"]}
     for name, op in ops.items():

@@ -24,6 +24,8 @@ A pipeline file::
     classifiers: [ridge]                # ridge, mlknn, br, flda, ppml (with their parameters)
     metrics: [hamming_loss, micro_f1]   # shown in the report (all are computed)
     select: {metric: micro_f1}          # picks a method's setting on the validation split
+    d_curve: [2, 5, 10, 20, 50]         # metric-vs-d points of every reduction (the
+                                        # default; first classifier; [] = none)
 
 Every error names the file and the key path (``methods[2].beta``) and says what
 is accepted.
@@ -71,7 +73,11 @@ CLASSIFIERS: dict[str, tuple[str, dict[str, Any]]] = {
 _RESERVED = {"n_components", "client", "split", "progress", "cache", "variant"}
 
 _TOP_KEYS = {"name", "work_dir", "data_dir", "datasets", "defaults", "methods", "classifiers",
-             "metrics", "select", "description"}
+             "metrics", "select", "description", "d_curve"}
+
+#: d values at which every reduction is also scored (first classifier) for the
+#: metric-vs-d plot, when the pipeline file gives no ``d_curve``.
+DEFAULT_D_CURVE = (2, 5, 10, 20, 50)
 _DATASET_KEYS = {"name", "format", "source", "options", "chunk_rows", "store", "split"}
 _PATH_OPTIONS = ("labels",)
 
@@ -155,6 +161,9 @@ class PipelineConfig:
     classifiers: list[ClassifierSpec]
     metrics: list[str]
     select_metric: str
+    #: the metric-vs-d points of every reduction: its embeddings (fitted once) truncated
+    #: to each d and classified with the first classifier; not used to choose settings
+    d_curve: list[int] = field(default_factory=lambda: list(DEFAULT_D_CURVE))
 
 
 # --------------------------------------------------------------------------- helpers
@@ -404,9 +413,14 @@ def parse_config(raw: Any, path: str | os.PathLike[str] = "<pipeline>") -> Pipel
     work_dir = raw.get("work_dir")
     if work_dir is not None and not isinstance(work_dir, str):
         raise _err(path, "work_dir", f"must be a path, got {work_dir!r}")
+    curve = raw.get("d_curve", list(DEFAULT_D_CURVE))
+    if not isinstance(curve, list):
+        raise _err(path, "d_curve", f"needs a list of integers d (or []), got {curve!r}")
+    d_curve = sorted({int(_n_components(path, f"d_curve[{i}]", d, numbers.Integral))
+                      for i, d in enumerate(curve)})
     return PipelineConfig(name=name, path=path, raw=raw, work_dir=work_dir, data_dir=data_dir,
                           datasets=datasets, methods=methods, classifiers=classifiers,
-                          metrics=list(metrics), select_metric=select_metric)
+                          metrics=list(metrics), select_metric=select_metric, d_curve=d_curve)
 
 
 def load_config(path: str | os.PathLike[str]) -> PipelineConfig:

@@ -97,34 +97,59 @@ def metric_vs_d(series: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]],
     return _save(fig, out)
 
 
-def method_bars(values: Mapping[str, Mapping[str, float]], title: str, out: Path,
-                lower_is_better: Mapping[str, bool] | None = None) -> Path:
-    """``values[metric][method]``: one panel per metric, one bar per method."""
+def method_bars_figure(values: Mapping[str, Mapping[str, float]], title: str,
+                       lower_is_better: Mapping[str, bool] | None = None,
+                       spread: Mapping[str, Mapping[str, float]] | None = None) -> Any:
+    """The figure of :func:`method_bars` (not saved; for inspection and tests).
+
+    Bars start at 0 (every metric here is non-negative), so that a difference of 1e-4
+    looks like one; each bar carries its value, and ``spread[metric][method]`` (a
+    standard deviation over folds or seeds, where there is one) is drawn as an error bar.
+    """
     plt = _plt()
     metrics = list(values)
     n = len(metrics)
     cols = min(n, 3)
     rows = int(np.ceil(n / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.2 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.4 * rows), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, metric in zip(axes.ravel(), metrics, strict=False):
         methods = list(values[metric])
-        v = [values[metric][m] for m in methods]
-        ax.bar(range(len(methods)), v, color=[colors[i % len(colors)] for i in range(len(v))])
+        v = np.array([values[metric][m] for m in methods], dtype=np.float64)
+        err = None
+        if spread and metric in spread:
+            err = np.array([spread[metric].get(m, np.nan) for m in methods], dtype=np.float64)
+        bars = ax.bar(range(len(methods)), v, yerr=err, capsize=3 if err is not None else 0,
+                      color=[colors[i % len(colors)] for i in range(len(v))])
+        ax.bar_label(bars, labels=[_value_label(x) for x in v], fontsize=7, padding=2)
         ax.set_xticks(range(len(methods)), methods, rotation=45, ha="right", fontsize=8)
         low = (lower_is_better or {}).get(metric)
         ax.set_title(metric + (" (lower is better)" if low else ""), fontsize=10)
-        finite = [x for x in v if np.isfinite(x)]
-        if finite:
-            lo, hi = min(finite), max(finite)
-            pad = (hi - lo) * 0.15 or abs(hi) * 0.05 or 0.05
-            ax.set_ylim(max(0.0, lo - pad) if lo >= 0 else lo - pad, hi + pad)
+        finite = v[np.isfinite(v)]
+        if finite.size:
+            top = float(finite.max() + (np.nanmax(err) if err is not None and
+                                        np.isfinite(err).any() else 0.0))
+            lo = min(0.0, float(finite.min()))
+            # room above the tallest bar for its value label
+            ax.set_ylim(lo, top * 1.15 if top > 0 else 1.0)
         ax.grid(axis="y", alpha=0.3)
     for ax in axes.ravel()[n:]:
         ax.axis("off")
     fig.suptitle(title)
     fig.tight_layout()
-    return _save(fig, out)
+    return fig
+
+
+def _value_label(x: float) -> str:
+    return f"{x:.4f}" if np.isfinite(x) else str(x)
+
+
+def method_bars(values: Mapping[str, Mapping[str, float]], title: str, out: Path,
+                lower_is_better: Mapping[str, bool] | None = None,
+                spread: Mapping[str, Mapping[str, float]] | None = None) -> Path:
+    """``values[metric][method]``: one panel per metric, one bar per method, saved to ``out``
+    (see :func:`method_bars_figure`)."""
+    return _save(method_bars_figure(values, title, lower_is_better, spread), out)
 
 
 def cd_diagram(avg_ranks: Mapping[str, float], cd: float | None, title: str, out: Path) -> Path:

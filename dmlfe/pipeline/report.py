@@ -68,16 +68,21 @@ def collect(done: list[tuple[Any, Any, dict[str, Any]]]) -> dict[str, Any]:
                 "estimator": meta["method"], "params": meta["params"],
                 "d_requested": meta["d"], "d": rec["d"], "classifier": meta["classifier"],
                 "fit_key": meta["fit_key"], "metrics": rec["metrics"],
-                "seconds": rec["seconds"],
+                "seconds": rec["seconds"], "curve": bool(meta.get("curve", False)),
             })
     return out
 
 
 def choose(results: list[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
-    """The chosen setting of each (data set, method, classifier); see the module docstring."""
+    """The chosen setting of each (data set, method, classifier); see the module docstring.
+
+    The d-curve points (``curve``) only draw the metric-vs-d plot: they are not settings.
+    """
     lower = METRICS[metric]
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in results:
+        if r.get("curve"):
+            continue
         groups[(r["dataset"], r["method"], r["classifier"])].append(r)
     chosen = []
     for (_ds, _m, _c), rs in groups.items():
@@ -139,6 +144,8 @@ def write_report(cfg: PipelineConfig, done: list[tuple[Any, Any, dict[str, Any]]
         return p.name
 
     figures: dict[str, Any] = {"spectrum": {}, "metric_vs_d": {}, "methods": {}, "ranks": {}}
+    # curves[data set][method][role] = [(d, select metric), ...]: what metric-vs-d draws
+    curves: dict[str, Any] = {}
     for ds in datasets:
         keys = []
         for r in chosen:
@@ -152,7 +159,8 @@ def write_report(cfg: PipelineConfig, done: list[tuple[Any, Any, dict[str, Any]]
             figures["spectrum"][ds] = rel(plots.spectrum(
                 fits, f"{ds}: eigenvalue spectra (d kept marked)",
                 out_dir / f"spectrum-{_slug(ds)}.png"))
-        # metric versus d: methods with more than one d on this data set
+        # metric versus d: every reduction with more than one d on this data set (its d
+        # grid and the d-curve points, cfg.d_curve)
         series: dict[str, dict[str, list[tuple[int, float]]]] = {}
         for m in methods:
             rs = [r for r in col["results"] if r["dataset"] == ds and r["method"] == m
@@ -171,6 +179,7 @@ def write_report(cfg: PipelineConfig, done: list[tuple[Any, Any, dict[str, Any]]
                 if best:
                     series.setdefault(m, {})[role] = sorted(best.items())
         if series:
+            curves[ds] = series
             figures["metric_vs_d"][ds] = rel(plots.metric_vs_d(
                 series, cfg.select_metric, f"{ds}: {cfg.select_metric} versus d "
                 f"({classifiers[0]})", out_dir / f"metric-vs-d-{_slug(ds)}.png"))
@@ -199,7 +208,8 @@ def write_report(cfg: PipelineConfig, done: list[tuple[Any, Any, dict[str, Any]]
         "select_metric": cfg.select_metric, "metrics_shown": cfg.metrics,
         "datasets": col["datasets"], "splits": col["splits"],
         "fits": list(col["fits"].values()), "results": col["results"], "chosen": chosen,
-        "tables": tables, "ranks": ranks, "figures": figures, "stages": stages,
+        "tables": tables, "ranks": ranks, "figures": figures, "curves": curves,
+        "stages": stages,
     }
     write_json_atomic(out_dir / "report.json", report)
     md = _markdown(cfg, report, datasets, methods, classifiers)
@@ -279,6 +289,8 @@ def _markdown(cfg: PipelineConfig, rep: dict[str, Any], datasets: list[str],
         L += ["## Every setting", "", f"| data set | method | classifier | setting | "
               f"{sel} (validation) | {sel} (test) |", "|---|---|---|---|---:|---:|"]
         for r in rep["results"]:
+            if r.get("curve"):
+                continue  # drawn in the metric-vs-d plot
             val = r["metrics"].get("validation", {}).get(sel)
             L.append(f"| {r['dataset']} | {r['method']} | {r['classifier']} | {_setting(r)} | "
                      f"{_fmt(val)} | {_fmt(r['metrics']['test'].get(sel))} |")

@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-import zarr
 
 from dmlfe.estimators import make_estimator
 from dmlfe.evaluation import classifiers as mod
@@ -45,7 +44,7 @@ from dmlfe.pipeline.config import (
 )
 from dmlfe.pipeline.report import write_report
 from dmlfe.pipeline.splits import split_roles
-from dmlfe.projection import write_embeddings
+from dmlfe.projection import embedding_obs, read_embeddings, write_embeddings
 from dmlfe.store import open_store
 
 
@@ -197,19 +196,27 @@ class PipelineRun:
                 stages.append(Stage("fit", fit_key, f"{ds.name} {m.label} ({text})",
                                     lambda d, ds=ds, m=m, s=s: self._fit(ds, m.method, s.params, d),
                                     dict(base)))
-                tr_key = stage_key("transform", {"roles": ds.split.role_names}, [fit_key])
+                tr_key = stage_key("transform", {"roles": ds.split.role_names,
+                                                    "layout": "anndata"}, [fit_key])
                 stages.append(Stage("transform", tr_key, f"{ds.name} {m.label} ({text})",
                                     lambda d, ds=ds, k=fit_key: self._transform(ds, k, d),
                                     {**base, "fit_key": fit_key}))
-                for dd in (s.d_grid or [None]):
-                    for c in self.cfg.classifiers:
+                grid = s.d_grid or [None]
+                # the metric-vs-d points: the same embeddings truncated, first classifier only
+                curve = [dd for dd in self.cfg.d_curve if dd not in grid]
+                for dd, clfs, is_curve in ([(dd, self.cfg.classifiers, False) for dd in grid]
+                                           + [(dd, self.cfg.classifiers[:1], True)
+                                              for dd in curve]):
+                    for c in clfs:
                         conf = {"classifier": [c.name, c.params], "d": dd}
                         key = stage_key("classify", conf, [tr_key])
                         stages.append(Stage(
                             "classify", key,
-                            f"{ds.name} {m.label} ({_setting_text(s.params, dd)}) {c.label}",
+                            f"{ds.name} {m.label} ({_setting_text(s.params, dd)}) {c.label}"
+                            + (" [d curve]" if is_curve else ""),
                             lambda d, ds=ds, c=c, k=tr_key, dd=dd: self._classify(ds, c, k, dd, d),
-                            {**base, "d": dd, "classifier": c.label, "fit_key": fit_key}))
+                            {**base, "d": dd, "classifier": c.label, "fit_key": fit_key,
+                             "curve": is_curve}))
         return stages
 
     # ------------------------------------------------------------------ data
@@ -292,14 +299,13 @@ class PipelineRun:
         for role, view in self.views(ds).items():
             Z = model.transform(view.X)
             write_embeddings(Z, d / f"{role}.zarr", ids=view.ids, client=self.client,
-                             overwrite=True, attrs={"role": role, "dataset": ds.name})
+                             overwrite=True, attrs={"role": role, "dataset": ds.name},
+                             **embedding_obs(model, view))
             roles[role] = {"path": f"{role}.zarr", "n": int(Z.shape[0]), "d": int(Z.shape[1])}
         return {"roles": roles}
 
     def _embeddings(self, tr_key: str, role: str, d: int | None) -> np.ndarray:
-        g = zarr.open_group(str(self.cache.dir("transform", tr_key) / f"{role}.zarr"), mode="r")
-        Z = g["Z"]
-        return np.asarray(Z[:, : (d if d is not None else Z.shape[1])], dtype=np.float64)
+        return read_embeddings(self.cache.dir("transform", tr_key) / f"{role}.zarr", d)
 
     def _classify(self, ds: DatasetSpec, c: ClassifierSpec, tr_key: str | None, d: int | None,
                   out: Path) -> dict[str, Any]:

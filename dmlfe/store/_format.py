@@ -48,6 +48,20 @@ ENC = {"encoding-version": "0.2.0"}
 DICT_ENC = {"encoding-type": "dict", "encoding-version": "0.1.0"}
 STRING_ENC = {"encoding-type": "string-array", "encoding-version": "0.2.0"}
 ARRAY_ENC = {"encoding-type": "array", "encoding-version": "0.2.0"}
+ANNDATA_ENC = {"encoding-type": "anndata", "encoding-version": "0.1.0"}
+CSR_ENC = {"encoding-type": "csr_matrix", "encoding-version": "0.1.0"}
+CATEGORICAL_ENC = {"encoding-type": "categorical", "encoding-version": "0.2.0", "ordered": False}
+#: A 0-d string in ``uns`` (anndata's scalar encodings).
+STRING_SCALAR_ENC = {"encoding-type": "string", "encoding-version": "0.2.0"}
+NUMERIC_SCALAR_ENC = {"encoding-type": "numeric-scalar", "encoding-version": "0.2.0"}
+#: The groups an AnnData has even when empty.
+EMPTY_GROUPS = ("layers", "obsp", "varm", "varp")
+
+
+def dataframe_attrs(columns: Sequence[str]) -> dict:
+    """Attributes of an anndata ``dataframe`` group (``obs``/``var``) indexed by ``_index``."""
+    return {"_index": "_index", "column-order": list(columns), "encoding-type": "dataframe",
+            "encoding-version": "0.2.0"}
 
 
 def compressor() -> ZstdCodec:

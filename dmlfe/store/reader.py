@@ -310,6 +310,12 @@ class Store:
         cats = self._meta.get("split_categories")
         return None if cats is None else tuple(cats)
 
+    @property
+    def split_categories(self) -> list[str] | None:
+        """The split's categories in the store's order (None when it has no split)."""
+        cats = self._categories
+        return None if cats is None else list(cats)
+
     # ------------------------------------------------------------------ dask arrays
     @cached_property
     def X(self) -> da.Array:

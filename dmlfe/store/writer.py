@@ -363,9 +363,7 @@ class StoreWriter:
 
         root = str(self.tmp_path)
         cr = self.chunk_rows
-        group = zarr.create_group(store=root, zarr_format=3,
-                                  attributes={"encoding-type": "anndata",
-                                              "encoding-version": "0.1.0"})
+        group = zarr.create_group(store=root, zarr_format=3, attributes=F.ANNDATA_ENC)
         n, nnz, q = plan.n, plan.nnz, len(plan.label_names)
         idx_dtype = F.index_dtype(plan.n_features)
         elem_chunk = F.ELEM_CHUNK
@@ -375,22 +373,17 @@ class StoreWriter:
             return g.create_array(name, shape=shape, chunks=chunks, dtype=dtype,
                                   compressors=comp, shards=None, attributes=attributes or {})
 
-        gx = group.create_group("X", attributes={
-            "encoding-type": "csr_matrix", "encoding-version": "0.1.0",
-            "shape": [n, plan.n_features]})
+        gx = group.create_group("X", attributes={**F.CSR_ENC, "shape": [n, plan.n_features]})
         arr(gx, "data", (nnz,), (elem_chunk,), np.float64)
         arr(gx, "indices", (nnz,), (elem_chunk,), idx_dtype)
         arr(gx, "indptr", (n + 1,), (cr,), np.int64)
 
         columns = (["split"] if plan.categories is not None else []) + plan.meta_keys
-        gobs = group.create_group("obs", attributes={
-            "_index": "_index", "column-order": columns, "encoding-type": "dataframe",
-            "encoding-version": "0.2.0"})
+        gobs = group.create_group("obs", attributes=F.dataframe_attrs(columns))
         arr(gobs, "_index", (n,), (cr,), str, F.STRING_ENC)
         code_dtype = F.codes_dtype(len(plan.categories or []))
         if plan.categories is not None:
-            gsplit = gobs.create_group("split", attributes={
-                "encoding-type": "categorical", "encoding-version": "0.2.0", "ordered": False})
+            gsplit = gobs.create_group("split", attributes=F.CATEGORICAL_ENC)
             cats = arr(gsplit, "categories", (len(plan.categories),),
                        (max(1, len(plan.categories)),), str, F.STRING_ENC)
             if plan.categories:
@@ -426,7 +419,7 @@ class StoreWriter:
                 raise ValueError(f"idf has shape {idf.shape}; expected ({plan.n_features},)")
             chunk = max(1, min(F.VAR_CHUNK, plan.n_features))
             arr(guns, "idf", idf.shape, (chunk,), np.float64, F.ARRAY_ENC)[:] = idf
-        for empty in ("layers", "obsp", "varm", "varp"):
+        for empty in F.EMPTY_GROUPS:
             group.create_group(empty, attributes=F.DICT_ENC)
 
         # written last: a store without this marker is refused by open_store
@@ -462,9 +455,7 @@ def _check_target(out: Path, overwrite: bool) -> None:
 
 def _write_var(group, plan: _Plan, arr) -> None:
     """``var``: feature names, or the feature numbers for stores without names."""
-    gvar = group.create_group("var", attributes={
-        "_index": "_index", "column-order": [], "encoding-type": "dataframe",
-        "encoding-version": "0.2.0"})
+    gvar = group.create_group("var", attributes=F.dataframe_attrs([]))
     D = plan.n_features
     chunk = max(1, min(F.VAR_CHUNK, D))
     if plan.feature_names is not None:
