@@ -398,7 +398,7 @@ def test_cli_fit_ssmope_with_an_unlabelled_split(split_store, tmp_path, cluster_
     rc = main(["fit", str(path), "--method", "ssmope", "--split", "train,unlabelled",
                "--unlabelled-split", "unlabelled", "--unsupervised-weight", "0.3",
                "--scheme", "1", "--gamma", "0.5", "--n-neighbors", str(K), "--dim", "3",
-               "--out", str(out), "--scheduler", cluster_client.scheduler.address, "--quiet"])
+               "--out", str(out), "--scheduler", cluster_client.scheduler.address])
     assert rc == 0
     assert "(split train,unlabelled)" in capsys.readouterr().out
     model = load_model(out)

@@ -64,7 +64,6 @@ from dmlfe.errors import InputError, MissingExtraError
 from dmlfe.relation.kernels import DEFAULT_EQ9_TAU, row_sq_norms, sq_distances
 from dmlfe.relation.prototypes import gather_rows
 from dmlfe.stats.cache import _digest, stats_key
-from dmlfe.stats.outer import dense_outer
 from dmlfe.tempfiles import write_atomically
 
 #: Weight functions of the graph's edges.
@@ -216,11 +215,15 @@ def _pair_candidates(xb: Any, xc: Any, rows_b: np.ndarray, start_c: int,
     block c's rows (a row is not its own neighbour)."""
     xb, xc = _sorted_csr(xb), _sorted_csr(xc)
     nb_sq, nc_sq = row_sq_norms(xb), row_sq_norms(xc)
+    xct = sp.csr_matrix(xc.T)
     cols = start_c + np.arange(xc.shape[0], dtype=np.int64)
     outs_d, outs_i = [], []
     for s in range(0, xb.shape[0], SLICE_ROWS):
         piece = xb[s:s + SLICE_ROWS]
-        G = dense_outer(piece, xc)
+        # scipy's product, not stats.outer.dense_outer: each entry is summed in column
+        # order whatever the blocks, so the graph is identical across chunkings (BLAS
+        # sums in an order that depends on the shapes)
+        G = (piece @ xct).toarray()
         d2 = sq_distances(G, nb_sq[s:s + SLICE_ROWS], nc_sq)
         r = np.arange(piece.shape[0])
         own = rows_b[s:s + SLICE_ROWS] - start_c
