@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import zarr
 
 from dmlfe.cli import main
+from dmlfe.projection import read_embeddings
 from dmlfe.store import open_store
 
 DASK = Path(sys.executable).parent / "dask"
@@ -97,8 +97,8 @@ def test_cli_on_a_scheduler_and_two_worker_processes(process_scheduler, cluster_
     ma, mb = load_model(on_procs["model"]), load_model(on_local["model"])
     np.testing.assert_allclose(ma.eigenvalues_, mb.eigenvalues_, rtol=1e-10)
     np.testing.assert_allclose(ma.components_, mb.components_, rtol=0, atol=1e-10)
-    za = zarr.open_group(str(on_procs["emb"]), mode="r")["Z"][:]
-    zb = zarr.open_group(str(on_local["emb"]), mode="r")["Z"][:]
+    za = read_embeddings(on_procs["emb"])
+    zb = read_embeddings(on_local["emb"])
     assert za.shape == (300, 4)
     np.testing.assert_allclose(za, zb, rtol=0, atol=1e-10)
     # and both are the projection of the store's rows, computed here in numpy

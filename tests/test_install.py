@@ -109,6 +109,6 @@ def test_installed_demo_command_runs_its_shipped_pipeline_at_a_small_size(site, 
     (tmp_path / "pipes").mkdir()
     (tmp_path / "pipes" / "demo.yaml").write_text(yaml.safe_dump(raw))
     work = tmp_path / "work"
-    res = _run([*_dmlfe(site), "demo", "--work-dir", str(work), "--workers", "1", "--quiet"],
+    res = _run([*_dmlfe(site), "demo", "--work-dir", str(work), "--workers", "1"],
                cwd=tmp_path, env=_env(site, DMLFE_PIPELINES=str(tmp_path / "pipes")))
     _check_report(work / "report", res.stdout)
