@@ -221,6 +221,9 @@ def test_shipped_pipelines_validate():
                                                 "mlda", "dmlda", "mvmd", "none"]
     mvmd = mulan.methods[7].settings[0].params
     assert mvmd == {"n_components": 0.999, "beta": 0.5}
+    sel = mulan.selection
+    assert [s.name for s in sel.selectors] == ["grroor", "chi2"] and sel.max_features == 50
+    assert (sel.classifier.name, sel.classifier.params) == ("mlknn", {"k": 10, "s": 1.0})
 
 
 # --------------------------------------------------------------------------- ranks
