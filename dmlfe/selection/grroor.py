@@ -355,11 +355,12 @@ class GRROOR(SelectorMixin, BaseEstimator):
     and the relative change decays like a power of the iteration count (on yeast
     it was still 2.4e-4 after 40 iterations, with |mean V| growing from 0.06 to 3.9
     over 200) instead of reaching ``tol``. With 1^T V = 0 the other blocks' steps
-    are the paper's, ||Y - V B||² differs from the fit of a
-    centred Y (HY) only by the constant n ||mean(Y)||², and the V step eq. 30 is solved
-    with its right-hand side centred (1 is the null vector of H + ηL, so the solution
-    stays centred). The objective then converges linearly (yeast: relative change
-    below 1e-6 after 18 iterations, the paper's "converges within a few iterations").
+    are the paper's, ||Y - V B||² differs from the fit of a centred Y (HY) only by the
+    constant n ||mean(Y)||², and the V step eq. 30 is solved with its right-hand side
+    centred (1 is the null vector of H + ηL, so the solution stays centred). The
+    objective then converges linearly (yeast: relative change below 1e-6 after 18
+    iterations; the paper reports convergence within 6 iterations on Image, under a
+    criterion it does not state).
     The ALM's θ is projected onto the simplex, and a θ step that would raise the
     objective (ALM stopped early) is not taken, so that the history never increases.
     Z is the cosine similarity of the 0/1 label columns.
