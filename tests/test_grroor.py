@@ -4,10 +4,13 @@ distributed passes on a real LocalCluster."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from conftest import data_path, sparse_dask
+from sklearn.exceptions import ConvergenceWarning
 
 from dmlfe import GRROOR
 from dmlfe.selection.grroor import alm_simplex_qp, gpi_stiefel, project_simplex
@@ -20,20 +23,54 @@ def _small(n=40, D=12, k=4, seed=0):
     return X, Y
 
 
-def test_objective_monotone_on_emotions():
+def _mulan(name, rows=None):
     from dmlfe.readers.arff import read_mulan
 
-    src = read_mulan(data_path("mulan", "emotions-train.arff"),
-                     data_path("mulan", "emotions.xml"))
+    src = read_mulan(data_path("mulan", f"{name}-train.arff"),
+                     data_path("mulan", f"{name}.xml"))
     bs = list(src.batches(1000))
-    X = np.vstack([b.X.toarray() if sp.issparse(b.X) else b.X for b in bs])
+    X = sp.vstack([sp.csr_matrix(b.X) for b in bs], format="csr")
     Y = np.vstack([b.Y for b in bs])
+    return (X, Y) if rows is None else (X[:rows], Y[:rows])
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # tol = 0
+def test_objective_monotone_on_emotions():
+    X, Y = _mulan("emotions")
+    X = X.toarray()
     g = GRROOR(n_features_to_select=10, max_iter=15, tol=0).fit(X, Y)
     h = np.asarray(g.objective_history_)
-    assert len(h) == 16
+    assert len(h) == 16 and g.n_iter_ == 15
     assert np.all(np.diff(h) <= 1e-10 * np.abs(h[:-1]))
     assert h[-1] < h[0]
     assert g.scores_.min() >= 0 and g.scores_.sum() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("name, rows", [("yeast", 600), ("medical", None)])
+def test_default_fit_converges_on_real_data(name, rows):
+    """With its defaults the fit stops on the objective's relative change (tol 1e-6),
+    well before max_iter, without a ConvergenceWarning, and the history never rises.
+    (medical: its 200 most frequent words, to keep the D x D steps small.)"""
+    X, Y = _mulan(name, rows)
+    if X.shape[1] > 200:
+        X = X[:, np.argsort(-X.getnnz(axis=0), kind="stable")[:200]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        g = GRROOR(n_features_to_select=20).fit(X, Y)
+    h = np.asarray(g.objective_history_)
+    assert g.converged_ and g.n_iter_ < g.max_iter
+    assert len(h) == g.n_iter_ + 1
+    assert abs(h[-2] - h[-1]) <= g.tol * abs(h[-1])
+    assert np.all(np.abs(np.diff(h[:-1])) > g.tol * np.abs(h[1:-1]))  # it stopped at once
+    assert np.all(np.diff(h) <= 1e-10 * np.abs(h[:-1]))
+    assert np.allclose(g.V_.mean(axis=0), 0.0, atol=1e-9 * np.abs(g.V_).max())
+
+
+def test_max_iter_warns_and_says_so():
+    X, Y = _small()
+    with pytest.warns(ConvergenceWarning, match=r"max_iter = 2 .*relative change"):
+        g = GRROOR(n_features_to_select=3, max_iter=2, tol=1e-15).fit(X, Y)
+    assert not g.converged_ and g.n_iter_ == 2 and len(g.objective_history_) == 3
 
 
 def test_stationarity_on_a_small_problem():
@@ -58,9 +95,11 @@ def test_stationarity_on_a_small_problem():
     rv, rU = np.linalg.eigh(1.0 - Yn.T @ Yn)
     R = (rU * np.maximum(rv, 0.01 * rv.max())) @ rU.T
     scale = np.abs(Yp).sum()
-    # V: eq. 29
+    # V: eq. 29 on the centred V (1^T V = 0, GRROOR's Notes): the gradient's projection
+    # onto centred matrices vanishes
+    assert np.abs(V.mean(axis=0)).max() < 1e-12 * np.abs(V).max()
     gV = H @ (V - Xc @ np.diag(th) @ W) + (V @ B - Yp) @ B.T + 0.1 * L @ V
-    assert np.abs(gV).max() < 1e-6 * scale
+    assert np.abs(H @ gV).max() < 1e-6 * scale
     # B: eq. 31
     gB = V.T @ (V @ B - Yp) + 0.5 * B @ R
     assert np.abs(gB).max() < 1e-6 * scale
@@ -112,7 +151,7 @@ def test_sub_solvers():
 
 def test_selection_and_transform():
     X, Y = _small(n=50, D=15)
-    g = GRROOR(n_features_to_select=4, max_iter=5).fit(sp.csr_matrix(X), Y)
+    g = GRROOR(n_features_to_select=4).fit(sp.csr_matrix(X), Y)
     idx = np.flatnonzero(g.get_support())
     assert len(idx) == 4
     assert set(idx) == set(g.ranking_[:4])
@@ -132,6 +171,7 @@ def test_refuses_above_the_limits():
         GRROOR(lambda_=-1.0).fit(X, Y)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 3 iterations
 def test_cluster_matches_memory(cluster_client):
     X, Y = _small(n=60, D=14, seed=3)
     X = X * (np.random.default_rng(0).uniform(size=X.shape) < 0.5)

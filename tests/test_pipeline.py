@@ -270,6 +270,9 @@ def test_shipped_pipelines_validate():
                                                 "mlda", "dmlda", "mvmd", "none"]
     mvmd = mulan.methods[7].settings[0].params
     assert mvmd == {"n_components": 0.999, "beta": 0.5}
+    sel = mulan.selection
+    assert [s.name for s in sel.selectors] == ["grroor", "chi2"] and sel.max_features == 50
+    assert (sel.classifier.name, sel.classifier.params) == ("mlknn", {"k": 10, "s": 1.0})
 
 
 # --------------------------------------------------------------------------- ranks
@@ -332,3 +335,77 @@ def test_stratified_split_is_deterministic_and_balanced():
     roles = split_roles(Y, {"train": 0.6, "test": 0.4}, seed=0)
     assert sorted(np.concatenate(list(roles.values()))) == list(range(len(Y)))
     assert abs(roles["train"].size - 1800) <= 2
+
+
+def test_selection_stage_on_emotions(tmp_path, shared_data):
+    """The select stage on real data (MULAN emotions, the store's train/test split):
+    GRROOR and the summed-chi² filter each rank the raw training features, ML-kNN runs
+    on the top m = 1..6, and the report carries the curves, their table and the PNG.
+    The curves are checked against ML-kNN and the metrics computed here."""
+    from dmlfe import MLkNN, metrics
+    from dmlfe.pipeline.runner import PipelineRun
+    from dmlfe.selection.curves import chi2_scores
+
+    cfg = {
+        "name": "sel",
+        "datasets": [{"name": "emotions", "format": "mulan",
+                      "source": [str(shared_data / "mulan" / "emotions-train.arff"),
+                                 str(shared_data / "mulan" / "emotions-test.arff")],
+                      "options": {"labels": str(shared_data / "mulan" / "emotions.xml")}}],
+        "selection": {"selectors": ["chi2", {"name": "grroor", "label": "GRROOR",
+                                             "max_iter": 100}],
+                      "max_features": 6, "classifier": {"name": "mlknn", "k": 5},
+                      "metrics": ["average_precision", "hamming_loss"]},
+    }
+    res = run_pipeline(_write(tmp_path, cfg), work_dir=tmp_path / "w", progress=False)
+    rep = res.report
+    assert [s.kind for s in res.stages] == ["ingest", "select", "select"]
+    recs = {r["selector"]: r for r in rep["selection"]}
+    assert set(recs) == {"chi2", "GRROOR"}
+    g = recs["GRROOR"]
+    assert g["fit"]["converged"] and g["fit"]["objective_monotone"]
+    assert g["m"] == list(range(1, 7)) and len(g["metrics"]["test"]["average_precision"]) == 6
+    assert all(0.0 <= v <= 1.0 for v in g["redundancy"])
+
+    # an independent recomputation of the chi² curve at m = 3 from the store's documents
+    pr = PipelineRun(load_config(tmp_path / "p.yaml"), tmp_path / "w", progress=False)
+    pr.plan()
+    ds = pr.cfg.datasets[0]
+    Xtr, Ytr = pr.raw(ds, "train"), pr.labels(ds, "train")
+    Xte, Yte = pr.raw(ds, "test"), pr.labels(ds, "test")
+    c = recs["chi2"]
+    top = np.argsort(-chi2_scores(Xtr, Ytr), kind="stable")[:3]
+    assert c["selected"][:3] == top.tolist()
+    clf = MLkNN(k=5).fit(Xtr[:, top].toarray(), Ytr)
+    S = clf.decision_function(Xte[:, top].toarray())
+    assert c["metrics"]["test"]["average_precision"][2] == pytest.approx(
+        metrics.average_precision(Yte, S), abs=1e-12)
+    Xc = Xtr[:, top].toarray() - Xtr[:, top].toarray().mean(0)
+    Cn = Xc / np.linalg.norm(Xc, axis=0)
+    A = (Cn.T @ Cn) ** 2
+    assert c["redundancy"][2] == pytest.approx((A.sum() - np.trace(A)) / 6, abs=1e-12)
+
+    md = (res.report_dir / "report.md").read_text(encoding="utf-8")
+    assert "## Feature selection: `mlknn` on the top m = 1..6" in md
+    assert re.search(r"\| emotions \| GRROOR \| .*iterations, converged", md)
+    fig = rep["figures"]["selection"]["emotions"]
+    assert (res.report_dir / fig).read_bytes()[:8] == PNG_MAGIC
+    assert f"![selection emotions]({fig})" in md
+    # a second run reuses both select stages
+    again = run_pipeline(_write(tmp_path, cfg), work_dir=tmp_path / "w", progress=False)
+    assert [s.status for s in again.stages] == ["cached"] * 3
+
+
+def test_selection_block_errors(tmp_path):
+    base = {"name": "e", "datasets": TINY["datasets"][:1]}
+    for sel, where in (({"selectors": ["lasso"]}, "selection.selectors[0].name"),
+                       ({"selectors": ["chi2"], "max_features": 0}, "selection.max_features"),
+                       ({"selectors": ["chi2"], "metrics": ["nope"]}, "selection.metrics[0]"),
+                       ({"selectors": [{"name": "grroor", "n_features_to_select": 3}]},
+                        "selection.selectors[0].n_features_to_select"),
+                       ({"selectors": ["chi2"], "classifier": "svm"},
+                        "selection.classifier.name")):
+        with pytest.raises(PipelineConfigError, match=re.escape(where)):
+            load_config(_write(tmp_path, {**base, "selection": sel}))
+    with pytest.raises(PipelineConfigError, match="methods.*selection"):
+        load_config(_write(tmp_path, base))

@@ -79,7 +79,7 @@ def test_equals_dense_algorithm_1(lam):
     assert np.allclose(m.coef_, ref["B"], atol=1e-9)
     assert np.allclose(m.intercept_, ref["b"], atol=1e-9)
     O = X @ ref["B"] + ref["b"]
-    assert np.allclose(m.decision_function(X), O, atol=1e-9)
+    assert np.allclose(m.decision_function(X), O - 0.5, atol=1e-9)  # O - θ
     assert np.array_equal(m.predict(X), (O >= 0.5).astype(np.int8))
     assert m.n_passes_ == 1 + 6
     # eq. 15: shrinkage factors sigma^2 / (sigma^2 + lambda) of the score norms
@@ -95,7 +95,7 @@ def test_penalty_zero_is_pls_da():
     assert np.allclose(m.x_weights_, _match_signs(m.x_weights_, s.x_weights_), atol=1e-6)
     assert np.allclose(m.x_loadings_, _match_signs(m.x_loadings_, s.x_loadings_), atol=1e-6)
     assert np.allclose(m.transform(X), _match_signs(m.transform(X), s.x_scores_), atol=1e-5)
-    assert np.allclose(m.decision_function(X), s.predict(X), atol=1e-6)
+    assert np.allclose(m.decision_function(X) + m.threshold, s.predict(X), atol=1e-6)
     # the penalty shrinks the label loadings only: same weights, smaller outputs
     m2 = PPML(n_components=k, penalty=50.0).fit(X, Y)
     assert np.allclose(m2.x_weights_, m.x_weights_, atol=1e-10)
@@ -108,8 +108,11 @@ def test_sparse_input_and_threshold():
     a = PPML(n_components=5, penalty=1.0, threshold=0.3).fit(Xs, Y)
     b = PPML(n_components=5, penalty=1.0, threshold=0.3).fit(X, Y)
     assert np.allclose(a.coef_, b.coef_, atol=1e-12)
-    S = a.decision_function(Xs)
-    assert np.array_equal(a.predict(Xs), (S >= 0.3).astype(np.int8))
+    O = Xs @ a.coef_ + a.intercept_
+    assert np.allclose(a.decision_function(Xs), O - 0.3, atol=1e-12)
+    assert np.array_equal(a.predict(Xs), (O >= 0.3).astype(np.int8))
+    P = a.predict_proba(Xs)  # expit(4 (O - θ)): 1/2 at the threshold, O's ranking
+    assert np.allclose(P, 1.0 / (1.0 + np.exp(-4.0 * (O - 0.3))), atol=1e-12)
     assert a.transform(Xs).shape == (X.shape[0], 5)
 
 

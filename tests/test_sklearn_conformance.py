@@ -23,10 +23,10 @@ PROJECTIONS = ("PCA", "LSI", "MDDM", "MVMD", "CCA", "PLS", "OPLS", "MLSI", "MLDA
 # MLkNN: the checks fit on 10 documents, and ML-kNN needs more than k. BinaryRelevance:
 # a given estimator, as its default cross-validates C per label (25 fits a label).
 CLASSIFIERS = (dmlfe.MultiLabelRidge(), dmlfe.MLkNN(k=3),
-               dmlfe.BinaryRelevance(estimator=LogisticRegression()), dmlfe.PerLabelFLDA())
+               dmlfe.BinaryRelevance(estimator=LogisticRegression()), dmlfe.PerLabelFLDA(),
+               dmlfe.PPML())
 #: Public classifiers not yet run through the checks, with the reason (an open gap).
-NOT_YET_CHECKED = {"PPML": "written beside the conformance work: it does not yet take "
-                           "MultiLabelBase's target handling (1-D y, sklearn's input checks)"}
+NOT_YET_CHECKED: dict[str, str] = {}
 
 
 @parametrize_with_checks([getattr(dmlfe, n)() for n in PROJECTIONS] + list(CLASSIFIERS),
@@ -91,7 +91,7 @@ def test_non_finite_and_empty_input_refused(est, bad):
 def test_classifier_targets_classes_and_probabilities():
     X, Y = _multilabel()
     for clf in (dmlfe.MultiLabelRidge(), dmlfe.MLkNN(k=5), dmlfe.PerLabelFLDA(),
-                dmlfe.BinaryRelevance(Cs=(1.0,), cv=2)):
+                dmlfe.BinaryRelevance(Cs=(1.0,), cv=2), dmlfe.PPML()):
         clf.fit(X, Y)
         np.testing.assert_array_equal(clf.classes_, np.arange(3))
         P, S = clf.predict_proba(X), clf.decision_function(X)

@@ -159,11 +159,18 @@ class MultiLabelBase(ClassifierMixin, BaseEstimator):
                                  "not ravelled with a DataConversionWarning",
     }
 
+    #: False: inputs are densified (embeddings have few dimensions); True: a sparse X
+    #: stays CSR (a classifier on raw term features, e.g. PPML).
+    _keeps_sparse: ClassVar[bool] = False
+
     def __sklearn_tags__(self) -> Tags:
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
-        tags.input_tags.sparse = True  # densified: embeddings have few dimensions
+        tags.input_tags.sparse = True
         return tags
+
+    def _features(self, Z: Any) -> Any:
+        return as_features(Z) if self._keeps_sparse else as_embeddings(Z)
 
     def _fit_input(self, Z: Any, Y: Any) -> tuple[np.ndarray | da.Array, Any]:
         """Embeddings (checked) and the 0/1 label matrix; records ``target_type_``."""
@@ -174,8 +181,8 @@ class MultiLabelBase(ClassifierMixin, BaseEstimator):
         self._classes = None
         self.target_type_ = "multilabel-indicator"
         if isinstance(Z, da.Array):
-            return as_embeddings(Z), Y
-        Z = as_embeddings(checked_matrix(self, Z, reset=True))
+            return self._features(Z), Y
+        Z = self._features(checked_matrix(self, Z, reset=True))
         if not (isinstance(Y, da.Array) or sp.issparse(Y)):
             Y = np.asarray(Y)
             if Y.ndim == 1:
@@ -202,8 +209,8 @@ class MultiLabelBase(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"Z has {Z.shape[1]} features, but {type(self).__name__} is "
                                  f"expecting {self.n_features_in_} features as input; project "
                                  "with the same model")
-            return as_embeddings(Z)
-        return as_embeddings(checked_matrix(self, Z, reset=False))
+            return self._features(Z)
+        return self._features(checked_matrix(self, Z, reset=False))
 
     def _label_map(self, Z: Any, fn: Callable[..., np.ndarray], dtype: Any) -> Any:
         """``fn(block, state)`` -> (rows, q) per row block (see :func:`map_rows`)."""

@@ -26,6 +26,13 @@ A pipeline file::
     select: {metric: micro_f1}          # picks a method's setting on the validation split
     d_curve: [2, 5, 10, 20, 50]         # metric-vs-d points of every reduction (the
                                         # default; first classifier; [] = none)
+    selection:                          # optional: feature selection curves (raw features)
+      selectors: [grroor, chi2]         # or {name: grroor, alpha: 1.0, beta: 10.0, ...}
+      max_features: 50                  # the classifier on the top m = 1..50 features
+      classifier: {name: mlknn, k: 10, s: 1.0}   # a classifiers entry (default mlknn)
+      metrics: [average_precision, ranking_loss] # plotted against m (all are computed)
+
+``methods`` may be left out when ``selection`` is given.
 
 Every error names the file and the key path (``methods[2].beta``) and says what
 is accepted.
@@ -73,11 +80,15 @@ CLASSIFIERS: dict[str, tuple[str, dict[str, Any]]] = {
 _RESERVED = {"n_components", "client", "split", "progress", "cache", "variant"}
 
 _TOP_KEYS = {"name", "work_dir", "data_dir", "datasets", "defaults", "methods", "classifiers",
-             "metrics", "select", "description", "d_curve"}
+             "metrics", "select", "selection", "description", "d_curve"}
 
 #: d values at which every reduction is also scored (first classifier) for the
 #: metric-vs-d plot, when the pipeline file gives no ``d_curve``.
 DEFAULT_D_CURVE = (2, 5, 10, 20, 50)
+_SELECTION_KEYS = {"selectors", "max_features", "classifier", "metrics"}
+#: The GRROOR paper's measures (section 5.3), the selection stage's default plots.
+SELECTION_METRICS = ["average_precision", "ranking_loss", "coverage", "hamming_loss",
+                     "macro_f1", "micro_f1"]
 _DATASET_KEYS = {"name", "format", "source", "options", "chunk_rows", "store", "split"}
 _PATH_OPTIONS = ("labels",)
 
@@ -150,6 +161,24 @@ class ClassifierSpec:
 
 
 @dataclass
+class SelectorSpec:
+    label: str
+    name: str  # a dmlfe.selection.curves.SELECTORS name
+    params: dict[str, Any]
+
+
+@dataclass
+class SelectionSpec:
+    """Feature selection curves: each selector's ranking of the raw features, and the
+    classifier on the top m = 1..max_features of them."""
+
+    selectors: list[SelectorSpec]
+    max_features: int
+    classifier: ClassifierSpec
+    metrics: list[str]
+
+
+@dataclass
 class PipelineConfig:
     name: str
     path: Path
@@ -164,6 +193,7 @@ class PipelineConfig:
     #: the metric-vs-d points of every reduction: its embeddings (fitted once) truncated
     #: to each d and classified with the first classifier; not used to choose settings
     d_curve: list[int] = field(default_factory=lambda: list(DEFAULT_D_CURVE))
+    selection: SelectionSpec | None = None
 
 
 # --------------------------------------------------------------------------- helpers
@@ -339,8 +369,8 @@ def _method(path: Path, i: int, v: Any, defaults: dict[str, Any]) -> MethodSpec:
     return MethodSpec(label=label, method=method, settings=settings)
 
 
-def _classifier(path: Path, i: int, v: Any) -> ClassifierSpec:
-    key = f"classifiers[{i}]"
+def _classifier(path: Path, i: int | str, v: Any) -> ClassifierSpec:
+    key = f"classifiers[{i}]" if isinstance(i, int) else i
     if isinstance(v, str):
         v = {"name": v}
     v = dict(_mapping(path, key, v))
@@ -350,6 +380,46 @@ def _classifier(path: Path, i: int, v: Any) -> ClassifierSpec:
     label = str(v.pop("label", name))
     params = {**CLASSIFIERS[name][1], **v}
     return ClassifierSpec(label=label, name=name, params=params)
+
+
+def _selection(path: Path, v: Any) -> SelectionSpec | None:
+    from dmlfe.selection.curves import SELECTORS  # the selectors only when asked for
+
+    if v is None:
+        return None
+    v = _mapping(path, "selection", v)
+    _check_keys(path, "selection", v, _SELECTION_KEYS)
+    raw = v.get("selectors")
+    if not isinstance(raw, list) or not raw:
+        raise _err(path, "selection.selectors", "needs a list of one or more selectors "
+                   f"({', '.join(SELECTORS)})")
+    selectors = []
+    for i, x in enumerate(raw):
+        key = f"selection.selectors[{i}]"
+        x = dict(_mapping(path, key, {"name": x} if isinstance(x, str) else x))
+        name = x.pop("name", None)
+        if name not in SELECTORS:
+            raise _err(path, f"{key}.name", f"must be one of {', '.join(SELECTORS)}, got "
+                       f"{name!r}")
+        label = str(x.pop("label", name))
+        if label in {s.label for s in selectors}:
+            raise _err(path, key, f"label {label!r} is used twice; give one of them "
+                       "'label: OTHER'")
+        if "n_features_to_select" in x:
+            raise _err(path, f"{key}.n_features_to_select", "is set by "
+                       "selection.max_features")
+        selectors.append(SelectorSpec(label=label, name=name, params=x))
+    m = _int(path, "selection.max_features", v.get("max_features", 50))
+    clf = _classifier(path, "selection.classifier", v.get("classifier", "mlknn"))
+    metrics = v.get("metrics", SELECTION_METRICS)
+    if not isinstance(metrics, list) or not metrics:
+        raise _err(path, "selection.metrics", "needs a list of metric names")
+    for i, x in enumerate(metrics):
+        if x not in METRICS:
+            raise _err(path, f"selection.metrics[{i}]", f"unknown metric {x!r}; choose from "
+                       f"{', '.join(METRICS)}")
+    return SelectionSpec(selectors=selectors, max_features=m, classifier=clf,
+                         metrics=list(metrics))
 
 
 # --------------------------------------------------------------------------- entry
@@ -382,9 +452,11 @@ def parse_config(raw: Any, path: str | os.PathLike[str] = "<pipeline>") -> Pipel
         seen.add(d.name)
 
     defaults = dict(_mapping(path, "defaults", raw.get("defaults") or {}))
-    methods_raw = raw.get("methods")
-    if not isinstance(methods_raw, list) or not methods_raw:
-        raise _err(path, "methods", "needs a list of one or more methods")
+    selection = _selection(path, raw.get("selection"))
+    methods_raw = raw.get("methods", [] if selection is not None else None)
+    if not isinstance(methods_raw, list) or not (methods_raw or selection):
+        raise _err(path, "methods", "needs a list of one or more methods (it may be left out "
+                   "when a 'selection' block is given)")
     methods = [_method(path, i, m, defaults) for i, m in enumerate(methods_raw)]
     labels = [m.label for m in methods]
     for i, lab in enumerate(labels):
@@ -420,7 +492,8 @@ def parse_config(raw: Any, path: str | os.PathLike[str] = "<pipeline>") -> Pipel
                       for i, d in enumerate(curve)})
     return PipelineConfig(name=name, path=path, raw=raw, work_dir=work_dir, data_dir=data_dir,
                           datasets=datasets, methods=methods, classifiers=classifiers,
-                          metrics=list(metrics), select_metric=select_metric, d_curve=d_curve)
+                          metrics=list(metrics), select_metric=select_metric, d_curve=d_curve,
+                          selection=selection)
 
 
 def load_config(path: str | os.PathLike[str]) -> PipelineConfig:

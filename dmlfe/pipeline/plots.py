@@ -81,18 +81,47 @@ def metric_vs_d(series: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]],
     (test solid, validation dashed); ``xlabel`` names d (e.g. selected features)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    _lines(ax, series, metric, xlabel)
+    ax.set_title(title)
+    fig.tight_layout()
+    return _save(fig, out)
+
+
+def _lines(ax: Any, series: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]],
+           metric: str, xlabel: str, marker: str | None = "o") -> None:
+    colors = _plt().rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (method, by_role) in enumerate(series.items()):
         c = colors[i % len(colors)]
         for role, pts in by_role.items():
             pts = sorted(pts)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=c,
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, ms=3, color=c,
                     ls="--" if role == "validation" else "-", label=f"{method} ({role})")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(metric)
-    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+
+
+def metric_panels(panels: Mapping[str, Mapping[str, Mapping[str, Sequence[tuple[int, float]]]]],
+                  title: str, out: Path, xlabel: str,
+                  lower_is_better: Mapping[str, bool] | None = None) -> Path:
+    """``panels[metric][method][role] = [(x, value), ...]``: one panel per metric, the
+    lines of :func:`metric_vs_d` in each (e.g. a measure against the number of selected
+    features); the y range is the data's, each panel says which way is better."""
+    plt = _plt()
+    n = len(panels)
+    cols = min(n, 3)
+    rows = int(np.ceil(n / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False)
+    for ax, (metric, series) in zip(axes.ravel(), panels.items(), strict=False):
+        _lines(ax, series, metric, xlabel, marker=None)
+        low = (lower_is_better or {}).get(metric)
+        ax.set_title(metric + ("" if low is None else
+                               " (lower is better)" if low else " (higher is better)"),
+                     fontsize=10)
+    for ax in axes.ravel()[n:]:
+        ax.axis("off")
+    fig.suptitle(title)
     fig.tight_layout()
     return _save(fig, out)
 

@@ -47,7 +47,8 @@ def _better(a: float, b: float, lower: bool) -> bool:
 
 def collect(done: list[tuple[Any, Any, dict[str, Any]]]) -> dict[str, Any]:
     """Records of the stages grouped by kind: ingest/split per data set, fits, results."""
-    out: dict[str, Any] = {"datasets": {}, "splits": {}, "fits": {}, "results": []}
+    out: dict[str, Any] = {"datasets": {}, "splits": {}, "fits": {}, "results": [],
+                           "selection": []}
     for st, _run, rec in done:
         meta = rec.get("meta", {})
         if st.kind == "ingest":
@@ -62,6 +63,14 @@ def collect(done: list[tuple[Any, Any, dict[str, Any]]]) -> dict[str, Any]:
                 **{k: rec[k] for k in ("n_components", "threshold", "eigenvalues", "solver",
                                        "n_passes", "n_samples", "n_features", "seconds")},
             }
+        elif st.kind == "select":
+            out["selection"].append({
+                "key": st.key, "dataset": meta["dataset"], "selector": meta["selector"],
+                "name": meta["name"], "params": meta["params"],
+                "classifier": meta["classifier"],
+                **{k: rec[k] for k in ("n_train", "n_features", "fit", "m", "metrics",
+                                       "redundancy", "selected", "seconds")},
+            })
         elif st.kind == "classify":
             out["results"].append({
                 "key": st.key, "dataset": meta["dataset"], "method": meta["method_label"],
@@ -143,7 +152,28 @@ def write_report(cfg: PipelineConfig, done: list[tuple[Any, Any, dict[str, Any]]
         plot_files.append(p.name)
         return p.name
 
-    figures: dict[str, Any] = {"spectrum": {}, "metric_vs_d": {}, "methods": {}, "ranks": {}}
+    figures: dict[str, Any] = {"spectrum": {}, "metric_vs_d": {}, "methods": {}, "ranks": {},
+                               "selection": {}}
+    sel_means = _selection_means(col["selection"])
+    if cfg.selection is not None:
+        shown = [*cfg.selection.metrics, "redundancy"]
+        for ds in datasets:
+            recs = [r for r in col["selection"] if r["dataset"] == ds]
+            if not recs:
+                continue
+            panels: dict[str, dict[str, dict[str, list[tuple[int, float]]]]] = {}
+            for metric in shown:
+                for r in recs:
+                    by_role = ({"train": r["redundancy"]} if metric == "redundancy" else
+                               {role: v[metric] for role, v in r["metrics"].items()})
+                    panels.setdefault(metric, {})[r["selector"]] = {
+                        role: list(zip(r["m"], vals, strict=True))
+                        for role, vals in by_role.items()}
+            clf = recs[0]["classifier"]
+            figures["selection"][ds] = rel(plots.metric_panels(
+                panels, f"{ds}: {clf} on the top m selected features",
+                out_dir / f"selection-{_slug(ds)}.png", "number of selected features m",
+                {**METRICS, "redundancy": True}))
     # curves[data set][method][role] = [(d, select metric), ...]: what metric-vs-d draws
     curves: dict[str, Any] = {}
     for ds in datasets:
@@ -209,12 +239,64 @@ def write_report(cfg: PipelineConfig, done: list[tuple[Any, Any, dict[str, Any]]
         "datasets": col["datasets"], "splits": col["splits"],
         "fits": list(col["fits"].values()), "results": col["results"], "chosen": chosen,
         "tables": tables, "ranks": ranks, "figures": figures, "curves": curves,
-        "stages": stages,
+        "stages": stages, "selection": col["selection"], "selection_means": sel_means,
     }
     write_json_atomic(out_dir / "report.json", report)
     md = _markdown(cfg, report, datasets, methods, classifiers)
     (out_dir / "report.md").write_text(md, encoding="utf-8")
     return to_json(report)
+
+
+def _selection_means(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each selector's measures averaged over m = 1..M (the GRROOR paper's Tables 4-5)
+    on the test documents (validation where there is no test role), and redundancy."""
+    rows = []
+    for r in recs:
+        role = "test" if "test" in r["metrics"] else next(iter(r["metrics"]), None)
+        means = {k: float(np.mean(v)) for k, v in (r["metrics"].get(role) or {}).items()
+                 if k in METRICS}
+        means["redundancy"] = float(np.mean(r["redundancy"]))
+        rows.append({"dataset": r["dataset"], "selector": r["selector"], "role": role,
+                     "m_max": len(r["m"]), "means": means})
+    return rows
+
+
+def _selection_markdown(cfg: PipelineConfig, rep: dict[str, Any], datasets: list[str]
+                        ) -> list[str]:
+    sel = cfg.selection
+    if sel is None or not rep["selection"]:
+        return []
+    shown = [*sel.metrics, "redundancy"]
+    lower = {**METRICS, "redundancy": True}
+    L = [f"## Feature selection: `{sel.classifier.label}` on the top m = 1..{sel.max_features} "
+         "raw features", "",
+         "Each selector ranks the training documents' features; the classifier is fitted on "
+         "the m best and scored on the held-out documents for every m. The table gives "
+         "each measure's mean over m (as the GRROOR paper's Tables 4-5) on the test "
+         "documents; redundancy is eq. 38 of the selected set (mean squared cosine of the "
+         "centred training features). Best per data set in bold.", ""]
+    L.append("| data set | selector | " + " | ".join(
+        f"{m} {'↓' if lower[m] else '↑'}" for m in shown) + " | fit |")
+    L.append("|---|---|" + "---:|" * len(shown) + "---|")
+    fits = {(r["dataset"], r["selector"]): r["fit"] for r in rep["selection"]}
+    for ds in datasets:
+        rows = [r for r in rep["selection_means"] if r["dataset"] == ds]
+        for r in rows:
+            cells = []
+            for m in shown:
+                vs = [x["means"].get(m, np.nan) for x in rows]
+                best = np.nanmin(vs) if lower[m] else np.nanmax(vs)
+                v = r["means"].get(m)
+                cells.append(f"**{_fmt(v)}**" if v == best and len(rows) > 1 else _fmt(v))
+            f = fits[(ds, r["selector"])]
+            how = (f"{f['n_iter']} iterations, " + ("converged" if f["converged"] else
+                                                      "**not converged**") + ", "
+                   if "n_iter" in f else "") + f"{f['seconds']:.1f} s"
+            L.append(f"| {ds} | {r['selector']} | " + " | ".join(cells) + f" | {how} |")
+    L.append("")
+    for ds, fig in rep["figures"]["selection"].items():
+        L += [f"### Feature selection curves: {ds}", "", f"![selection {ds}]({fig})", ""]
+    return L
 
 
 def _markdown(cfg: PipelineConfig, rep: dict[str, Any], datasets: list[str],
@@ -237,7 +319,7 @@ def _markdown(cfg: PipelineConfig, rep: dict[str, Any], datasets: list[str],
     sel = rep["select_metric"]
     on = {r["selected_on"] for r in rep["chosen"]}
     multi = any(r["n_settings"] > 1 for r in rep["chosen"])
-    for c in classifiers:
+    for c in (classifiers if rep["results"] else []):
         L += [f"## Results: classifier `{c}`, test figures", ""]
         if multi:
             on_test = sorted({r["dataset"] for r in rep["chosen"]
@@ -278,6 +360,7 @@ def _markdown(cfg: PipelineConfig, rep: dict[str, Any], datasets: list[str],
                 if fig:
                     L += ["", f"![{m} ranks]({fig})"]
             L.append("")
+    L += _selection_markdown(cfg, rep, datasets)
     L += ["## Chosen settings", "",
           f"| data set | method | classifier | setting | {sel} ({'/'.join(sorted(on))}) | "
           "candidates |", "|---|---|---|---|---:|---:|"]

@@ -7,7 +7,10 @@ Stages, in order for each data set (see :mod:`dmlfe.pipeline.config`):
 * ``fit``      one estimator setting on the training documents -> saved model;
 * ``transform`` the model's embeddings of the training/validation/test documents;
 * ``classify`` a classifier on the first d embedding columns (or the raw features for
-  method ``none``), its predictions scored on validation and test -> a JSON record.
+  method ``none``), its predictions scored on validation and test -> a JSON record;
+* ``select``   (with a ``selection`` block) one selector's ranking of the raw training
+  features and the classifier on its top m = 1..max_features, scored on validation and
+  test (:func:`dmlfe.selection.curves.selection_curves`) -> a JSON record.
 
 The plan (every stage with its key) is made before anything runs, so progress
 reads ``stage i/N``. A stage whose record exists is reused; the report is rebuilt
@@ -40,6 +43,7 @@ from dmlfe.pipeline.config import (
     DatasetSpec,
     PipelineConfig,
     PipelineConfigError,
+    SelectorSpec,
     load_config,
 )
 from dmlfe.pipeline.report import write_report
@@ -145,6 +149,12 @@ class PipelineRun:
                 raise RuntimeError(f"the classifiers are not available ({exc})") from exc
             except (TypeError, ValueError) as exc:
                 raise PipelineConfigError(f"{self.cfg.path}: classifiers[{i}]: {exc}") from None
+        if self.cfg.selection is not None:
+            try:
+                make_classifier(self.cfg.selection.classifier)
+            except (TypeError, ValueError) as exc:
+                raise PipelineConfigError(f"{self.cfg.path}: selection.classifier: {exc}"
+                                          ) from None
         stages: list[Stage] = []
         for i, ds in enumerate(self.cfg.datasets):
             stages += self._plan_dataset(i, ds)
@@ -178,6 +188,16 @@ class PipelineRun:
         if ds.split.by == "stratified":
             stages.append(Stage("split", split_key, f"{ds.name} stratified",
                                 lambda d, ds=ds: self._split(ds, d), {"dataset": ds.name}))
+        sel = self.cfg.selection
+        for sp_ in (sel.selectors if sel is not None else []):
+            conf = {"selector": [sp_.name, sp_.params], "max_features": sel.max_features,
+                    "classifier": [sel.classifier.name, sel.classifier.params]}
+            key = stage_key("select", conf, [split_key])
+            stages.append(Stage("select", key, f"{ds.name} {sp_.label} top 1..{sel.max_features}",
+                                lambda d, ds=ds, sp_=sp_: self._select(ds, sp_, d),
+                                {"dataset": ds.name, "selector": sp_.label,
+                                 "name": sp_.name, "params": sp_.params,
+                                 "classifier": sel.classifier.label}))
         for m in self.cfg.methods:
             for s in m.settings:
                 base = {"dataset": ds.name, "method_label": m.label, "method": m.method,
@@ -327,6 +347,22 @@ class PipelineRun:
             metrics[role] = {k: float(v) for k, v in rep.items()}
         return {"d": int(Ztr.shape[1]), "n_train": int(Ztr.shape[0]), "metrics": metrics,
                 "seconds": round(time.perf_counter() - t0, 3)}
+
+    def _select(self, ds: DatasetSpec, spec: SelectorSpec, out: Path) -> dict[str, Any]:
+        from dmlfe.selection.curves import feature_ranking, selection_curves
+
+        sel = self.cfg.selection
+        assert sel is not None
+        Xtr, Ytr = self.raw(ds, "train"), self.labels(ds, "train")
+        m_max = min(sel.max_features, Xtr.shape[1])
+        ranking, info = feature_ranking(spec.name, Xtr, Ytr, m_max, spec.params)
+        held = {role: (self.raw(ds, role), self.labels(ds, role))
+                for role in ds.split.role_names if role != "train"}
+        t0 = time.perf_counter()
+        curves = selection_curves(ranking, Xtr, Ytr, held, m_max,
+                                  lambda: make_classifier(sel.classifier))
+        return {"n_train": int(Xtr.shape[0]), "n_features": int(Xtr.shape[1]),
+                "fit": info, **curves, "seconds": round(time.perf_counter() - t0, 3)}
 
     # ------------------------------------------------------------------ run
     def execute(self, stages: list[Stage]) -> list[tuple[Stage, StageRun, dict[str, Any]]]:
