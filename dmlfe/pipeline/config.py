@@ -382,6 +382,17 @@ def _classifier(path: Path, i: int | str, v: Any) -> ClassifierSpec:
     return ClassifierSpec(label=label, name=name, params=params)
 
 
+def _metric_names(path: Path | str, key: str, metrics: Any) -> list[str]:
+    """A non-empty list of known metric names (the error names ``key[i]``)."""
+    if not isinstance(metrics, list) or not metrics:
+        raise _err(path, key, "needs a list of metric names")
+    for i, m in enumerate(metrics):
+        if m not in METRICS:
+            raise _err(path, f"{key}[{i}]", f"unknown metric {m!r}; choose from "
+                       f"{', '.join(METRICS)}")
+    return list(metrics)
+
+
 def _selection(path: Path, v: Any) -> SelectionSpec | None:
     from dmlfe.selection.curves import SELECTORS  # the selectors only when asked for
 
@@ -411,13 +422,7 @@ def _selection(path: Path, v: Any) -> SelectionSpec | None:
         selectors.append(SelectorSpec(label=label, name=name, params=x))
     m = _int(path, "selection.max_features", v.get("max_features", 50))
     clf = _classifier(path, "selection.classifier", v.get("classifier", "mlknn"))
-    metrics = v.get("metrics", SELECTION_METRICS)
-    if not isinstance(metrics, list) or not metrics:
-        raise _err(path, "selection.metrics", "needs a list of metric names")
-    for i, x in enumerate(metrics):
-        if x not in METRICS:
-            raise _err(path, f"selection.metrics[{i}]", f"unknown metric {x!r}; choose from "
-                       f"{', '.join(METRICS)}")
+    metrics = _metric_names(path, "selection.metrics", v.get("metrics", SELECTION_METRICS))
     return SelectionSpec(selectors=selectors, max_features=m, classifier=clf,
                          metrics=list(metrics))
 
@@ -469,13 +474,7 @@ def parse_config(raw: Any, path: str | os.PathLike[str] = "<pipeline>") -> Pipel
         raise _err(path, "classifiers", "needs a list of one or more classifiers")
     classifiers = [_classifier(path, i, c) for i, c in enumerate(clf_raw)]
 
-    metrics = raw.get("metrics", list(METRICS))
-    if not isinstance(metrics, list) or not metrics:
-        raise _err(path, "metrics", "needs a list of metric names")
-    for i, m in enumerate(metrics):
-        if m not in METRICS:
-            raise _err(path, f"metrics[{i}]", f"unknown metric {m!r}; choose from "
-                       f"{', '.join(METRICS)}")
+    metrics = _metric_names(path, "metrics", raw.get("metrics", list(METRICS)))
     select = _mapping(path, "select", raw.get("select") or {})
     _check_keys(path, "select", select, {"metric"})
     select_metric = select.get("metric", "micro_f1")
