@@ -315,7 +315,7 @@ class PPML(TransformerMixin, MultiLabelBase):
     _probabilities = staticmethod(_probabilities)
 
     def transform(self, X: Any) -> np.ndarray | da.Array:
-        """Latent scores T = (X - mean) R, shape (n, n_components_) (eq. 3).
+        """Latent scores ``T = (X - mean) R``, shape ``(n, n_components_)`` (eq. 3).
 
         Lazy (row chunk by row chunk) for a dask X.
         """

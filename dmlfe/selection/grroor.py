@@ -292,7 +292,7 @@ class GRROOR(SelectorMixin, BaseEstimator):
         Outer iterations of Algorithm 1 at most; reaching it without meeting ``tol``
         warns (ConvergenceWarning) and leaves ``converged_`` False.
     tol : float, default 1e-6
-        Stop when the relative change of the objective, |J_{t-1} - J_t| / |J_t|, is at
+        Stop when the relative change of the objective, ``|J_{t-1} - J_t| / |J_t|``, is at
         most ``tol`` (Algorithm 1's "until convergence").
     random_state : int, default 0
         Seed of the random initial W, V and B (Algorithm 1, line 1).
@@ -353,7 +353,7 @@ class GRROOR(SelectorMixin, BaseEstimator):
     The objective then has no minimiser, only an infimum approached as the mean of V
     grows without bound; the exact alternating steps of Algorithm 1 creep towards it
     and the relative change decays like a power of the iteration count (on yeast
-    it was still 2.4e-4 after 40 iterations, with |mean V| growing from 0.06 to 3.9
+    it was still 2.4e-4 after 40 iterations, with ``|mean V|`` growing from 0.06 to 3.9
     over 200) instead of reaching ``tol``. With 1^T V = 0 the other blocks' steps
     are the paper's, ||Y - V B||² differs from the fit of a centred Y (HY) only by the
     constant n ||mean(Y)||², and the V step eq. 30 is solved with its right-hand side
