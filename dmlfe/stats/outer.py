@@ -37,6 +37,10 @@ def _as_csr(m: Any) -> sp.csr_matrix:
     return m
 
 
+def _as_dense(m: Any) -> np.ndarray:
+    return np.asarray(m.toarray() if sp.issparse(m) else m, dtype=np.float64)
+
+
 def _column_counts(m: sp.csr_matrix) -> np.ndarray:
     return np.bincount(m.indices, minlength=m.shape[1])
 
@@ -70,9 +74,9 @@ def dense_outer(a: Any, b: Any) -> np.ndarray:
     """
     same = a is b
     if not (sp.issparse(a) and sp.issparse(b)):
-        a = a.toarray() if sp.issparse(a) else np.asarray(a, dtype=np.float64)
-        b = a if same else (b.toarray() if sp.issparse(b) else np.asarray(b, dtype=np.float64))
-        return np.ascontiguousarray(np.asarray(a, dtype=np.float64) @ np.asarray(b).T)
+        a = _as_dense(a)
+        b = a if same else _as_dense(b)
+        return np.ascontiguousarray(a @ b.T)
     a = _as_csr(a)
     b = a if same else _as_csr(b)
     if a.shape[1] != b.shape[1]:
