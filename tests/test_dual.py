@@ -92,6 +92,24 @@ def test_dual_threshold_matches_dense():
                                ref.eigenvalues_[:ref.n_components_], rtol=1e-9)
 
 
+def test_dual_small_k_of_a_mid_sized_problem_is_a_subset_and_exact():
+    # n = 300 lies between SUBSET_MIN and FULL_SPECTRUM_LIMIT: 6 of 300 pairs come from
+    # LAPACK's subset solver
+    X, Y = _data(300, 700, seed=4)
+    dual = _fit("pca", {}, 6, X, Y, "dual")
+    assert dual.eigenvalues_.size == 6
+    Xc = X.toarray() - X.toarray().mean(axis=0)
+    full = np.linalg.eigvalsh(Xc @ Xc.T)[::-1]
+    np.testing.assert_allclose(dual.eigenvalues_, full[:6], rtol=1e-10)
+    ref = _fit("pca", {}, 6, X, Y, "feature", solver="dense")
+    assert _principal_cosines(ref.components_, dual.components_).min() > 1 - 1e-10
+    # a threshold takes its denominator from the trace when the spectrum is partial
+    t = 0.2
+    thr = _fit("pca", {}, t, X, Y, "dual", max_components=50)
+    assert thr.eigenvalues_.size == 50
+    assert thr.n_components_ == int(np.searchsorted(np.cumsum(full), t * full.sum()) + 1)
+
+
 def test_auto_picks_dual_and_says_why():
     spec = get_method("mvmd")
     params = make_estimator("mvmd").get_params()

@@ -41,7 +41,7 @@ import scipy.linalg as sla
 from dmlfe.methods.template import TraceTemplate
 from dmlfe.solvers.dense import REG_EPS, solve_dense
 from dmlfe.solvers.dimension import choose_dimension, n_genuine
-from dmlfe.solvers.partial import FULL_SPECTRUM_LIMIT, leading_eigh, small_pencil
+from dmlfe.solvers.partial import leading_eigh, small_pencil, wants_full_spectrum
 from dmlfe.stats.sufficient import SufficientStats
 
 
@@ -111,13 +111,13 @@ def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int
         M *= a
     m = M.shape[0]
     k = n_components if isinstance(n_components, int) else min(max_components, m)
-    if m <= FULL_SPECTRUM_LIMIT:
+    if wants_full_spectrum(m, k, complete=False):
         k = min(max(k, m), m)  # the whole spectrum is computed anyway
     if k > m:
         raise ValueError(f"n_components={k} exceeds the n = {m} documents: the problem has "
                          f"at most {m} non-zero eigenvalues")
     total = float(np.trace(M))
-    w, V, _ = leading_eigh(M, k, random_state=random_state)
+    w, V, _ = leading_eigh(M, k, random_state=random_state, complete=False)
     d = choose_dimension(w, n_components, total=total if w.size < m else None)
     w_d = w[:d]
     alpha = np.sqrt(a) * V[:, :d]
