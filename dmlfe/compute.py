@@ -303,14 +303,15 @@ class SelectColumns:
 def add_column_parts(*parts: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Sum of column-restricted partials ``(columns, values)``, on the union of the columns.
 
-    ``values`` has the columns along its LAST axis (shape ``(..., len(columns))``).
+    ``values`` has one row per column (shape ``(len(columns), ...)``): a D x k partial
+    kept in that C order is added a contiguous row at a time.
     """
     cols = parts[0][0]
     for c, _ in parts[1:]:
         cols = np.union1d(cols, c)
-    out = np.zeros((*parts[0][1].shape[:-1], cols.size))
+    out = np.zeros((cols.size, *parts[0][1].shape[1:]))
     for c, v in parts:
-        out[..., np.searchsorted(cols, c)] += v
+        out[np.searchsorted(cols, c)] += v
     return cols, out
 
 

@@ -173,9 +173,10 @@ def test_gram_and_map_back_blockwise(rows):
     np.testing.assert_allclose(G, (X @ X.T).toarray(), atol=1e-13)
     np.testing.assert_array_equal(G, G.T)
     alpha = np.random.default_rng(1).normal(size=(45, 20))
-    ref = (X.T @ alpha).T
-    np.testing.assert_allclose(transpose_product(Xd, alpha), ref, atol=1e-12)
-    np.testing.assert_allclose(transpose_product(X, alpha), ref, atol=1e-12)
+    ref = X.T @ alpha
+    for P in (transpose_product(Xd, alpha), transpose_product(X, alpha)):
+        np.testing.assert_allclose(P, ref, atol=1e-12)
+        assert P.shape == (80, 20) and P.flags.c_contiguous
     np.testing.assert_allclose(gram_matrix(X, block_rows=10), G, atol=1e-13)
 
 

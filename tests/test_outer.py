@@ -62,9 +62,9 @@ def test_column_parts_sum_like_the_dense_partials():
         cols, narrow = used_columns(b)
         np.testing.assert_array_equal(cols, np.unique(b.indices))
         np.testing.assert_allclose(narrow.toarray(), b.toarray()[:, cols])
-        parts.append((cols, (narrow.T @ (narrow @ V[cols])).T))
+        parts.append((cols, narrow.T @ (narrow @ V[cols])))
     cols, vals = add_column_parts(*parts)
     out = np.zeros_like(ref)
-    out[cols] = vals.T
+    out[cols] = vals
     np.testing.assert_allclose(out, ref, atol=1e-12)
     assert not np.any(ref[np.setdiff1d(np.arange(3000), cols)])

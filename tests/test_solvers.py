@@ -19,6 +19,7 @@ from dmlfe.solvers import (
     check_n_components,
     choose_dimension,
     flip_signs,
+    flip_signs_inplace,
     n_genuine,
     solve_dense,
     solve_matrix_free,
@@ -138,6 +139,21 @@ def test_flip_signs_returns_a_new_array():
     empty = np.zeros((4, 0))
     e = flip_signs(empty)
     assert e.shape == (4, 0) and e is not empty
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 1 << 13])
+def test_flip_signs_inplace_slab_by_slab_equals_flip_signs(rows):
+    # ties of magnitude across slabs (the first occurrence wins), a zero column, and a
+    # column whose largest entry is negative in a later slab
+    V = np.array([[0.5, -3.0, 0.0, 1.0], [-2.0, 3.0, 0.0, -1.0], [1.0, 0.5, 0.0, -4.0],
+                  [2.0, -3.0, 0.0, 0.25], [-0.5, 1.0, 0.0, 0.0]])
+    V = np.vstack([V, np.random.default_rng(0).normal(size=(40, 4))])
+    V[:, 2] = 0.0
+    ref = flip_signs(V)
+    W = V.copy()
+    out = flip_signs_inplace(W, rows=rows)
+    assert out is W
+    np.testing.assert_array_equal(W, ref)
 
 
 # ------------------------------------------------- solve_matrix_free vs solve_dense

@@ -18,7 +18,7 @@ from dmlfe.solvers.dimension import (
     n_genuine,
 )
 from dmlfe.solvers.matrix_free import ScatterOperator, matrix_free_eigh, solve_matrix_free
-from dmlfe.solvers.result import EigenResult, flip_signs
+from dmlfe.solvers.result import EigenResult, flip_signs, flip_signs_inplace
 
 __all__ = [
     "DEFAULT_THRESHOLD",
@@ -27,6 +27,7 @@ __all__ = [
     "check_n_components",
     "choose_dimension",
     "flip_signs",
+    "flip_signs_inplace",
     "matrix_free_eigh",
     "n_genuine",
     "solve_dense",

@@ -92,7 +92,7 @@ def _xtxv_block(xb: Any, V: np.ndarray, block_fn: BlockFn | None) -> dict[str, A
     cols, xb = used_columns(xb)
     u = np.asarray(xb @ V[cols])
     return {"n": int(xb.shape[0]), "sum_x": sum_x, "sumsq": sumsq,
-            "xtxv": (cols, np.asarray(xb.T @ u, dtype=np.float64).T)}
+            "xtxv": (cols, np.asarray(xb.T @ u, dtype=np.float64))}
 
 
 def _combine_xtxv(*parts: dict[str, Any]) -> dict[str, Any]:
@@ -223,7 +223,7 @@ class ScatterOperator:
                 )
         cols, vals = res["xtxv"]
         out = np.zeros((self.n_features, V.shape[1]))
-        out[cols] = vals.T
+        out[cols] = vals
         return out
 
     def matmat(self, V: np.ndarray) -> np.ndarray:

@@ -4,7 +4,8 @@ When n is moderate every method's problem lives in the n-dimensional row space o
 (:mod:`dmlfe.solvers.dual`): one pass builds the n x n Gram from pairs of row blocks
 (sparse x sparse on the workers, one dense n_i x n_j tile per pair, never all of X in
 one place), the driver solves an n x n (or q x q) problem for coefficients alpha, and one
-pass maps them back to D-space components P = X^T alpha.
+pass maps them back to D-space components P = X^T alpha (D x d, C order: the layout in
+which the sparse product writes it, and the one projecting with X P reads).
 
 Memory: the driver holds G, n^2 x 8 bytes (0.34 GB at n = 6,490; 0.8 GB at 10,000), and
 the solver one or two matrices of the same size; the map back returns d x D x 8 bytes
@@ -29,10 +30,6 @@ from dmlfe.compute import (
     used_columns,
 )
 from dmlfe.stats.outer import dense_outer
-
-#: Components computed per sparse product in the map back (bounds its temporaries).
-MAP_BACK_CHUNK = 16
-
 
 def _tile(xi: Any, xj: Any) -> np.ndarray:
     """X_i X_j^T as a dense float64 tile (:func:`dmlfe.stats.outer.dense_outer`)."""
@@ -104,25 +101,28 @@ def gram_matrix(X: Any, *, client: Any = None, progress: bool = False,
 
 
 def _xt_alpha(xb: Any, ab: np.ndarray) -> np.ndarray:
-    """(X_b^T alpha_b)^T, d x D, C-ordered, a few components per sparse product."""
+    """X_b^T alpha_b, D x d, C order, in one sparse product.
+
+    A sparse block is turned into CSC first, so that X_b^T is row-compressed: each row
+    of the result is then written once, from rows of the small alpha_b (n_b x d, in
+    cache), instead of scattering every non-zero's d values across the D x d result.
+    On R10 at 2^20 (d = 100) that is 0.8 s against 1.9 s, and 3.2 s for the d x D
+    layout this replaced.
+    """
     xb = to_float_block(xb)
-    d, D = ab.shape[1], xb.shape[1]
-    out = np.empty((d, D))
-    xt = xb.T
-    for j in range(0, d, MAP_BACK_CHUNK):
-        out[j:j + MAP_BACK_CHUNK] = np.asarray(xt @ ab[:, j:j + MAP_BACK_CHUNK]).T
-    return out
+    xt = xb.tocsc().T if sp.issparse(xb) else xb.T
+    return np.asarray(xt @ ab, dtype=np.float64)
 
 
 def _xt_alpha_part(xb: Any, ab: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(columns, values): block b's (X_b^T alpha_b)^T on the columns the block uses."""
+    """(columns, values): block b's X_b^T alpha_b on the columns the block uses."""
     cols, xb = used_columns(to_float_block(xb))
     return cols, _xt_alpha(xb, ab)
 
 
 def transpose_product(X: Any, alpha: np.ndarray, *, client: Any = None,
                       progress: bool = False) -> np.ndarray:
-    """(X^T alpha)^T = alpha^T X, shape (d, D): one pass over the row blocks of X.
+    """P = X^T alpha, shape (D, d), C order: one pass over the row blocks of X.
 
     ``alpha`` (n x d) is split along the row blocks, so each task needs only its own
     coefficients; each partial covers only the columns its block uses, and the partials
@@ -137,6 +137,6 @@ def transpose_product(X: Any, alpha: np.ndarray, *, client: Any = None,
              for i, xb in enumerate(X.to_delayed().ravel())]
     ((cols, vals),) = run(tree_reduce(parts, add_column_parts, 2), desc="map-back pass",
                           progress=progress, client=client)
-    out = np.zeros((alpha.shape[1], int(X.shape[1])))
-    out[:, cols] = vals
+    out = np.zeros((int(X.shape[1]), alpha.shape[1]))
+    out[cols] = vals
     return out
