@@ -405,6 +405,8 @@ class GRROOR(SelectorMixin, BaseEstimator):
         if is_dask(X):
             X = as_features(X)
             self.n_features_in_ = X.shape[1]
+            if hasattr(self, "feature_names_in_"):  # a data frame's, from an earlier fit
+                del self.feature_names_in_
         else:  # scikit-learn's refusals (NaN, inf, no rows...) and n_features_in_
             X = as_features(checked_matrix(self, X, reset=True))
         n, D = X.shape
