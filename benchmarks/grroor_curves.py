@@ -12,7 +12,7 @@ For every data set and selector: average precision, ranking loss, coverage, Hamm
 loss, macro-/micro-F1 and the eq. 38 redundancy of the selected set (centred cosines,
 eq. 12) for m = 1..50, their means over m (the paper's Tables 4-5 report such means),
 and GRROOR's fit (iterations, convergence, objective). One PNG per data set goes to
-bench-out/grroor/. ``--grid`` adds GRROOR fits over beta x lambda_ (the paper tunes its
+bench-out/grroor/. ``--grid`` adds GRROOR fits over beta x lam (the paper tunes its
 trade-offs over a grid, α fixed at 1), scored on the same test curves.
 
 Prints JSON (also bench-out/grroor_curves.json).
@@ -43,7 +43,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default="yeast,enron,medical")
     ap.add_argument("--max-features", type=int, default=50)
-    ap.add_argument("--grid", action="store_true", help="also GRROOR over beta x lambda_")
+    ap.add_argument("--grid", action="store_true", help="also GRROOR over beta x lam")
     args = ap.parse_args()
     params = GRROOR().get_params()
     params.pop("client")
@@ -64,7 +64,7 @@ def main() -> None:
                 for lam in (0.1, 1.0, 10.0):
                     if (b, lam) != (10.0, 10.0):
                         selectors[f"grroor_b{b:g}_l{lam:g}"] = ("grroor",
-                                                                {"beta": b, "lambda_": lam})
+                                                                {"beta": b, "lam": lam})
         for label, (sel, p) in selectors.items():
             ranking, info = feature_ranking(sel, Xtr, Ytr, m_max, p)
             c = selection_curves(ranking, Xtr, Ytr, {"test": (Xte, Yte)}, m_max,

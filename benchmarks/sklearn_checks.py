@@ -23,11 +23,12 @@ import dmlfe  # noqa: E402
 from dmlfe.validation import expected_failed_checks  # noqa: E402
 
 NAMES = ("PCA", "LSI", "MDDM", "MVMD", "CCA", "PLS", "OPLS", "MLSI", "MLDA", "DMLDA",
-         "KernelMDDM", "MultiLabelRidge", "MLkNN", "BinaryRelevance", "PerLabelFLDA")
+         "KernelMDDM", "MultiLabelRidge", "MLkNN", "BinaryRelevance", "PerLabelFLDA", "GRROOR")
 
 
-#: Non-default parameters: the checks fit on 10 documents, and ML-kNN needs more than k.
-PARAMS = {"MLkNN": {"k": 3}}
+#: Non-default parameters: the checks fit on 10 documents, and ML-kNN needs more than k;
+#: GRROOR's alternating iterations are cut short (the checks test the API, not the fit).
+PARAMS = {"MLkNN": {"k": 3}, "GRROOR": {"n_features_to_select": 1, "max_iter": 5}}
 
 
 def run_checks(name: str) -> dict:

@@ -13,6 +13,13 @@ The zarr output is laid out as anndata lays out an ``AnnData`` (the encodings of
 root attrs ``dmlfe``   n, d, the obsm key, dmlfe version and the caller's attributes
 =====================  =============================================================
 
+The parquet output (a folder of ``part-NNNNN.parquet`` files, one per row chunk, and
+``_dmlfe.json``) carries the same ``obs`` in one table: ``id``, ``split`` (dictionary
+encoded, the categories in the zarr's order), one uint8 column ``label:<name>`` per
+label in the labels' order (the prefix keeps a label called ``id``, ``split`` or ``z0``
+apart), then the embeddings ``z0`` ... ``z{d-1}``. :func:`read_embeddings` reads either
+format, with ``obs=True`` also its ``obs`` as one DataFrame built the same way for both.
+
 The labels are one n x q matrix (as in the store), not one ``obs`` column per label:
 label names are free text (``/`` and clashes with ``split`` are possible, neither of
 which a zarr array name or an obs column may carry), and thousands of labels (EUR-Lex)
@@ -41,6 +48,7 @@ from typing import Any
 import dask
 import dask.array as da
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import scipy.sparse as sp
@@ -161,10 +169,25 @@ def _ids_array(ids: Any, n: int) -> Any:
     return ids
 
 
-def _write_parquet_part(z: np.ndarray, ids: Any, path: str, start: int) -> int:
+#: Prefix of the label columns of the parquet output (and of read_embeddings' obs).
+LABEL_PREFIX = "label:"
+
+
+def _write_parquet_part(z: np.ndarray, ids: Any, path: str, start: int, codes: Any = None,
+                        categories: list[str] | None = None, y: Any = None,
+                        label_names: list[str] | None = None) -> int:
     if ids is None:
         ids = np.arange(start, start + z.shape[0]).astype(str)
     cols = {"id": pa.array(np.asarray(ids).astype(str).tolist(), type=pa.string())}
+    if categories is not None:
+        codes = np.asarray(codes).astype(np.int32)
+        # every part carries all the categories in order, so the parts agree on the codes
+        cols["split"] = pa.DictionaryArray.from_arrays(
+            pa.array(codes, mask=codes < 0), pa.array(categories, type=pa.string()))
+    if label_names is not None:
+        y = np.asarray(y, dtype=np.uint8)
+        for j, name in enumerate(label_names):
+            cols[LABEL_PREFIX + name] = pa.array(y[:, j], type=pa.uint8())
     for j in range(z.shape[1]):
         cols[f"z{j}"] = pa.array(z[:, j], type=pa.float64())
     pq.write_table(pa.table(cols), path)
@@ -221,8 +244,9 @@ def write_embeddings(
         ``anndata.read_zarr`` opens, the embeddings in ``obsm/X_<method>`` (read them
         back with :func:`read_embeddings`). parquet: a folder of
         ``part-NNNNN.parquet`` files, one per row chunk, one row per document with
-        column ``id`` (the document id, or the row number when no ids are given) and
-        ``z0`` ... ``z{d-1}`` (split, labels and ``uns`` are zarr only).
+        column ``id`` (the document id, or the row number when no ids are given), the
+        zarr's obs (``split``, ``label:<name>`` per label) and ``z0`` ... ``z{d-1}``
+        (``uns`` is zarr only).
     ids : array-like or dask array of str, shape (n,), optional
         Document ids.
     format : {"zarr", "parquet"}
@@ -235,12 +259,14 @@ def write_embeddings(
     method : str, optional
         The method's name: the embeddings go to ``obsm/X_<method>``.
     split : array-like or dask array of str, shape (n,), optional
-        Each document's split, written as the categorical ``obs/split``.
+        Each document's split, written as the categorical ``obs/split`` (parquet: the
+        dictionary-encoded column ``split``).
     split_categories : sequence of str, optional
         The split's categories in order (a store's ``split_categories``); found from
         ``split`` when not given.
     labels : array-like or dask array, shape (n, q), optional
-        0/1 labels, written as ``obsm/Y`` (uint8); needs ``label_names``.
+        0/1 labels, written as ``obsm/Y`` (uint8; parquet: a column ``label:<name>``
+        per label); needs ``label_names``.
     label_names : sequence of str, optional
         The q label names, in the labels' column order (``uns/label_names``).
     uns : dict, optional
@@ -268,6 +294,11 @@ def write_embeddings(
     meta = {"n": n, "d": d, "format": format, "dmlfe_version": __version__, **(attrs or {})}
     if format == "zarr":
         meta["obsm_key"] = embedding_key(method)
+    else:  # what the zarr keeps in obs/split/categories and uns/label_names
+        if "split" in obs:
+            meta["split_categories"] = obs["split"][1]
+        if "Y" in obs:
+            meta["label_names"] = obs["Y"][1]
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(out)  # what killed writes of the same output left behind
     tmp = temp_sibling(out)
@@ -275,7 +306,7 @@ def write_embeddings(
         if format == "zarr":
             _write_zarr(Z, ids, tmp, meta, client, obs, uns or {})
         else:
-            _write_parquet(Z, ids, tmp, meta, client)
+            _write_parquet(Z, ids, tmp, meta, client, obs)
         _commit(tmp, out, overwrite)
     finally:
         if tmp.exists():
@@ -283,16 +314,101 @@ def write_embeddings(
     return out
 
 
-def read_embeddings(path: str | os.PathLike[str], d: int | None = None) -> np.ndarray:
-    """The embeddings (n x d float64, the first ``d`` columns) of a zarr written by
-    :func:`write_embeddings`."""
+def read_embeddings(path: str | os.PathLike[str], d: int | None = None, *,
+                    obs: bool = False) -> np.ndarray | tuple[np.ndarray, pd.DataFrame]:
+    """The embeddings written by :func:`write_embeddings`, zarr or parquet.
+
+    Parameters
+    ----------
+    path : path
+        The zarr or parquet output folder.
+    d : int, optional
+        Read only the first ``d`` columns.
+    obs : bool, default False
+        Also return the documents' obs.
+
+    Returns
+    -------
+    Z : ndarray (n, d) of float64
+    obs : pandas.DataFrame, only with ``obs=True``
+        Indexed by the document ids (index name ``id``; row numbers as str when none were
+        written); column ``split`` (categorical, the written categories in order) when a
+        split was written, then one uint8 0/1 column ``label:<name>`` per label, in the
+        labels' order, when labels were written. The same for both formats.
+    """
+    path = Path(path)
+    read = _read_parquet if (path / "_dmlfe.json").is_file() else _read_zarr
+    Z, parts = read(path, d, obs)
+    return (Z, _obs_frame(*parts)) if obs else Z
+
+
+def _read_zarr(path: Path, d: int | None, obs: bool) -> tuple[np.ndarray, tuple | None]:
     group = zarr.open_group(str(path), mode="r")
     meta = group.attrs.get("dmlfe")
     if not isinstance(meta, dict) or "obsm_key" not in meta:
         raise ValueError(f"{path} is not a dmlfe embeddings zarr (no 'dmlfe' attribute with "
                          "'obsm_key'); write it with dmlfe transform / write_embeddings")
     Z = group[f"obsm/{meta['obsm_key']}"]
-    return np.asarray(Z[:, : (Z.shape[1] if d is None else d)], dtype=np.float64)
+    Z = np.asarray(Z[:, : (Z.shape[1] if d is None else d)], dtype=np.float64)
+    if not obs:
+        return Z, None
+    codes = cats = Y = names = None
+    if "split" in group["obs"]:
+        codes = np.asarray(group["obs/split/codes"][:])
+        cats = [str(c) for c in group["obs/split/categories"][:]]
+    if "Y" in group["obsm"]:
+        Y = np.asarray(group["obsm/Y"][:])
+        names = [str(x) for x in group["uns/label_names"][:]]
+    return Z, (group["obs/_index"][:], codes, cats, Y, names)
+
+
+def _read_parquet(path: Path, d: int | None, obs: bool) -> tuple[np.ndarray, tuple | None]:
+    meta = json.loads((path / "_dmlfe.json").read_text(encoding="utf-8"))
+    if not isinstance(meta, dict) or meta.get("format") != "parquet":
+        raise ValueError(f"{path} is not a dmlfe parquet embeddings folder (its _dmlfe.json "
+                         "has no format 'parquet'); write it with dmlfe transform / "
+                         "write_embeddings")
+    k = int(meta["d"]) if d is None else min(int(d), int(meta["d"]))
+    cats, names = meta.get("split_categories"), meta.get("label_names")
+    z_cols = [f"z{j}" for j in range(k)]
+    label_cols = [LABEL_PREFIX + x for x in names] if names is not None else []
+    columns = z_cols + (["id"] + (["split"] if cats is not None else []) + label_cols
+                        if obs else [])
+    # the part files in row order (their zero-padded numbers sort as the rows do)
+    table = pa.concat_tables([pq.read_table(p, columns=columns)
+                              for p in sorted(path.glob("part-*.parquet"))])
+    if table.num_rows != int(meta["n"]):
+        raise ValueError(f"{path} has {table.num_rows} rows in its part files but its "
+                         f"_dmlfe.json says n = {meta['n']}; write it again")
+    Z = np.column_stack([table.column(c).to_numpy() for c in z_cols]) if k else \
+        np.empty((table.num_rows, 0))
+    Z = np.asarray(Z, dtype=np.float64)
+    if not obs:
+        return Z, None
+    codes = Y = None
+    if cats is not None:
+        # by value: a part file's dictionary need not keep the categories it does not use
+        values = np.asarray(table.column("split").to_pylist(), dtype=object)
+        codes = _split_codes(values, tuple(cats), "int64")
+    if names is not None:
+        Y = np.column_stack([table.column(c).to_numpy() for c in label_cols]) if names \
+            else np.empty((table.num_rows, 0), dtype=np.uint8)
+    return Z, (np.asarray(table.column("id").to_pylist(), dtype=object), codes, cats, Y,
+               names)
+
+
+def _obs_frame(ids: Any, codes: Any, categories: list[str] | None, Y: Any,
+               label_names: list[str] | None) -> pd.DataFrame:
+    """read_embeddings' obs from what either format stores (one code path for both)."""
+    frame = pd.DataFrame(index=pd.Index([str(i) for i in ids], dtype=object, name="id"))
+    if categories is not None:
+        frame["split"] = pd.Categorical.from_codes(np.asarray(codes, dtype=np.int64),
+                                                   categories=categories)
+    if label_names is not None:
+        labels = pd.DataFrame(np.asarray(Y, dtype=np.uint8), index=frame.index,
+                              columns=[LABEL_PREFIX + x for x in label_names])
+        frame = pd.concat([frame, labels], axis=1)
+    return frame
 
 
 def _obs_columns(n: int, split: Any, categories: Any, labels: Any,
@@ -332,6 +448,20 @@ def _as_rows(a: Any, chunks: tuple[int, ...]) -> da.Array:
     if is_dask(a):
         return a.rechunk((chunks,) + tuple((s,) for s in a.shape[1:]))
     return da.from_array(a, chunks=(chunks,) + tuple((s,) for s in a.shape[1:]))
+
+
+def _split_code_rows(obs: dict[str, Any], chunks: tuple[int, ...]) -> tuple[da.Array, str]:
+    """The split's category codes (-1: none) chunked like Z's rows, and their dtype."""
+    values, cats = obs["split"]
+    code_dtype = F.codes_dtype(len(cats)).str
+    codes = _as_rows(values, chunks).map_blocks(_split_codes, tuple(cats), code_dtype,
+                                                dtype=code_dtype)
+    return codes, code_dtype
+
+
+def _label_rows(obs: dict[str, Any], chunks: tuple[int, ...]) -> da.Array:
+    """The 0/1 labels as uint8, chunked like Z's rows."""
+    return _as_rows(obs["Y"][0], chunks).astype(np.uint8)
 
 
 def _write_uns(group: Any, entries: dict[str, Any]) -> None:
@@ -377,20 +507,18 @@ def _write_zarr(Z: da.Array, ids: Any, tmp: Path, meta: dict[str, Any], client: 
     else:
         id_arr[:] = ids.astype(str)
     if "split" in obs:
-        values, cats = obs["split"]
+        cats = obs["split"][1]
         gsplit = gobs.create_group("split", attributes=F.CATEGORICAL_ENC)
         arr(gsplit, "categories", (len(cats),), (max(1, len(cats)),), str,
             F.STRING_ENC)[:] = np.array(cats, dtype=object)
-        code_dtype = F.codes_dtype(len(cats)).str
-        codes = _as_rows(values, Z.chunks[0]).map_blocks(
-            _split_codes, tuple(cats), code_dtype, dtype=code_dtype)
+        codes, code_dtype = _split_code_rows(obs, Z.chunks[0])
         sources.append(codes)
         targets.append(arr(gsplit, "codes", (n,), (rows,), code_dtype, F.ARRAY_ENC))
     guns = group.create_group("uns", attributes=F.DICT_ENC)
     if "Y" in obs:
-        labels, names = obs["Y"]
+        names = obs["Y"][1]
         q = len(names)
-        sources.append(_as_rows(labels, Z.chunks[0]).astype(np.uint8))
+        sources.append(_label_rows(obs, Z.chunks[0]))
         targets.append(arr(gobsm, "Y", (n, q), (rows, max(q, 1)), np.uint8, F.ARRAY_ENC))
         lab = arr(guns, "label_names", (q,), (max(q, 1),), str, F.STRING_ENC)
         if q:
@@ -406,20 +534,35 @@ def _write_zarr(Z: da.Array, ids: Any, tmp: Path, meta: dict[str, Any], client: 
     compute_one(stored, client, desc="projection pass")
 
 
-def _write_parquet(Z: da.Array, ids: Any, tmp: Path, meta: dict[str, Any], client: Any) -> None:
+def _write_parquet(Z: da.Array, ids: Any, tmp: Path, meta: dict[str, Any], client: Any,
+                   obs: dict[str, Any]) -> None:
     tmp.mkdir(parents=True)
-    z_blocks = Z.rechunk({1: -1}).astype(np.float64).to_delayed().ravel()
-    starts = np.concatenate([[0], np.cumsum(Z.chunks[0])[:-1]]).astype(int)
+    Z = Z.rechunk({1: -1})
+    z_blocks = Z.astype(np.float64).to_delayed().ravel()
+    rows = Z.chunks[0]
+    starts = np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(int)
     if ids is None:
         id_blocks: list[Any] = [None] * len(z_blocks)
     elif is_dask(ids):
-        id_blocks = list(ids.rechunk((Z.chunks[0],)).to_delayed().ravel())
+        id_blocks = list(ids.rechunk((rows,)).to_delayed().ravel())
     else:
-        id_blocks = [ids[s : s + r] for s, r in zip(starts, Z.chunks[0], strict=True)]
+        id_blocks = [ids[s : s + r] for s, r in zip(starts, rows, strict=True)]
+    # the obs columns from the same checked obs and row-chunked sources as the zarr's
+    none: list[Any] = [None] * len(z_blocks)
+    cats = names = None
+    code_blocks, y_blocks = none, none
+    if "split" in obs:
+        cats = obs["split"][1]
+        code_blocks = list(_split_code_rows(obs, rows)[0].to_delayed().ravel())
+    if "Y" in obs:
+        names = obs["Y"][1]
+        y_blocks = list(_label_rows(obs, rows).to_delayed().ravel())
     width = max(5, len(str(len(z_blocks))))
     tasks = [
-        delayed(_write_parquet_part)(zb, ib, str(tmp / f"part-{i:0{width}d}.parquet"), int(s))
-        for i, (zb, ib, s) in enumerate(zip(z_blocks, id_blocks, starts, strict=True))
+        delayed(_write_parquet_part)(zb, ib, str(tmp / f"part-{i:0{width}d}.parquet"), int(s),
+                                     cb, cats, yb, names)
+        for i, (zb, ib, s, cb, yb) in enumerate(zip(z_blocks, id_blocks, starts, code_blocks,
+                                                    y_blocks, strict=True))
     ]
     written = compute_one(dask.delayed(list)(tasks), client, desc="projection pass")
     if sum(written) != meta["n"]:

@@ -6,6 +6,7 @@ started, submitted or contacted."""
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 from pathlib import Path
 
@@ -29,7 +30,9 @@ def _yaml(name: str) -> dict:
 @pytest.fixture
 def nothing_starts(monkeypatch):
     """Fail the test if anything is launched: a subprocess (sbatch, qsub, ssh, kubectl),
-    an SSH connection, a scheduler or a jobqueue cluster."""
+    an SSH connection, a scheduler or a jobqueue cluster, or if anything connects
+    anywhere (a Kubernetes API server, an SSH host: every TCP client connects through
+    socket.socket, asyncio's and aiohttp's included)."""
     def refuse(*args, **kwargs):
         raise AssertionError("cluster check must not launch anything")
 
@@ -47,6 +50,8 @@ def nothing_starts(monkeypatch):
         monkeypatch.setattr(dask_jobqueue.core.JobQueueCluster, "__init__", refuse)
     except ImportError:
         pass
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
     # last: importing the libraries above may itself run ldconfig
     monkeypatch.setattr(subprocess, "Popen", refuse)
 
@@ -98,6 +103,17 @@ def test_job_script_carries_the_profile_values(kind, nothing_starts, capsys):
     assert script.rstrip("\n") in out
     assert f"jobs: {_yaml(kind)['dmlfe']['cluster']['jobs']} job(s)" in out
     assert "a valid" in out.splitlines()[-1]
+
+
+def test_nothing_starts_refuses_connections(nothing_starts):
+    # the guard the Kubernetes and SSH tests rely on: a blocking and an asyncio client
+    # (kr8s, the kubernetes clients, asyncssh) are refused before any packet is sent
+    import asyncio
+
+    with pytest.raises(AssertionError, match="must not launch"):
+        socket.create_connection(("127.0.0.1", 9), timeout=1)
+    with pytest.raises(AssertionError, match="must not launch"):
+        asyncio.run(asyncio.open_connection("127.0.0.1", 9))
 
 
 def test_kubernetes_spec_arguments_without_the_library():

@@ -1,5 +1,6 @@
 """Embeddings written in anndata's layout: ``anndata.read_zarr`` opens them with the
-document ids, split and labels of the store and the model's method in ``uns``."""
+document ids, split and labels of the store and the model's method in ``uns``; the
+parquet output carries the same obs, and ``read_embeddings`` returns it alike."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import json
 import xml.etree.ElementTree as ET
 
 import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
 from conftest import data_path
@@ -73,3 +76,52 @@ def test_labels_need_their_names(tmp_path):
     with pytest.raises(ValueError, match=r"expected \(3, 1\)"):
         write_embeddings(np.zeros((3, 2)), tmp_path / "e.zarr", labels=np.zeros((3, 2)),
                          label_names=["a"])
+
+
+def test_parquet_carries_the_zarr_obs(medical, cluster_client):
+    anndata = pytest.importorskip("anndata")
+    tmp, path, xml = medical
+    store = dmlfe.open_store(path)
+    model = dmlfe.MVMD(n_components=4, split="train").fit(path)
+    Z = model.transform(store.X)  # lazy: the workers compute and write their chunks
+    kw = {"ids": store.ids, "client": cluster_client, **embedding_obs(model, store)}
+    zout = write_embeddings(Z, tmp / "c.zarr", **kw)
+    pout = write_embeddings(Z, tmp / "c.parquet", format="parquet", **kw)
+    assert len(list(pout.glob("part-*.parquet"))) == 5  # 978 rows in chunks of 200
+    Zz, obs_z = read_embeddings(zout, obs=True)
+    Zp, obs_p = read_embeddings(pout, obs=True)
+    np.testing.assert_array_equal(Zp, Zz)
+    pd.testing.assert_frame_equal(obs_p, obs_z)
+
+    # against the store read block by block (no dask), the MULAN XML's label order and
+    # anndata's own reading of the zarr
+    blocks = list(store.iter_blocks())
+    names = _xml_label_names(xml)
+    label_cols = [f"label:{x}" for x in names]
+    assert list(obs_p.columns) == ["split", *label_cols]
+    assert list(obs_p.index) == [str(i) for b in blocks for i in b["ids"]]
+    assert list(obs_p["split"].astype(str)) == [str(s) for b in blocks for s in b["split"]]
+    assert list(obs_p["split"].cat.categories) == store.split_categories
+    Y = np.vstack([b["Y"] for b in blocks])
+    np.testing.assert_array_equal(obs_p[label_cols].to_numpy(), Y)
+    X = sp.vstack([b["X"] for b in blocks]).tocsr()
+    np.testing.assert_allclose(Zp, model.transform(X), rtol=0, atol=1e-12)
+    adata = anndata.read_zarr(zout)
+    np.testing.assert_array_equal(adata.obsm["Y"], obs_z[label_cols].to_numpy())
+    assert list(adata.obs["split"].astype(str)) == list(obs_z["split"].astype(str))
+
+    # a plain parquet reader sees one table: ids, obs, then the embeddings
+    table = pq.read_table(pout)
+    assert table.column_names == ["id", "split", *label_cols, "z0", "z1", "z2", "z3"]
+    np.testing.assert_array_equal(read_embeddings(pout, 2), Zz[:, :2])
+
+
+def test_parquet_and_zarr_obs_of_new_documents(tmp_path):
+    Z = np.random.default_rng(1).standard_normal((7, 3))
+    got = [read_embeddings(write_embeddings(Z, tmp_path / f"e.{f}", format=f), obs=True)
+           for f in ("zarr", "parquet")]
+    (Zz, obs_z), (Zp, obs_p) = got
+    np.testing.assert_array_equal(Zz, Z)
+    np.testing.assert_array_equal(Zp, Z)
+    pd.testing.assert_frame_equal(obs_p, obs_z)
+    assert list(obs_p.index) == [str(i) for i in range(7)] and obs_p.columns.empty

@@ -76,7 +76,7 @@ def test_max_iter_warns_and_says_so():
 def test_stationarity_on_a_small_problem():
     X, Y = _small()
     g = GRROOR(n_features_to_select=5, n_latent=2, alpha=1.0, beta=0.5, eta=0.1,
-               lambda_=0.2, sigma2=20.0, max_iter=3000, tol=1e-15).fit(X, Y)
+               lam=0.2, sigma2=20.0, max_iter=3000, tol=1e-15).fit(X, Y)
     n, D = X.shape
     Xc = X - X.mean(0)
     H = np.eye(n) - 1.0 / n
@@ -167,8 +167,14 @@ def test_refuses_above_the_limits():
         GRROOR(max_features=10, n_features_to_select=2).fit(X, Y)
     with pytest.raises(ValueError, match=r"n = 40 documents.*MiB.*max_samples = 30"):
         GRROOR(max_samples=30, n_features_to_select=2).fit(X, Y)
-    with pytest.raises(ValueError, match="lambda_"):
-        GRROOR(lambda_=-1.0).fit(X, Y)
+    with pytest.raises(ValueError, match=r"parameter lam=-1.0"):
+        GRROOR(lam=-1.0).fit(X, Y)
+    # a pipeline file written for 0.1.0 names λ lambda_: told the new name
+    from dmlfe.selection.curves import feature_ranking
+
+    with pytest.raises(ValueError, match=r"no parameter\(s\) \['lambda_'\]; lambda_ is now "
+                                         "called lam"):
+        feature_ranking("grroor", X, Y, 2, {"lambda_": 1.0})
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 3 iterations

@@ -25,12 +25,20 @@ PROJECTIONS = ("PCA", "LSI", "MDDM", "MVMD", "CCA", "PLS", "OPLS", "MLSI", "MLDA
 CLASSIFIERS = (dmlfe.MultiLabelRidge(), dmlfe.MLkNN(k=3),
                dmlfe.BinaryRelevance(estimator=LogisticRegression()), dmlfe.PerLabelFLDA(),
                dmlfe.PPML())
+# GRROOR: one feature (the checks' data has as few as 1) and 5 alternating iterations
+# (the checks test the API; its default runs up to 50 on n x n and D x D problems).
+SELECTORS = (dmlfe.GRROOR(n_features_to_select=1, max_iter=5),)
 #: Public classifiers not yet run through the checks, with the reason (an open gap).
 NOT_YET_CHECKED: dict[str, str] = {}
 
 
-@parametrize_with_checks([getattr(dmlfe, n)() for n in PROJECTIONS] + list(CLASSIFIERS),
-                         expected_failed_checks=expected_failed_checks)
+#: Only GRROOR's own warning about its 5 iterations: every other warning still shows.
+_GRROOR_SHORT = "ignore:GRROOR. stopped at max_iter:sklearn.exceptions.ConvergenceWarning"
+
+
+@pytest.mark.filterwarnings(_GRROOR_SHORT)
+@parametrize_with_checks([getattr(dmlfe, n)() for n in PROJECTIONS] + list(CLASSIFIERS)
+                         + list(SELECTORS), expected_failed_checks=expected_failed_checks)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 
@@ -41,6 +49,7 @@ def test_every_public_estimator_is_checked():
     checked = {type(c).__name__ for c in CLASSIFIERS}
     assert checked | set(NOT_YET_CHECKED) == set(dmlfe.evaluation.__all__)
     assert not checked & set(NOT_YET_CHECKED)
+    assert {type(s).__name__ for s in SELECTORS} == set(dmlfe.selection.__all__)
 
 
 def _multilabel(n: int = 90, D: int = 12, q: int = 3, seed: int = 0):
@@ -66,8 +75,10 @@ def test_unsupervised_fit_without_y(name):
         dmlfe.MDDM().fit(X)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # GRROOR
 @pytest.mark.parametrize("est", [dmlfe.PCA(n_components=2), dmlfe.MDDM(n_components=2),
-                                 dmlfe.MultiLabelRidge(), dmlfe.MLkNN(k=3)],
+                                 dmlfe.MultiLabelRidge(), dmlfe.MLkNN(k=3),
+                                 dmlfe.GRROOR(n_features_to_select=2, max_iter=3)],
                          ids=lambda e: type(e).__name__)
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
 def test_non_finite_and_empty_input_refused(est, bad):
@@ -86,6 +97,30 @@ def test_non_finite_and_empty_input_refused(est, bad):
         type(est)(**est.get_params()).fit(X[:0], Y[:0])
     with pytest.raises(InputError, match=r"0 feature\(s\)"):
         type(est)(**est.get_params()).fit(X[:, :0], Y)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 3 iterations
+def test_selector_takes_1d_class_labels():
+    X, Y = _multilabel()
+    y = np.array(["a", "b", "c"])[Y.argmax(axis=1)]
+    kw = {"n_features_to_select": 4, "max_iter": 3, "tol": 0}
+    got = dmlfe.GRROOR(**kw).fit(X, y)
+    # the reference: the one-hot matrix of the classes, written out by hand
+    onehot = np.stack([y == c for c in ("a", "b", "c")], axis=1).astype(np.int8)
+    ref = dmlfe.GRROOR(**kw).fit(X, onehot)
+    np.testing.assert_array_equal(got.scores_, ref.scores_)
+    np.testing.assert_array_equal(got.get_support(), ref.get_support())
+    # a binary target: a column for each class, as scikit-learn's chi2 scores it
+    yb = Y[:, 0]
+    both = np.column_stack([1 - yb, yb])
+    np.testing.assert_array_equal(dmlfe.GRROOR(**kw).fit(X, yb).scores_,
+                                  dmlfe.GRROOR(**kw).fit(X, both).scores_)
+    with pytest.raises(InputError, match="GRROOR: Unknown label type: 'continuous'"):
+        dmlfe.GRROOR(**kw).fit(X, X[:, 0])
+    with pytest.raises(ValueError, match="GRROOR requires y to be passed"):
+        dmlfe.GRROOR(**kw).fit(X)
+    with pytest.raises(ValueError, match="y has 89 entries but X has 90 rows"):
+        dmlfe.GRROOR(**kw).fit(X, y[1:])
 
 
 def test_classifier_targets_classes_and_probabilities():

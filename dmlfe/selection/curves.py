@@ -51,6 +51,12 @@ def chi2_scores(X: Any, Y: np.ndarray) -> np.ndarray:
 
 def _grroor(X: Any, Y: np.ndarray, m_max: int, params: dict[str, Any]
             ) -> tuple[np.ndarray, dict[str, Any]]:
+    unknown = sorted(set(params) - set(GRROOR().get_params()))
+    if unknown:
+        # lambda_ was GRROOR's name for λ in 0.1.0 (renamed: sklearn reads it as fitted)
+        hint = "; lambda_ is now called lam" if "lambda_" in unknown else ""
+        raise ValueError(f"selector grroor has no parameter(s) {unknown}{hint}; its "
+                         f"parameters are {sorted(GRROOR().get_params())}")
     g = GRROOR(n_features_to_select=m_max, **params).fit(X, Y)
     h = g.objective_history_
     info = {"n_iter": int(g.n_iter_), "converged": bool(g.converged_),

@@ -17,6 +17,7 @@ Lagrangian (eq. 21-28), V and B by the Sylvester equations eq. 30 and eq. 32.
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any
 
@@ -28,12 +29,16 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_selection import SelectorMixin
 from sklearn.neighbors import kneighbors_graph
+from sklearn.utils import Tags
 
 from dmlfe.compute import compute_one, is_dask, to_float_block, tree_reduce
+from dmlfe.errors import InputError
 from dmlfe.evaluation._common import as_features, check_labels, dense_block, from_store
 from dmlfe.evaluation.metrics import squared_cosines
+from dmlfe.labels import class_indicators
 from dmlfe.params import Param, anything, interval, optional, validate
 from dmlfe.stats.pass_ import compute_stats
+from dmlfe.validation import checked_matrix
 
 #: R's eigenvalues are raised to this fraction of its largest (see GRROOR's Notes).
 _R_FLOOR = 1e-2
@@ -50,7 +55,7 @@ PARAMS = (
     Param("alpha", 1.0, interval(0, None, closed="neither"), "float"),
     Param("beta", 10.0, _NONNEG, "float"),
     Param("eta", 10.0, _NONNEG, "float"),
-    Param("lambda_", 10.0, _NONNEG, "float"),
+    Param("lam", 10.0, _NONNEG, "float"),
     Param("n_latent", None, optional(_INT1), "int or None"),
     Param("n_neighbors", 5, _INT1, "int"),
     Param("sigma2", 1.0, interval(0, None, closed="neither"), "float"),
@@ -280,10 +285,11 @@ class GRROOR(SelectorMixin, BaseEstimator):
         β, global label relevance tr(R B^T B) (eq. 10-11).
     eta : float, default 10.0
         η, local geometry tr(V^T L V) (eq. 8-9).
-    lambda_ : float, default 10.0
-        λ, global feature redundancy θ^T A θ (eq. 15).
+    lam : float, default 10.0
+        λ, global feature redundancy θ^T A θ (eq. 15). Called ``lambda_`` in 0.1.0;
+        renamed because scikit-learn takes a name ending in ``_`` for a fitted attribute.
     n_latent : int or None, default None
-        c, the latent label dimension (columns of W and V); None: max(2, ceil(k / 2)).
+        c, the latent label dimension (columns of W and V); None: max(2, ceil(k / 2)), at most D.
     n_neighbors : int, default 5
         p of the heat-kernel graph (eq. 9; the paper's 5).
     sigma2 : float, default 1.0
@@ -367,7 +373,7 @@ class GRROOR(SelectorMixin, BaseEstimator):
     """
 
     def __init__(self, n_features_to_select: int = 50, alpha: float = 1.0, beta: float = 10.0,
-                 eta: float = 10.0, lambda_: float = 10.0, n_latent: int | None = None,
+                 eta: float = 10.0, lam: float = 10.0, n_latent: int | None = None,
                  n_neighbors: int = 5, sigma2: float = 1.0, max_iter: int = 50,
                  tol: float = 1e-6, random_state: int = 0,
                  max_features: int = DEFAULT_MAX_FEATURES,
@@ -376,7 +382,7 @@ class GRROOR(SelectorMixin, BaseEstimator):
         self.alpha = alpha
         self.beta = beta
         self.eta = eta
-        self.lambda_ = lambda_
+        self.lam = lam
         self.n_latent = n_latent
         self.n_neighbors = n_neighbors
         self.sigma2 = sigma2
@@ -389,8 +395,20 @@ class GRROOR(SelectorMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ checks
     def _inputs(self, X: Any, Y: Any) -> tuple[Any, np.ndarray]:
-        X, Y = from_store(X, Y, "GRROOR")
-        X = as_features(X)
+        """X as float64 (CSR stays CSR, a dask array keeps its row blocks) and Y as a 0/1
+        documents x labels float matrix; records ``n_features_in_``."""
+        if isinstance(X, (str, os.PathLike)) or hasattr(X, "fingerprint"):
+            X, Y = from_store(X, Y, "GRROOR")
+        if Y is None:
+            raise ValueError("GRROOR requires y to be passed, but the target y is None: "
+                             "fit(X, Y) needs the labels unless X is a store")
+        if is_dask(X):
+            X = as_features(X)
+            self.n_features_in_ = X.shape[1]
+            if hasattr(self, "feature_names_in_"):  # a data frame's, from an earlier fit
+                del self.feature_names_in_
+        else:  # scikit-learn's refusals (NaN, inf, no rows...) and n_features_in_
+            X = as_features(checked_matrix(self, X, reset=True))
         n, D = X.shape
         if D > self.max_features:
             raise ValueError(
@@ -407,8 +425,16 @@ class GRROOR(SelectorMixin, BaseEstimator):
         if isinstance(Y, da.Array):
             Y = Y.compute()
         Y = dense_block(Y)
+        if Y.ndim == 1:
+            # class labels, one 0/1 column per class (two for a binary target, as
+            # scikit-learn's chi2 does): a single column has no label relevance R (eq. 10)
+            if Y.shape[0] != n:
+                raise ValueError(f"GRROOR: y has {Y.shape[0]} entries but X has {n} rows; "
+                                 "they must match")
+            Y = class_indicators(Y, "GRROOR", every_class=True)[0]
         if Y.ndim != 2 or Y.shape[0] != n:
-            raise ValueError(f"Y has shape {Y.shape} but X has {n} rows; Y must be n x k 0/1")
+            raise ValueError(f"GRROOR: Y has shape {Y.shape} but X has {n} rows; Y must be "
+                             "n x k 0/1 (or 1-D class labels)")
         return X, check_labels(Y).astype(np.float64)
 
     # ------------------------------------------------------------------ objective
@@ -419,7 +445,7 @@ class GRROOR(SelectorMixin, BaseEstimator):
         fit = float(np.sum(TW * (S @ TW)) - 2.0 * np.sum(TW * XtV) + HV2)
         return (fit + self.alpha * float(np.sum((Ypm - V @ B) ** 2))
                 + self.eta * float(np.sum(V * (L @ V)))
-                + self.lambda_ * float(theta @ A @ theta)
+                + self.lam * float(theta @ A @ theta)
                 + self.beta * float(np.sum(R * (B.T @ B))))
 
     # ------------------------------------------------------------------ fit
@@ -429,9 +455,12 @@ class GRROOR(SelectorMixin, BaseEstimator):
         Parameters
         ----------
         X : ndarray, scipy.sparse, dask array of row blocks, store path or store
-            Documents x features (n x D).
-        Y : array-like or dask array, shape (n, k), entries 0/1
-            Optional when X is a store.
+            Documents x features (n x D). In memory it goes through scikit-learn's
+            checks: finite, at least one row and column (else :class:`~dmlfe.errors.InputError`).
+        Y : array-like or dask array, shape (n, k), entries 0/1, or 1-D class labels
+            1-D class labels become a 0/1 column per class (two for a binary target: a
+            single label column has no label relevance R, eq. 10). Optional when X
+            is a store.
 
         Returns
         -------
@@ -441,15 +470,17 @@ class GRROOR(SelectorMixin, BaseEstimator):
         X, Y01 = self._inputs(X, Y)
         n, D = X.shape
         k = Y01.shape[1]
-        c = self.n_latent if self.n_latent is not None else max(2, int(np.ceil(k / 2)))
+        # the default c must fit W^T W = I_c on narrow data; an explicit one is refused
+        c = self.n_latent if self.n_latent is not None else min(D, max(2, int(np.ceil(k / 2))))
         if c > D:
-            raise ValueError(f"GRROOR: n_latent = {c} exceeds the {D} features (W^T W = I_c "
-                             "needs c <= D); choose a smaller n_latent")
+            raise ValueError(f"GRROOR: n_latent = {c} exceeds the number of features: X has "
+                             f"{D} feature(s) (W^T W = I_c needs c <= D); choose a smaller "
+                             "n_latent")
         if self.n_features_to_select > D:
             raise ValueError(f"GRROOR: n_features_to_select={self.n_features_to_select} but "
-                             f"X has {D} features")
+                             f"X has {D} feature(s); choose at most {D}")
         a, b_, eta, lam = float(self.alpha), float(self.beta), float(self.eta), \
-            float(self.lambda_)
+            float(self.lam)
 
         # one pass: n, means and the centred scatter X^T H X (D x D)
         st = compute_stats(X, Y01, need_xtx=True, max_dense_features=self.max_features,
@@ -536,7 +567,6 @@ class GRROOR(SelectorMixin, BaseEstimator):
         self.W_, self.V_, self.B_ = W, V, B
         self.n_iter_ = it
         self.n_passes_ = n_passes + prod.n_passes
-        self.n_features_in_ = D
         return self
 
     # ------------------------------------------------------------------ selection
@@ -552,10 +582,14 @@ class GRROOR(SelectorMixin, BaseEstimator):
                 raise ValueError(f"X has {X.shape[1]} features but GRROOR was fitted on "
                                  f"{self.n_features_in_}")
             return X[:, np.flatnonzero(self.get_support())]
-        return super().transform(X)
+        try:  # SelectorMixin validates X (and keeps its dtype); name the estimator
+            return super().transform(X)
+        except ValueError as exc:
+            raise InputError(f"GRROOR: {exc}") from exc
 
-    def __sklearn_tags__(self):
+    def __sklearn_tags__(self) -> Tags:
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
+        tags.input_tags.sparse = True  # CSR documents x terms is the native input
         tags.target_tags.required = True
+        tags.target_tags.multi_output = True  # Y is documents x labels
         return tags
