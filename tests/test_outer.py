@@ -5,7 +5,8 @@ import pytest
 import scipy.sparse as sp
 
 from dmlfe.compute import add_column_parts, used_columns
-from dmlfe.stats.outer import DENSE_RATIO, dense_outer
+from dmlfe.stats import outer
+from dmlfe.stats.outer import DENSE_RATIO, dense_gram, dense_outer
 
 
 def _zipf_rows(n: int, D: int, seed: int) -> sp.csr_matrix:
@@ -17,7 +18,8 @@ def _zipf_rows(n: int, D: int, seed: int) -> sp.csr_matrix:
     indptr = np.cumsum([0] + [len(r) for r in rows])
     data = rng.random(indptr[-1]) + 0.1
     # duplicates within a row (non-canonical CSR) are summed by the product
-    return sp.csr_matrix((data, np.concatenate(rows).astype(np.int64), indptr), shape=(n, D))
+    cols = np.concatenate([np.zeros(0, np.int64), *rows]).astype(np.int64)
+    return sp.csr_matrix((data, cols, indptr), shape=(n, D))
 
 
 def _both_kinds_of_column(a: sp.csr_matrix, b: sp.csr_matrix) -> tuple[int, int]:
@@ -41,6 +43,28 @@ def test_dense_outer_equals_the_sparse_product(seed):
     # dense and mixed inputs take the plain BLAS product
     np.testing.assert_allclose(dense_outer(a.toarray(), b), ref, atol=1e-12)
     np.testing.assert_allclose(dense_outer(a, b.toarray()), ref, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 301, 517])
+@pytest.mark.parametrize("blocks", [1, 4, 7])
+def test_dense_gram_is_the_exactly_symmetric_product(n, blocks, monkeypatch):
+    monkeypatch.setattr(outer, "GRAM_ROW_BLOCKS", blocks)
+    monkeypatch.setattr(outer, "MIRROR_STEP", 64)  # several mirror blocks at these sizes
+    a = _zipf_rows(n, 4000, n)
+    if n > 100:
+        heavy, light = _both_kinds_of_column(a, a)
+        assert heavy > 0 and light > 0
+    ref = (a @ a.T).toarray()
+    G = dense_gram(a)
+    assert G.shape == (n, n) and G.flags.c_contiguous and G.dtype == np.float64
+    np.testing.assert_array_equal(G, G.T)
+    np.testing.assert_allclose(G, ref, rtol=0, atol=1e-12 * max(np.abs(ref).max(initial=0), 1))
+    np.testing.assert_allclose(dense_gram(a.toarray()), ref, rtol=0, atol=1e-11)
+    # only light columns (no dsyrk) and only heavy ones (no sparse rest)
+    light_only = sp.csr_matrix(np.eye(n, 4000))
+    np.testing.assert_array_equal(dense_gram(light_only), np.eye(n))
+    full = sp.csr_matrix(np.ones((n, 3)))
+    np.testing.assert_array_equal(dense_gram(full), np.full((n, n), 3.0))
 
 
 def test_dense_outer_edge_shapes():

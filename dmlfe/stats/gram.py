@@ -29,29 +29,15 @@ from dmlfe.compute import (
     tree_reduce,
     used_columns,
 )
-from dmlfe.stats.outer import dense_outer
+from dmlfe.stats.outer import dense_gram, dense_outer
 
 def _tile(xi: Any, xj: Any) -> np.ndarray:
-    """X_i X_j^T as a dense float64 tile (:func:`dmlfe.stats.outer.dense_outer`)."""
-    xi = to_float_block(xi)
-    return dense_outer(xi, xi if xj is None else to_float_block(xj))
+    """X_i X_j^T as a dense float64 tile; a diagonal one (``xj`` None) exactly symmetric.
 
-
-def _symmetrise(t: np.ndarray, step: int = 1024) -> np.ndarray:
-    """(t + t^T) / 2 in place, a square of ``step`` rows at a time (no n x n temporary).
-
-    A diagonal tile from BLAS is symmetric only to round-off; the eigensolvers want it
-    exactly so.
+    :func:`dmlfe.stats.outer.dense_gram` and :func:`dmlfe.stats.outer.dense_outer`.
     """
-    n = t.shape[0]
-    for i in range(0, n, step):
-        for j in range(i, n, step):
-            a = t[i:i + step, j:j + step]
-            b = t[j:j + step, i:i + step]
-            m = 0.5 * (a + b.T)
-            a[...] = m
-            b[...] = m.T
-    return t
+    xi = to_float_block(xi)
+    return dense_gram(xi) if xj is None else dense_outer(xi, to_float_block(xj))
 
 
 def _row_slices(X: Any, rows: int) -> list[Any]:
@@ -89,11 +75,9 @@ def gram_matrix(X: Any, *, client: Any = None, progress: bool = False,
     else:  # one tile at a time: never a second n x n of tiles beside G
         tiles = (_tile(blocks[i], None if i == j else blocks[j]) for i, j in pairs)
     if len(blocks) == 1:  # the tile is G: no copy
-        return _symmetrise(next(tiles))
+        return next(tiles)
     G = np.empty((n, n))
     for (i, j), t in zip(pairs, tiles, strict=True):
-        if i == j:
-            _symmetrise(t)
         G[bounds[i]:bounds[i + 1], bounds[j]:bounds[j + 1]] = t
         if i != j:
             G[bounds[j]:bounds[j + 1], bounds[i]:bounds[i + 1]] = t.T
