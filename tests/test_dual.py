@@ -165,8 +165,13 @@ def test_dual_passes_are_one_compute_each():
     assert computes <= 4 and est.n_passes_ == 3
 
 
+@pytest.mark.parametrize("kernel", [True, False], ids=["scipy-kernel", "public-product"])
 @pytest.mark.parametrize("rows", [7, 64])
-def test_gram_and_map_back_blockwise(rows):
+def test_gram_and_map_back_blockwise(rows, kernel, monkeypatch):
+    if not kernel:
+        import dmlfe.stats.gram as gram
+
+        monkeypatch.setattr(gram, "_csr_matvecs", None)
     X, _ = _data(45, 80)
     Xd = sparse_dask(X, rows)
     G = gram_matrix(Xd)

@@ -92,3 +92,13 @@ def test_column_parts_sum_like_the_dense_partials():
     out[cols] = vals
     np.testing.assert_allclose(out, ref, atol=1e-12)
     assert not np.any(ref[np.setdiff1d(np.arange(3000), cols)])
+
+
+@pytest.mark.parametrize("n_rows", [0, 1, 2, 40])  # few rows: the np.unique branch
+def test_used_columns_narrows_exactly(n_rows):
+    b = _zipf_rows(n_rows, 3000, 7)
+    b = b.tocsc().tocsr() if n_rows == 2 else b  # canonical and non-canonical input
+    cols, narrow = used_columns(b)
+    np.testing.assert_array_equal(cols, np.unique(b.indices))
+    assert cols.dtype == np.int64 and narrow.shape == (n_rows, cols.size)
+    np.testing.assert_allclose(narrow.toarray(), b.toarray()[:, cols])
