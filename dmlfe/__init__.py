@@ -3,30 +3,33 @@
 Main entry points: :func:`ingest` (corpus -> store), :func:`open_store`, and the
 scikit-learn estimators :class:`PCA`, :class:`LSI`, :class:`MDDM`, :class:`MVMD`,
 :class:`CCA`, :class:`PLS`, :class:`OPLS`, :class:`MLSI`, :class:`MLDA`, :class:`DMLDA`.
+
+The public names are imported on first use (PEP 562): a dask worker that unpickles a
+task of :mod:`dmlfe.stats` then imports what that task needs, not scikit-learn and
+every estimator (``import dmlfe`` took 4 s on the 2-core benchmark machine, most of
+the first pass of a fresh cluster).
 """
 
-from dmlfe import metrics
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from dmlfe._version import __version__
-from dmlfe.estimators import (
-    CCA,
-    DMLDA,
-    LSI,
-    MDDM,
-    MLDA,
-    MLSI,
-    MVMD,
-    OPLS,
-    PCA,
-    PLS,
-    KernelMDDM,
-    estimator_class,
-    make_estimator,
-)
-from dmlfe.evaluation import PPML, BinaryRelevance, MLkNN, MultiLabelRidge, PerLabelFLDA
-from dmlfe.ingestion import ingest
-from dmlfe.model_io import load_model, text_pipeline
-from dmlfe.selection import GRROOR
-from dmlfe.store import open_store
+
+#: public name -> the module that defines it
+_PUBLIC = {
+    **dict.fromkeys(("CCA", "DMLDA", "LSI", "MDDM", "MLDA", "MLSI", "MVMD", "OPLS", "PCA",
+                     "PLS", "KernelMDDM", "estimator_class", "make_estimator"),
+                    "dmlfe.estimators"),
+    **dict.fromkeys(("PPML", "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA"),
+                    "dmlfe.evaluation"),
+    "ingest": "dmlfe.ingestion",
+    "load_model": "dmlfe.model_io",
+    "text_pipeline": "dmlfe.model_io",
+    "GRROOR": "dmlfe.selection",
+    "open_store": "dmlfe.store",
+}
 
 __all__ = [
     "GRROOR", "PPML", "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA",
@@ -36,9 +39,22 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    # estimators of methods registered after import (dmlfe.methods.registry)
-    try:
-        return estimator_class(name)
-    except AttributeError:
-        raise AttributeError(f"module 'dmlfe' has no attribute {name!r}") from None
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    elif name == "metrics":
+        value = importlib.import_module("dmlfe.metrics")
+    elif name.startswith("_"):  # probes such as __wrapped__: never an estimator
+        raise AttributeError(f"module 'dmlfe' has no attribute {name!r}")
+    else:
+        # estimators of methods registered after import (dmlfe.methods.registry)
+        try:
+            value = importlib.import_module("dmlfe.estimators").estimator_class(name)
+        except AttributeError:
+            raise AttributeError(f"module 'dmlfe' has no attribute {name!r}") from None
+    globals()[name] = value  # the next lookup is an ordinary attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

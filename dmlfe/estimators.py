@@ -151,8 +151,9 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
             X = rmap.transform(X)
         elif sp.issparse(X):
             X = sp.csr_matrix(X, dtype=np.float64)
-        Z = np.asarray(X @ self.components_.T)
-        return Z if mean is None else Z - mean @ self.components_.T
+        P = np.ascontiguousarray(self.components_.T)  # as project() multiplies it
+        Z = np.asarray(X @ P)
+        return Z if mean is None else Z - mean @ P
 
     def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
         """``fit(X, y).transform(X)``; ``y`` (scikit-learn's name) is fit's ``Y``."""

@@ -505,6 +505,8 @@ def check_model(meta: Any, arrays: Mapping[str, np.ndarray],
             dims["nnz"] = a.shape[0]
         if aspec is PARAM_ARRAY:
             out[name] = a
+        elif name == "components_":  # as a fit leaves it: the transpose of a C-ordered P
+            out[name] = np.ascontiguousarray(a.T, dtype=np.float64).T
         else:
             out[name] = np.ascontiguousarray(
                 a, dtype=np.float64 if a.dtype.kind == "f" else np.int64)

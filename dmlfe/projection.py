@@ -99,7 +99,9 @@ def project(
         In-memory X is projected at once (no graph overhead) and wrapped as a
         single-chunk dask array.
     """
-    P = np.asarray(components, dtype=np.float64)
+    # one layout for the product whatever the model's: the same embedding, bit for bit,
+    # from a fitted model (components_ is then a transposed view) and a loaded one
+    P = np.ascontiguousarray(components, dtype=np.float64)
     if P.ndim != 2:
         raise ValueError(f"components must be a 2-D (D, d) array; got shape {P.shape}")
     offset = None
