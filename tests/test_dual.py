@@ -22,6 +22,7 @@ from dmlfe.methods import get_method
 from dmlfe.methods.template import TraceTemplate
 from dmlfe.solvers.dense import solve_dense
 from dmlfe.solvers.dual import centre_gram, reduced_data
+from dmlfe.solvers import partial
 from dmlfe.solvers.partial import FULL_SPECTRUM_LIMIT, block_krylov_eigh
 from dmlfe.stats.gram import gram_matrix, transpose_product
 
@@ -225,11 +226,20 @@ def _template(A, B=None, lowrank=None, constraint=None):
                          constraint=constraint)
 
 
-def test_solve_dense_above_the_full_spectrum_limit_is_partial_and_exact():
+@pytest.mark.parametrize("krylov_min", [None, 0], ids=["lapack-subset", "block-krylov"])
+def test_solve_dense_above_the_full_spectrum_limit_is_partial_and_exact(krylov_min,
+                                                                       monkeypatch):
+    if krylov_min is not None:  # the Krylov branch, at a size CI can afford
+        monkeypatch.setattr(partial, "KRYLOV_MIN_SIZE", krylov_min)
+    calls = []
+    real = partial.block_krylov_eigh
+    monkeypatch.setattr(partial, "block_krylov_eigh",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
     m = FULL_SPECTRUM_LIMIT + 200
     A = _psd(m, 400, 0.99, seed=1)
     res = solve_dense(_template(A), 12)
     assert res.solver == "eigh-partial" and res.eigenvalues.size == 12
+    assert bool(calls) == (krylov_min == 0)
     w_ref = sla.eigh(A, subset_by_index=[m - 12, m - 1], eigvals_only=True)[::-1]
     np.testing.assert_allclose(res.eigenvalues, w_ref, rtol=1e-10)
     # a threshold: d from the computed values and the trace
