@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator
 from functools import cached_property, lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dask
 import dask.array as da
@@ -24,7 +25,9 @@ from dask.highlevelgraph import HighLevelGraph
 
 from dmlfe.errors import MissingPathError, StoreError
 from dmlfe.store import _format as F
-from dmlfe.vectorize.text import TextVectorizer, store_vectorizer
+
+if TYPE_CHECKING:
+    from dmlfe.vectorize.text import TextVectorizer
 
 
 class IncompleteStoreError(StoreError):
@@ -285,6 +288,10 @@ class Store:
         g = _group(self._root, self._uid)
         idf = g["uns/idf"][:] if "idf" in g["uns"] else None
         vocab = self.feature_names if self.feature_kind == "names" else None
+        # imported here: it brings scikit-learn, which a worker reading row blocks never
+        # needs (2 s of a fresh worker's first task on the benchmark machine)
+        from dmlfe.vectorize.text import store_vectorizer
+
         return store_vectorizer(self.attrs, idf, vocab, f"the store {self.path}")
 
     @property
