@@ -150,28 +150,32 @@ def block_krylov_eigh(matmat: MatMat, m: int, k: int, *, block: int | None = Non
     products, converged, worst = 0, False, np.inf
     theta, U = np.zeros(0), np.zeros((m, 0))
     restarts = 0
+    # The Krylov basis and its image, block after block, in two buffers (F order, so a
+    # block of columns is contiguous): growing them by np.hstack copied the basis at
+    # every step. No block is wider than b.
+    Qb = np.empty((m, depth * b), order="F")
+    AQb = np.empty((m, depth * b), order="F")
     while restarts < max_restarts:
         restarts += 1
-        blocks, images = [V], []
-        Q = V
+        start, used = 0, V.shape[1]
+        Qb[:, :used] = V
         for j in range(depth):
             if j == 0 and AV_known is not None:
-                AV = AV_known  # thick restart: A U is known, no product (no pass) needed
+                AQb[:, :used] = AV_known  # thick restart: A U is known, no product needed
             else:
-                AV = matmat(blocks[-1])
-                products += blocks[-1].shape[1]
-            images.append(AV)
-            if j == depth - 1 or Q.shape[1] >= m:
+                AQb[:, start:used] = matmat(Qb[:, start:used])
+                products += used - start
+            multiplied = used
+            if j == depth - 1 or used >= m:
                 break
-            new = _extend_basis(Q, AV)
+            new = _extend_basis(Qb[:, :used], AQb[:, start:used])
             if new.shape[1] == 0:  # the space is invariant: Rayleigh-Ritz is exact
                 break
-            blocks.append(new)
-            Q = np.hstack([Q, new])
+            start, used = used, used + new.shape[1]
+            Qb[:, start:used] = new
         # A Q is known for the blocks that were multiplied; the last new block (if any)
         # was never multiplied, so the Ritz space is the multiplied part
-        Q = np.hstack(blocks[: len(images)])
-        AQ = np.hstack(images)
+        Q, AQ = Qb[:, :multiplied], AQb[:, :multiplied]
         T = Q.T @ AQ
         theta, Y = _descending(*np.linalg.eigh(0.5 * (T + T.T)))
         keep = min(b, theta.size)
@@ -180,7 +184,7 @@ def block_krylov_eigh(matmat: MatMat, m: int, k: int, *, block: int | None = Non
         res = np.linalg.norm(AU[:, :kk] - U[:, :kk] * theta[:kk], axis=0)
         scale = max(abs(float(theta[0])), np.finfo(float).tiny)
         worst = float(res.max(initial=0.0)) / scale
-        if worst <= tol or Q.shape[1] >= m:
+        if worst <= tol or multiplied >= m:
             converged = True
             break
         V, AV_known = U, AU  # U = Q Y is orthonormal: restart from it and its image
