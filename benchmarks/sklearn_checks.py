@@ -23,7 +23,8 @@ import dmlfe  # noqa: E402
 from dmlfe.validation import expected_failed_checks  # noqa: E402
 
 NAMES = ("PCA", "LSI", "MDDM", "MVMD", "CCA", "PLS", "OPLS", "MLSI", "MLDA", "DMLDA",
-         "KernelMDDM", "MultiLabelRidge", "MLkNN", "BinaryRelevance", "PerLabelFLDA", "GRROOR")
+         "KernelMDDM", "MultiLabelRidge", "MLkNN", "BinaryRelevance", "PerLabelFLDA", "PPML",
+         "GRROOR")
 
 
 #: Non-default parameters: the checks fit on 10 documents, and ML-kNN needs more than k;
