@@ -15,6 +15,7 @@ c_k^2 multiply-adds of X X^T (c_k: the column's count of documents).
 
 The split is a permutation of a sum over columns, so the result is the same product,
 equal to round-off; it is exact for dense input too (one BLAS product).
+:func:`dense_gram` is the symmetric case A A^T at half the work, exactly symmetric.
 """
 
 from __future__ import annotations
