@@ -39,7 +39,7 @@ from dmlfe.methods.registry import (
 )
 from dmlfe.model_files import save_model
 from dmlfe.params import Param, validate
-from dmlfe.projection import project
+from dmlfe.projection import mean_offset, product_dtype, project
 from dmlfe.relation import ship
 from dmlfe.store import open_store
 from dmlfe.validation import checked_matrix
@@ -65,7 +65,9 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     ``n_samples_``, ``method_params_`` and ``training_store_`` (the training store's
     :meth:`dmlfe.store.Store.provenance`; None when X was not a store path),
     ``route_`` ("feature", "relation" or "dual") and ``route_reason_``. Memory: ``components_``
-    is d x D float64, 0.8 GB per 100 components at D = 2^20. On the relation route
+    is d x D float64, 0.8 GB per 100 components at D = 2^20; ``components_dtype="float32"``
+    stores it in float32 (0.4 GB; the solve is float64 all the same, and ``transform``
+    then returns float32). On the relation route
     also ``relation_map_`` (the :class:`dmlfe.relation.RelationMap`: prototypes and
     similarity), ``relation_`` (its JSON parameters) and ``prototype_indices_`` (the
     prototypes' training row indices); ``components_`` and ``mean_`` then have p
@@ -122,7 +124,7 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
                         Limits(params["max_dense_features"], params["max_components"],
                                params["max_dual_samples"]))
         fitted = run_fit(plan, data, client=params["client"], progress=params["progress"],
-                         cache=params["cache"])
+                         cache=params["cache"], components_dtype=params["components_dtype"])
         for key, value in fitted.attributes().items():
             setattr(self, key, value)
         return self
@@ -149,11 +151,13 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         X = checked_matrix(self, X, reset=False)
         if rmap is not None:
             X = rmap.transform(X)
-        elif sp.issparse(X):
-            X = sp.csr_matrix(X, dtype=np.float64)
         P = np.ascontiguousarray(self.components_.T)  # as project() multiplies it
+        # float32 components: X is cast to float32 rather than P to float64 (a D x d
+        # float64 temporary), and the embeddings are float32
+        dtype = product_dtype(P)
+        X = sp.csr_matrix(X, dtype=dtype) if sp.issparse(X) else np.asarray(X, dtype=dtype)
         Z = np.asarray(X @ P)
-        return Z if mean is None else Z - mean @ P
+        return Z if mean is None else Z - mean_offset(mean, P)
 
     def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
         """``fit(X, y).transform(X)``; ``y`` (scikit-learn's name) is fit's ``Y``."""
