@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import Tags
@@ -39,7 +38,7 @@ from dmlfe.methods.registry import (
 )
 from dmlfe.model_files import save_model
 from dmlfe.params import Param, validate
-from dmlfe.projection import mean_offset, product_dtype, project
+from dmlfe.projection import mean_offset, product_dtype, project, project_block
 from dmlfe.relation import ship
 from dmlfe.store import open_store
 from dmlfe.validation import checked_matrix
@@ -151,13 +150,10 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         X = checked_matrix(self, X, reset=False)
         if rmap is not None:
             X = rmap.transform(X)
-        P = np.ascontiguousarray(self.components_.T)  # as project() multiplies it
-        # float32 components: X is cast to float32 rather than P to float64 (a D x d
-        # float64 temporary), and the embeddings are float32
-        dtype = product_dtype(P)
-        X = sp.csr_matrix(X, dtype=dtype) if sp.issparse(X) else np.asarray(X, dtype=dtype)
-        Z = np.asarray(X @ P)
-        return Z if mean is None else Z - mean_offset(mean, P)
+        # as project() multiplies, block by block: float32 components take X to float32
+        # (never P to float64) and give float32 embeddings
+        P = np.ascontiguousarray(self.components_.T, dtype=product_dtype(self.components_))
+        return project_block(X, P, None if mean is None else mean_offset(mean, P))
 
     def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
         """``fit(X, y).transform(X)``; ``y`` (scikit-learn's name) is fit's ``Y``."""

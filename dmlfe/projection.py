@@ -86,9 +86,14 @@ def mean_offset(mean: np.ndarray, P: np.ndarray) -> np.ndarray:
     return out.astype(P.dtype)
 
 
-def _project_block(
-    xb: Any, P: np.ndarray, offset: np.ndarray | None, block_fn: BlockFn | None
+def project_block(
+    xb: Any, P: np.ndarray, offset: np.ndarray | None = None, block_fn: BlockFn | None = None
 ) -> np.ndarray:
+    """One row block's embeddings ``xb P - offset``, in P's dtype (see :func:`project`).
+
+    ``offset`` is :func:`mean_offset` of the training mean (None: uncentred); the
+    estimators' in-memory ``transform`` and every task of :func:`project` call this.
+    """
     if block_fn is not None:
         xb = block_fn(xb)
     # the block takes P's dtype: a float64 block times float32 P would upcast P (a
@@ -154,7 +159,7 @@ def project(
     d = P.shape[1]
     if not is_dask(X):
         X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
-        Z = _project_block(X, P, offset, block_fn)
+        Z = project_block(X, P, offset, block_fn)
         return da.from_array(Z, chunks=(max(Z.shape[0], 1), d))
     X = check_row_blocks(X)
     # One graph key each for P and the offset, shared by every block task.
@@ -162,7 +167,7 @@ def project(
     off_ref = None if offset is None else delayed(offset)
     blocks = [
         da.from_delayed(
-            delayed(_project_block)(xb, P_ref, off_ref, block_fn),
+            delayed(project_block)(xb, P_ref, off_ref, block_fn),
             shape=(rows, d),
             dtype=dtype,
             meta=np.empty((0, 0), dtype=dtype),
