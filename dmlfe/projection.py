@@ -68,7 +68,7 @@ def product_dtype(components: np.ndarray) -> np.dtype:
 
 
 #: Rows of float32 components cast to float64 at a time for the mean offset.
-_OFFSET_ROWS = 1 << 16
+_OFFSET_ROWS = 1 << 13
 
 
 def mean_offset(mean: np.ndarray, P: np.ndarray) -> np.ndarray:
