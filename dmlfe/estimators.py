@@ -134,6 +134,8 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
 
         A store path or dask array gives a lazy dask array (chunked like X's rows);
         a scipy.sparse matrix or ndarray (finite values only) gives an ndarray.
+        float64, or float32 for a model fitted with ``components_dtype="float32"``
+        (X is then multiplied in float32).
         """
         self._check_fitted()
         if is_path(X):
