@@ -28,6 +28,7 @@ from dmlfe.demo import demo_pipeline_path
 from dmlfe.embed import INPUT_FORMATS, label_sets, read_documents, training_classifier
 from dmlfe.errors import DmlfeError, InputError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
+from dmlfe.fit.params import COMPONENTS_DTYPES
 from dmlfe.graph.knn import KNN_METHODS
 from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, open_ingest
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
@@ -287,7 +288,7 @@ def _fit_estimator(args: argparse.Namespace) -> MultiLabelProjection:
     if args.max_dense_features is not None:
         kw["max_dense_features"] = args.max_dense_features
     for name in ("max_components", "max_dual_samples", "n_oversamples", "n_iter", "tol",
-                 "max_passes"):
+                 "max_passes", "components_dtype"):
         if getattr(args, name, None) is not None:
             kw[name] = getattr(args, name)
     for param in _RELATION_FLAGS:
@@ -601,6 +602,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="matrix-free solver: relative residual to stop at (default 1e-5)")
     pf.add_argument("--max-passes", type=_positive_int, default=None,
                     help="matrix-free solver: most passes (default 30)")
+    pf.add_argument("--components-dtype", choices=list(COMPONENTS_DTYPES), default=None,
+                    help="storage of the saved components (d x D; default float64: 0.8 GB "
+                    "per 100 components at D = 2^20; float32: half that, and float32 "
+                    "embeddings). The solve is float64 either way")
     pf.add_argument("--out", required=True, help="the model directory to write")
     pf.add_argument("--classifier", choices=PREDICT_CLASSIFIERS, default=None,
                     help="also fit this classifier on the training embeddings and save it "

@@ -229,22 +229,25 @@ def align_rows(X: Any, Y: Any) -> tuple[Any, Any]:
 # --------------------------------------------------------------------------- #
 # Blocks
 # --------------------------------------------------------------------------- #
-def to_float_block(xb: Any) -> Any:
-    """One row block as float64, keeping its kind.
+def to_float_block(xb: Any, dtype: Any = np.float64) -> Any:
+    """One row block as float64 (or ``dtype``), keeping its kind.
 
     Parameters
     ----------
     xb : scipy.sparse matrix or array-like
         A row block of X (or of a ``block_fn``'s output).
+    dtype : numpy dtype, default float64
+        float32 only for products with float32 components (see
+        :func:`dmlfe.projection.project`); every pass accumulates in float64.
 
     Returns
     -------
     scipy.sparse.csr_matrix or ndarray
-        A float64 CSR matrix for a sparse block, a float64 ndarray otherwise.
+        A CSR matrix of ``dtype`` for a sparse block, an ndarray of ``dtype`` otherwise.
     """
     if sp.issparse(xb):
-        return sp.csr_matrix(xb, dtype=np.float64)
-    return np.asarray(xb, dtype=np.float64)
+        return sp.csr_matrix(xb, dtype=dtype)
+    return np.asarray(xb, dtype=dtype)
 
 
 def used_columns(xb: Any) -> tuple[np.ndarray, Any]:

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import Tags
@@ -39,7 +38,7 @@ from dmlfe.methods.registry import (
 )
 from dmlfe.model_files import save_model
 from dmlfe.params import Param, validate
-from dmlfe.projection import project
+from dmlfe.projection import mean_offset, product_dtype, project, project_block
 from dmlfe.relation import ship
 from dmlfe.store import open_store
 from dmlfe.validation import checked_matrix
@@ -65,7 +64,9 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     ``n_samples_``, ``method_params_`` and ``training_store_`` (the training store's
     :meth:`dmlfe.store.Store.provenance`; None when X was not a store path),
     ``route_`` ("feature", "relation" or "dual") and ``route_reason_``. Memory: ``components_``
-    is d x D float64, 0.8 GB per 100 components at D = 2^20. On the relation route
+    is d x D float64, 0.8 GB per 100 components at D = 2^20; ``components_dtype="float32"``
+    stores it in float32 (0.4 GB; the solve is float64 all the same, and ``transform``
+    then returns float32). On the relation route
     also ``relation_map_`` (the :class:`dmlfe.relation.RelationMap`: prototypes and
     similarity), ``relation_`` (its JSON parameters) and ``prototype_indices_`` (the
     prototypes' training row indices); ``components_`` and ``mean_`` then have p
@@ -122,7 +123,7 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
                         Limits(params["max_dense_features"], params["max_components"],
                                params["max_dual_samples"]))
         fitted = run_fit(plan, data, client=params["client"], progress=params["progress"],
-                         cache=params["cache"])
+                         cache=params["cache"], components_dtype=params["components_dtype"])
         for key, value in fitted.attributes().items():
             setattr(self, key, value)
         return self
@@ -133,6 +134,8 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
 
         A store path or dask array gives a lazy dask array (chunked like X's rows);
         a scipy.sparse matrix or ndarray (finite values only) gives an ndarray.
+        float64, or float32 for a model fitted with ``components_dtype="float32"``
+        (X is then multiplied in float32).
         """
         self._check_fitted()
         if is_path(X):
@@ -149,11 +152,10 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         X = checked_matrix(self, X, reset=False)
         if rmap is not None:
             X = rmap.transform(X)
-        elif sp.issparse(X):
-            X = sp.csr_matrix(X, dtype=np.float64)
-        P = np.ascontiguousarray(self.components_.T)  # as project() multiplies it
-        Z = np.asarray(X @ P)
-        return Z if mean is None else Z - mean @ P
+        # as project() multiplies, block by block: float32 components take X to float32
+        # (never P to float64) and give float32 embeddings
+        P = np.ascontiguousarray(self.components_.T, dtype=product_dtype(self.components_))
+        return project_block(X, P, None if mean is None else mean_offset(mean, P))
 
     def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
         """``fit(X, y).transform(X)``; ``y`` (scikit-learn's name) is fit's ``Y``."""

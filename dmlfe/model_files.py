@@ -7,7 +7,9 @@ A saved model is a directory::
                       method, the constructor parameters (``get_params()`` without
                       ``client``), the fitted scalars (n_components_, solver_, ...)
                       and, when fitted from a store, the training provenance
-      arrays.npz   -- components_, eigenvalues_, mean_ (float64) and any array-valued
+      arrays.npz   -- components_ (float64, or float32 for a model fitted with
+                      components_dtype="float32"), eigenvalues_, mean_ (float64)
+                      and any array-valued
                       parameter (e.g. an explicit MDDM label kernel); for the relation
                       route also the prototypes as CSR parts
                       (relation.prototypes.data / .indices / .indptr), their training
@@ -255,7 +257,7 @@ DIMENSIONS = {
 
 #: The fitted arrays of every model.
 ARRAY_SCHEMA: dict[str, ArraySpec] = {
-    "components_": ArraySpec("f", ("d", "D"), "the projection's rows"),
+    "components_": ArraySpec("f", ("d", "D"), "the projection's rows (float32 kept as such)"),
     "eigenvalues_": ArraySpec("f", ("k",), "every computed eigenvalue, descending",
                               check=_enough_eigenvalues),
     "mean_": ArraySpec("f", ("D",), "the training mean (zeros when not centred)"),
@@ -398,7 +400,8 @@ def check_model(meta: Any, arrays: Mapping[str, np.ndarray],
     meta : dict
         ``meta`` with the fitted scalars of older models filled in (their defaults).
     arrays : dict
-        The arrays, floating-point ones as float64 and index arrays as int64.
+        The arrays, floating-point ones as float64 (float32 ``components_`` kept as
+        float32) and index arrays as int64.
 
     Raises
     ------
@@ -506,11 +509,17 @@ def check_model(meta: Any, arrays: Mapping[str, np.ndarray],
         if aspec is PARAM_ARRAY:
             out[name] = a
         elif name == "components_":  # as a fit leaves it: the transpose of a C-ordered P
-            out[name] = np.ascontiguousarray(a.T, dtype=np.float64).T
+            out[name] = np.ascontiguousarray(a.T, dtype=_components_dtype(a)).T
         else:
             out[name] = np.ascontiguousarray(
                 a, dtype=np.float64 if a.dtype.kind == "f" else np.int64)
     return {**meta, "fitted": fitted}, out
+
+
+def _components_dtype(a: np.ndarray) -> type:
+    """float32 components (``components_dtype="float32"``) stay float32 on save and load;
+    any other float is float64, as every model was before float32 storage."""
+    return np.float32 if a.dtype == np.float32 else np.float64
 
 
 def model_params(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], cls: type,
@@ -622,9 +631,11 @@ def save_model(estimator: Any, path: str | os.PathLike[str], *, overwrite: bool 
     out = Path(path)
     _check_target(out, overwrite)
 
-    arrays: dict[str, np.ndarray] = {
-        k: np.ascontiguousarray(getattr(estimator, k), dtype=np.float64) for k in FITTED_ARRAYS
-    }
+    arrays: dict[str, np.ndarray] = {}
+    for k in FITTED_ARRAYS:
+        a = np.asarray(getattr(estimator, k))
+        arrays[k] = np.ascontiguousarray(
+            a, dtype=_components_dtype(a) if k == "components_" else np.float64)
     rmap = getattr(estimator, "relation_map_", None)
     if rmap is not None:
         arrays.update(rmap.to_arrays(RELATION_PREFIX))
@@ -774,7 +785,8 @@ def read_model_files(
     schema (:func:`check_model`: all but the parameters' values, see :func:`model_params`).
 
     The fitted scalars that older models lack are filled in with their defaults;
-    floating-point arrays are float64, index arrays int64.
+    floating-point arrays are float64 (float32 ``components_`` stay float32), index
+    arrays int64.
 
     Raises
     ------

@@ -61,13 +61,45 @@ from dmlfe.store import _format as F
 from dmlfe.tempfiles import move_into_place, remove_stale, temp_sibling
 
 
-def _project_block(
-    xb: Any, P: np.ndarray, offset: np.ndarray | None, block_fn: BlockFn | None
+def product_dtype(components: np.ndarray) -> np.dtype:
+    """The dtype a projection by ``components`` computes in and returns: float32 for
+    float32 components (``components_dtype="float32"``), float64 otherwise."""
+    return np.dtype(np.float32 if components.dtype == np.float32 else np.float64)
+
+
+#: Rows of float32 components cast to float64 at a time for the mean offset.
+_OFFSET_ROWS = 1 << 13
+
+
+def mean_offset(mean: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """``mean @ P`` (the centring's constant row), accumulated in float64, in P's dtype.
+
+    For float32 P the product is taken a slab of rows at a time: ``mean @ P`` as one
+    expression would cast the whole of P to a D x d float64 temporary (0.8 GB per 100
+    components at D = 2^20), the memory float32 components are there to save.
+    """
+    if P.dtype == np.float64:
+        return mean @ P
+    out = np.zeros(P.shape[1], dtype=np.float64)
+    for s in range(0, P.shape[0], _OFFSET_ROWS):
+        out += mean[s : s + _OFFSET_ROWS] @ P[s : s + _OFFSET_ROWS].astype(np.float64)
+    return out.astype(P.dtype)
+
+
+def project_block(
+    xb: Any, P: np.ndarray, offset: np.ndarray | None = None, block_fn: BlockFn | None = None
 ) -> np.ndarray:
+    """One row block's embeddings ``xb P - offset``, in P's dtype (see :func:`project`).
+
+    ``offset`` is :func:`mean_offset` of the training mean (None: uncentred); the
+    estimators' in-memory ``transform`` and every task of :func:`project` call this.
+    """
     if block_fn is not None:
         xb = block_fn(xb)
-    xb = to_float_block(xb)
-    z = np.asarray(xb @ P, dtype=np.float64)
+    # the block takes P's dtype: a float64 block times float32 P would upcast P (a
+    # D x d float64 copy in scipy's and numpy's products), not the block
+    xb = to_float_block(xb, P.dtype)
+    z = np.asarray(xb @ P, dtype=P.dtype)
     if offset is not None:
         z = z - offset
     return np.ascontiguousarray(z)
@@ -80,14 +112,19 @@ def project(
     *,
     block_fn: BlockFn | None = None,
 ) -> da.Array:
-    """Lazy embeddings Z = (X - mean) P, shape (n, d), float64, chunked like X's rows.
+    """Lazy embeddings Z = (X - mean) P, shape (n, d), chunked like X's rows.
+
+    float64, or float32 when ``components`` is float32 (a model fitted with
+    ``components_dtype="float32"``): the row blocks are then cast to float32 and
+    multiplied in float32, so P is never copied to float64.
 
     Parameters
     ----------
     X : dask array of CSR row blocks, scipy.sparse matrix or ndarray
         Documents x D features (training or new documents).
     components : ndarray, shape (D, d)
-        Projection P (a fitted model's ``components_``).
+        Projection P (a fitted model's ``components_.T``); float32 is kept, any other
+        dtype is taken as float64.
     mean : ndarray of shape (D,), optional
         Feature means for centred methods; None for uncentred ones (LSI, MLDA, ...).
     block_fn : callable, optional
@@ -101,7 +138,8 @@ def project(
     """
     # one layout for the product whatever the model's: the same embedding, bit for bit,
     # from a fitted model (components_ is then a transposed view) and a loaded one
-    P = np.ascontiguousarray(components, dtype=np.float64)
+    dtype = product_dtype(np.asarray(components))
+    P = np.ascontiguousarray(components, dtype=dtype)
     if P.ndim != 2:
         raise ValueError(f"components must be a 2-D (D, d) array; got shape {P.shape}")
     offset = None
@@ -111,7 +149,7 @@ def project(
             raise ValueError(
                 f"mean has {mean.shape[0]} entries but components have {P.shape[0]} rows"
             )
-        offset = mean @ P
+        offset = mean_offset(mean, P)
     n_cols = X.shape[1] if block_fn is None else None
     if n_cols is not None and n_cols != P.shape[0]:
         raise ValueError(
@@ -121,7 +159,7 @@ def project(
     d = P.shape[1]
     if not is_dask(X):
         X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
-        Z = _project_block(X, P, offset, block_fn)
+        Z = project_block(X, P, offset, block_fn)
         return da.from_array(Z, chunks=(max(Z.shape[0], 1), d))
     X = check_row_blocks(X)
     # One graph key each for P and the offset, shared by every block task.
@@ -129,10 +167,10 @@ def project(
     off_ref = None if offset is None else delayed(offset)
     blocks = [
         da.from_delayed(
-            delayed(_project_block)(xb, P_ref, off_ref, block_fn),
+            delayed(project_block)(xb, P_ref, off_ref, block_fn),
             shape=(rows, d),
-            dtype=np.float64,
-            meta=np.empty((0, 0), dtype=np.float64),
+            dtype=dtype,
+            meta=np.empty((0, 0), dtype=dtype),
         )
         for xb, rows in zip(X.to_delayed().ravel(), X.chunks[0], strict=True)
     ]

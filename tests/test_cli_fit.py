@@ -175,3 +175,29 @@ def test_transform_refuses_another_feature_space(work, capsys):
                      "--scheduler", address, "--quiet"]) == 2
         assert message in capsys.readouterr().err
         assert not (root / "e1").exists()
+
+
+def test_fit_components_dtype_float32(work, capsys):
+    root, store, address = work
+    model_dir = root / "mvmd-f32"
+    assert main(["fit", str(store), "--method", "mvmd", "--dim", "3", "--components-dtype",
+                 "float32", "--out", str(model_dir), "--scheduler", address, "--quiet"]) == 0
+    model = load_model(model_dir)
+    assert model.components_dtype == "float32" and model.components_.dtype == np.float32
+    ref = MVMD(n_components=3, cache=False).fit(store)  # float64
+    np.testing.assert_allclose(model.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+    # the cluster's float64 components rounded to float32 (half an ulp, 6e-8 relative)
+    np.testing.assert_allclose(model.components_, ref.components_, rtol=1e-6, atol=1e-7)
+    emb = root / "mvmd-f32-emb"
+    assert main(["transform", str(model_dir), str(store), "--out", str(emb), "--scheduler",
+                 address, "--quiet"]) == 0
+    Z = read_embeddings(emb)
+    Z_ref = ref.transform(open_store(store).X).compute()
+    np.testing.assert_allclose(Z, Z_ref, rtol=0, atol=1e-5 * np.abs(Z_ref).max())
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", str(store), "--method", "pca", "--components-dtype", "float16",
+              "--out", str(root / "never"), "--quiet"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "--components-dtype: invalid choice: 'float16'" in err and "'float32'" in err

@@ -20,9 +20,9 @@ from dmlfe.estimators import make_estimator
 from dmlfe.fit.plan import DataShape, Limits, plan_fit
 from dmlfe.methods import get_method
 from dmlfe.methods.template import TraceTemplate
+from dmlfe.solvers import partial
 from dmlfe.solvers.dense import solve_dense
 from dmlfe.solvers.dual import centre_gram, reduced_data
-from dmlfe.solvers import partial
 from dmlfe.solvers.partial import FULL_SPECTRUM_LIMIT, block_krylov_eigh
 from dmlfe.stats.gram import gram_matrix, transpose_product
 

@@ -11,6 +11,7 @@ transform), and its transform must equal (X - mean) P computed in numpy.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -492,6 +493,117 @@ def test_store_model_keeps_its_provenance(small_store, tmp_path):
     assert back.training_store_["path"] == str(path.resolve())
     assert back.split == "train"
     np.testing.assert_array_equal(back.transform(X), est.transform(X))
+
+
+# --------------------------------------------------------------------------- float32 components
+#: float32 fits of the brief: (estimator factory, its name in numpy_transform).
+FLOAT32_FITS = {"pca": lambda **kw: PCA(n_components=4, **kw),
+                "mvmd": lambda **kw: MVMD(n_components=4, beta=BETA, **kw)}
+
+
+def product_spy(monkeypatch) -> list[tuple[np.dtype, np.dtype, tuple[int, ...]]]:
+    """Records (block dtype, components dtype, components shape) of every product
+    ``block @ P`` that dmlfe.projection.project_block makes (in-memory and dask)."""
+    import dmlfe.projection as projection
+
+    seen: list[tuple[np.dtype, np.dtype, tuple[int, ...]]] = []
+    real = projection.to_float_block
+
+    class Block:
+        def __init__(self, block):
+            self.block = block
+
+        def __matmul__(self, P):
+            seen.append((self.block.dtype, P.dtype, P.shape))
+            return self.block @ P
+
+    monkeypatch.setattr(projection, "to_float_block", lambda xb, *a: Block(real(xb, *a)))
+    return seen
+
+
+@pytest.mark.parametrize("name", sorted(FLOAT32_FITS))
+def test_float32_components_are_the_float64_ones_rounded(name):
+    X, Xs, Y = sparse_data()
+    a = FLOAT32_FITS[name]().fit(Xs, Y)
+    b = FLOAT32_FITS[name](components_dtype="float32").fit(Xs, Y)
+    assert a.components_dtype == "float64" and a.components_.dtype == np.float64
+    assert b.components_.dtype == np.float32 and b.components_.shape == a.components_.shape
+    # the float64 solve's components, sign rule included, rounded once
+    np.testing.assert_array_equal(b.components_, a.components_.astype(np.float32))
+    # laid out as a float64 fit: the transpose of a C-ordered (D, d) array
+    assert b.components_.T.flags.c_contiguous and a.components_.T.flags.c_contiguous
+    for key in ("eigenvalues_", "mean_"):
+        assert getattr(b, key).dtype == np.float64
+        np.testing.assert_array_equal(getattr(b, key), getattr(a, key))
+    assert (b.n_components_, b.solver_, b.route_) == (a.n_components_, a.solver_, a.route_)
+
+
+@pytest.mark.parametrize("name", sorted(FLOAT32_FITS))
+def test_float32_transform_in_memory_and_on_dask(name, monkeypatch):
+    X, Xs, Y = sparse_data(n=90)
+    a = FLOAT32_FITS[name]().fit(Xs, Y)
+    b = FLOAT32_FITS[name](components_dtype="float32").fit(Xs, Y)
+    ref = numpy_transform(name, X, X, a.components_.T)  # float64, numpy only
+    tol = 1e-5 * np.abs(ref).max()  # float32 round-off of d-term sums of D products
+    seen = product_spy(monkeypatch)
+    Z_mem = b.transform(Xs)
+    assert isinstance(Z_mem, np.ndarray) and Z_mem.dtype == np.float32
+    np.testing.assert_allclose(Z_mem, ref, rtol=0, atol=tol)
+    np.testing.assert_allclose(b.transform(X), Z_mem, rtol=0, atol=tol)  # dense input
+    Zd = b.transform(sparse_dask(Xs, 25))  # 4 chunks
+    assert Zd.dtype == np.float32 and len(Zd.chunks[0]) == 4
+    Z_dask = Zd.compute(scheduler="sync")
+    assert Z_dask.dtype == np.float32
+    np.testing.assert_allclose(Z_dask, ref, rtol=0, atol=tol)
+    np.testing.assert_allclose(Z_dask, Z_mem, rtol=0, atol=tol)
+    # every product multiplied float32 blocks by the float32 components themselves
+    assert len(seen) == 2 + 4
+    assert all(blk == P == np.float32 and shape == (9, 4) for blk, P, shape in seen), seen
+    # the float64 model's products stay float64
+    seen.clear()
+    assert a.transform(Xs).dtype == np.float64 and a.transform(sparse_dask(Xs, 25)).dtype \
+        == np.float64
+    assert seen and all(blk == P == np.float64 for blk, P, _ in seen)
+
+
+def test_float32_transform_makes_no_float64_copy_of_the_components():
+    """The peak of what transform allocates stays well under a D x d float64 array."""
+    import tracemalloc
+
+    rng = np.random.default_rng(3)
+    n, D, d = 40, 100_000, 10
+    Xs = sp.random(n, D, density=5e-4, format="csr", random_state=rng) + sp.csr_matrix(
+        (np.ones(n), (np.arange(n), rng.integers(0, 50, n))), shape=(n, D))
+    est = PCA(n_components=d, components_dtype="float32").fit(Xs)
+    assert est.components_.dtype == np.float32 and est.centred_
+    float64_P = D * d * 8
+    X_dask = sparse_dask(Xs, 10)
+    for run in (lambda: est.transform(Xs), lambda: est.transform(X_dask).compute(
+            scheduler="sync")):
+        run()  # the first dask compute imports and sets up ~15 MB of its own: not measured
+        tracemalloc.start()
+        try:
+            Z = run()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert Z.dtype == np.float32 and Z.shape == (n, d)
+        assert peak < float64_P / 4, (peak, float64_P)
+
+
+def test_components_dtype_is_checked_and_float64_by_default():
+    X, Xs, Y = sparse_data()
+    assert PCA().components_dtype == "float64"
+    default = MVMD(n_components=3).fit(Xs, Y)
+    explicit = MVMD(n_components=3, components_dtype="float64").fit(Xs, Y)
+    np.testing.assert_array_equal(default.components_, explicit.components_)
+    assert default.components_.dtype == np.float64
+    assert default.transform(Xs).dtype == np.float64
+    for bad in ("float16", "f4", np.float32):
+        with pytest.raises(ValueError, match=r"MVMD parameter components_dtype="
+                           + re.escape(repr(bad)) + r" is not one of \('float64', 'float32'\)"):
+            MVMD(components_dtype=bad).fit(Xs, Y)
+    assert "components_dtype : {'float64', 'float32'}, default 'float64'" in PCA.__doc__
 
 
 # --------------------------------------------------------------------------- scene-train

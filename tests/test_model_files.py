@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import write_store
+from conftest import sparse_dask, write_store
 from test_estimators import sparse_data
 
 from dmlfe.cli import main
@@ -369,6 +369,47 @@ def test_models_of_the_previous_version_load():
     for name in ("mddm_f", "mvmd_rel"):
         est = load_model(OLD_MODELS / name)
         assert np.all(np.isfinite(est.components_))
+
+
+@pytest.mark.parametrize("kind", ["feature", "relation"])
+def test_float32_models_round_trip_as_float32(kind, tmp_path):
+    X, Xs, Y = sparse_data(n=60)
+    kw = {"route": "relation", "n_prototypes": 20, "prototype_selection": "random",
+          "similarity": "local_scaling", "n_neighbors": 4} if kind == "relation" else {}
+    est = MVMD(n_components=3, components_dtype="float32", **kw).fit(Xs, Y)
+    model = est.save(tmp_path / "m")
+    with np.load(model / ARRAYS_NPZ, allow_pickle=False) as z:
+        assert z["components_"].dtype == np.float32
+        assert z["components_"].shape == est.components_.shape
+        np.testing.assert_array_equal(z["components_"], est.components_)
+        assert z["mean_"].dtype == z["eigenvalues_"].dtype == np.float64
+    meta = json.loads((model / MODEL_JSON).read_text())
+    assert meta["params"]["components_dtype"] == "float32"
+    back = load_model(model)
+    assert back.components_dtype == "float32" and back.components_.dtype == np.float32
+    assert back.components_.T.flags.c_contiguous  # the layout of a fit
+    np.testing.assert_array_equal(back.components_, est.components_)
+    assert back.mean_.dtype == back.eigenvalues_.dtype == np.float64
+    for A in (Xs, X):
+        Z = back.transform(A)
+        assert Z.dtype == np.float32
+        np.testing.assert_array_equal(Z, est.transform(A))
+    Zd = back.transform(sparse_dask(Xs, 16)).compute()
+    assert Zd.dtype == np.float32
+    np.testing.assert_array_equal(Zd, est.transform(sparse_dask(Xs, 16)).compute())
+
+
+def test_float64_models_save_and_load_as_before(saved):
+    """A float64 model's files hold float64 arrays, and load with the fit's layout."""
+    est = load_model(saved["feature"])
+    with np.load(saved["feature"] / ARRAYS_NPZ, allow_pickle=False) as z:
+        assert all(z[k].dtype == np.float64 for k in ("components_", "eigenvalues_", "mean_"))
+    assert est.components_dtype == "float64" and est.components_.dtype == np.float64
+    assert est.components_.T.flags.c_contiguous
+    for name in ("mddm_f", "mvmd_rel"):  # written before components_dtype existed
+        old = load_model(OLD_MODELS / name)
+        assert old.components_dtype == "float64" and old.components_.dtype == np.float64
+        assert old.components_.T.flags.c_contiguous
 
 
 def test_first_format_1_models_without_the_later_keys_load(saved, tmp_path):

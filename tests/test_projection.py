@@ -65,6 +65,37 @@ def test_project_blocks_stay_sparse():
     assert seen and all(seen)
 
 
+@pytest.mark.parametrize("rows", [10, 33])
+def test_float32_components_project_in_float32(rows, monkeypatch):
+    import dmlfe.projection as projection
+
+    X, P, mean, _ = setup_data()
+    P32 = P.astype(np.float32)
+    ref = (X.toarray() - mean) @ P32.astype(np.float64)  # float64 numpy on the same P
+    tol = 1e-5 * np.abs(ref).max()
+    monkeypatch.setattr(projection, "_OFFSET_ROWS", 4)  # the offset in several slabs
+    blocks = []
+    real = projection.to_float_block
+    monkeypatch.setattr(projection, "to_float_block",
+                        lambda xb, *a: blocks.append(real(xb, *a)) or blocks[-1])
+    Z = project(sparse_dask(X, rows), P32, mean)
+    assert Z.dtype == np.float32 and Z.chunks[0] == sparse_dask(X, rows).chunks[0]
+    Zc = Z.compute(scheduler="sync")
+    assert Zc.dtype == np.float32
+    np.testing.assert_allclose(Zc, ref, rtol=0, atol=tol)
+    assert blocks and all(sp.issparse(b) and b.dtype == np.float32 for b in blocks)
+    Zm = project(X, P32, mean).compute()  # in memory
+    assert Zm.dtype == np.float32
+    np.testing.assert_allclose(Zm, ref, rtol=0, atol=tol)
+    # the offset, slab by slab, is mean @ P accumulated in float64
+    off = projection.mean_offset(mean, P32)
+    assert off.dtype == np.float32
+    np.testing.assert_allclose(off, mean @ P32.astype(np.float64), rtol=1e-6)
+    # any other dtype is float64, as before
+    assert project(X, P.astype(np.float16), mean).dtype == np.float64
+    np.testing.assert_array_equal(projection.mean_offset(mean, P), mean @ P)
+
+
 def test_shape_mismatch_is_reported():
     X, P, mean, _ = setup_data()
     with pytest.raises(ValueError, match="17 features but components have 16 rows"):

@@ -17,6 +17,8 @@ from dmlfe.solvers.dimension import DEFAULT_THRESHOLD, check_n_components
 
 SOLVERS = ("auto", "dense", "randomized", "lanczos")
 ROUTES = ("feature", "relation", "dual", "auto")
+#: Storage dtypes of ``components_``; the solve itself is always float64.
+COMPONENTS_DTYPES = ("float64", "float32")
 
 
 def _n_components(name: str, value: Any) -> int | float:
@@ -104,6 +106,12 @@ COMMON: tuple[Param, ...] = (
           "NN-descent on the driver (pynndescent, ``pip install 'dmlfe[ann]'``;\n    its "
           "recall against exact is measured on a sample); 'auto' is exact up to\n    "
           "100,000 documents (dmlfe.graph.knn.EXACT_LIMIT)."),
+    Param("components_dtype", "float64", one_of(*COMPONENTS_DTYPES),
+          "{'float64', 'float32'}, default 'float64'\n    Storage of ``components_`` (d x D: "
+          "0.8 GB per 100 components at D = 2^20\n    in float64, 0.4 GB in float32). The "
+          "statistics and the solve stay float64;\n    only the result is cast. With "
+          "'float32', ``transform`` multiplies in float32\n    and returns float32 embeddings "
+          "(``mean_`` and ``eigenvalues_`` stay float64)."),
 )
 
 #: Common parameters that say where and how to run, not what the model is.

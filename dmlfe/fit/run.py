@@ -163,8 +163,12 @@ def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: Sufficie
 
 
 def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool = False,
-            cache: bool = True) -> FittedProjection:
-    """Statistics -> template -> solve for ``plan`` on ``data``."""
+            cache: bool = True, components_dtype: str = "float64") -> FittedProjection:
+    """Statistics -> template -> solve for ``plan`` on ``data``.
+
+    Everything is computed in float64; ``components_dtype`` ("float64" or "float32") is
+    only the dtype the components are stored in.
+    """
     rmap, proto_idx, relation = None, None, None
     n_features_in = int(data.X.shape[1])
     if plan.relation is not None:
@@ -193,10 +197,13 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
     else:
         res = solve(plan, template, data, stats, client=client, rmap=rmap)
         centred, params = template.centred, dict(template.params)
+    # (D, d) in C order, so components_ is its transpose without a copy (0.8 GB at
+    # 2^20 and d = 100) and projecting, X components_^T, reads it as written; a float32
+    # request casts that C-ordered array (after the sign rule, so the float32 components
+    # are the float64 ones rounded); the float64 one goes with res when this returns
+    components = np.ascontiguousarray(res.components, dtype=np.dtype(components_dtype)).T
     return FittedProjection(
-        # (D, d) in C order, so components_ is its transpose without a copy (0.8 GB at
-        # 2^20 and d = 100) and projecting, X components_^T, reads it as written
-        components=np.ascontiguousarray(res.components).T,
+        components=components,
         eigenvalues=np.asarray(res.eigenvalues, dtype=np.float64),
         n_components=int(res.n_components), centred=bool(centred),
         mean=stats.mean_x if centred else np.zeros(stats.n_features),
