@@ -250,6 +250,13 @@ def to_float_block(xb: Any, dtype: Any = np.float64) -> Any:
     return np.asarray(xb, dtype=dtype)
 
 
+def kept_float_dtype(a: np.ndarray) -> np.dtype:
+    """float32 for a float32 array, float64 for any other: the dtype float32 components
+    (``components_dtype="float32"``) keep in a projection and in a saved model, where
+    every other array is float64."""
+    return np.dtype(np.float32 if a.dtype == np.float32 else np.float64)
+
+
 def used_columns(xb: Any) -> tuple[np.ndarray, Any]:
     """(columns, block on those columns): a sparse row block narrowed to the columns it uses.
 

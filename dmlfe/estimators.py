@@ -38,7 +38,7 @@ from dmlfe.methods.registry import (
 )
 from dmlfe.model_files import save_model
 from dmlfe.params import Param, validate
-from dmlfe.projection import mean_offset, product_dtype, project, project_block
+from dmlfe.projection import project, project_block, projection_operands
 from dmlfe.relation import ship
 from dmlfe.store import open_store
 from dmlfe.validation import checked_matrix
@@ -154,8 +154,7 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
             X = rmap.transform(X)
         # as project() multiplies, block by block: float32 components take X to float32
         # (never P to float64) and give float32 embeddings
-        P = np.ascontiguousarray(self.components_.T, dtype=product_dtype(self.components_))
-        return project_block(X, P, None if mean is None else mean_offset(mean, P))
+        return project_block(X, *projection_operands(self.components_.T, mean))
 
     def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
         """``fit(X, y).transform(X)``; ``y`` (scikit-learn's name) is fit's ``Y``."""

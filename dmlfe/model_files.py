@@ -57,6 +57,7 @@ import numpy as np
 from numpy.lib.npyio import NpzFile
 
 from dmlfe._version import __version__
+from dmlfe.compute import kept_float_dtype
 from dmlfe.errors import MissingPathError, ModelFormatError
 from dmlfe.methods.registry import all_methods
 from dmlfe.params import Check, interval, one_of, validate
@@ -509,17 +510,11 @@ def check_model(meta: Any, arrays: Mapping[str, np.ndarray],
         if aspec is PARAM_ARRAY:
             out[name] = a
         elif name == "components_":  # as a fit leaves it: the transpose of a C-ordered P
-            out[name] = np.ascontiguousarray(a.T, dtype=_components_dtype(a)).T
+            out[name] = np.ascontiguousarray(a.T, dtype=kept_float_dtype(a)).T
         else:
             out[name] = np.ascontiguousarray(
                 a, dtype=np.float64 if a.dtype.kind == "f" else np.int64)
     return {**meta, "fitted": fitted}, out
-
-
-def _components_dtype(a: np.ndarray) -> type:
-    """float32 components (``components_dtype="float32"``) stay float32 on save and load;
-    any other float is float64, as every model was before float32 storage."""
-    return np.float32 if a.dtype == np.float32 else np.float64
 
 
 def model_params(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], cls: type,
@@ -635,7 +630,7 @@ def save_model(estimator: Any, path: str | os.PathLike[str], *, overwrite: bool 
     for k in FITTED_ARRAYS:
         a = np.asarray(getattr(estimator, k))
         arrays[k] = np.ascontiguousarray(
-            a, dtype=_components_dtype(a) if k == "components_" else np.float64)
+            a, dtype=kept_float_dtype(a) if k == "components_" else np.float64)
     rmap = getattr(estimator, "relation_map_", None)
     if rmap is not None:
         arrays.update(rmap.to_arrays(RELATION_PREFIX))

@@ -56,16 +56,16 @@ import zarr
 from dask import delayed
 
 from dmlfe._version import __version__
-from dmlfe.compute import BlockFn, check_row_blocks, compute_one, is_dask, to_float_block
+from dmlfe.compute import (
+    BlockFn,
+    check_row_blocks,
+    compute_one,
+    is_dask,
+    kept_float_dtype,
+    to_float_block,
+)
 from dmlfe.store import _format as F
 from dmlfe.tempfiles import move_into_place, remove_stale, temp_sibling
-
-
-def product_dtype(components: np.ndarray) -> np.dtype:
-    """The dtype a projection by ``components`` computes in and returns: float32 for
-    float32 components (``components_dtype="float32"``), float64 otherwise."""
-    return np.dtype(np.float32 if components.dtype == np.float32 else np.float64)
-
 
 #: Rows of float32 components cast to float64 at a time for the mean offset.
 _OFFSET_ROWS = 1 << 13
@@ -105,6 +105,28 @@ def project_block(
     return np.ascontiguousarray(z)
 
 
+def projection_operands(components: Any, mean: Any = None
+                        ) -> tuple[np.ndarray, np.ndarray | None]:
+    """(P, offset) for :func:`project_block`: P = ``components`` (D x d) C-ordered in
+    its kept dtype (float32 stays, anything else float64), offset = :func:`mean_offset`
+    of ``mean`` (None when ``mean`` is None).
+
+    One layout for the product whatever the model's: the same embedding, bit for bit,
+    from a fitted model (``components_`` is a transposed view) and a loaded one.
+    """
+    components = np.asarray(components)
+    P = np.ascontiguousarray(components, dtype=kept_float_dtype(components))
+    if P.ndim != 2:
+        raise ValueError(f"components must be a 2-D (D, d) array; got shape {P.shape}")
+    if mean is None:
+        return P, None
+    mean = np.asarray(mean, dtype=np.float64).ravel()
+    if mean.shape[0] != P.shape[0]:
+        raise ValueError(f"mean has {mean.shape[0]} entries but components have {P.shape[0]} "
+                         "rows")
+    return P, mean_offset(mean, P)
+
+
 def project(
     X: Any,
     components: np.ndarray,
@@ -136,20 +158,8 @@ def project(
         In-memory X is projected at once (no graph overhead) and wrapped as a
         single-chunk dask array.
     """
-    # one layout for the product whatever the model's: the same embedding, bit for bit,
-    # from a fitted model (components_ is then a transposed view) and a loaded one
-    dtype = product_dtype(np.asarray(components))
-    P = np.ascontiguousarray(components, dtype=dtype)
-    if P.ndim != 2:
-        raise ValueError(f"components must be a 2-D (D, d) array; got shape {P.shape}")
-    offset = None
-    if mean is not None:
-        mean = np.asarray(mean, dtype=np.float64).ravel()
-        if mean.shape[0] != P.shape[0]:
-            raise ValueError(
-                f"mean has {mean.shape[0]} entries but components have {P.shape[0]} rows"
-            )
-        offset = mean_offset(mean, P)
+    P, offset = projection_operands(components, mean)
+    dtype = P.dtype
     n_cols = X.shape[1] if block_fn is None else None
     if n_cols is not None and n_cols != P.shape[0]:
         raise ValueError(
