@@ -31,25 +31,14 @@ def flip_signs(V: np.ndarray) -> np.ndarray:
         A new float64 array with every column multiplied by +1 or -1; ``V`` is
         not modified. An empty ``V`` gives an empty copy.
     """
-    V = np.asarray(V, dtype=np.float64)
-    if V.size == 0:
-        return V.copy()
-    return V * sign_rule(V)
-
-
-def sign_rule(V: np.ndarray) -> np.ndarray:
-    """The +-1 per column of V (D x k) that :func:`flip_signs` multiplies it by."""
-    idx = np.argmax(np.abs(V), axis=0)
-    signs = np.sign(V[idx, np.arange(V.shape[1])])
-    signs[signs == 0] = 1.0
-    return signs
+    return flip_signs_inplace(np.array(V, dtype=np.float64))
 
 
 def flip_signs_inplace(V: np.ndarray, rows: int = 1 << 13) -> np.ndarray:
-    """:func:`flip_signs` of a D x k V in place (0.8 GB at D = 2^20, k = 100).
+    """:func:`flip_signs` of a D x k float64 V in place (0.8 GB at D = 2^20, k = 100).
 
     |V| is taken a slab of ``rows`` rows at a time, so no D x k temporary is made; the
-    first entry of largest magnitude in each column wins, as in :func:`sign_rule`.
+    first entry of largest magnitude in each column wins.
     """
     k = V.shape[1]
     best, signs = np.full(k, -1.0), np.ones(k)
