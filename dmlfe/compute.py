@@ -19,6 +19,7 @@ This module imports nothing from the rest of dmlfe but :mod:`dmlfe.progress`.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -248,6 +249,44 @@ def to_float_block(xb: Any, dtype: Any = np.float64) -> Any:
     if sp.issparse(xb):
         return sp.csr_matrix(xb, dtype=dtype)
     return np.asarray(xb, dtype=dtype)
+
+
+#: At most this many threads for the driver's own sparse kernels (:func:`driver_threads`).
+DRIVER_THREADS_MAX = 8
+
+
+def _in_worker_task() -> bool:
+    try:
+        from distributed import get_worker
+
+        get_worker()
+    except (ImportError, ValueError):
+        return False
+    return True
+
+
+def driver_threads() -> int:
+    """Threads for sparse products the driver runs itself (scipy's kernels release the GIL).
+
+    The CPUs this process may run on (``os.sched_getaffinity``), at most
+    :data:`DRIVER_THREADS_MAX`, or the ``DMLFE_DRIVER_THREADS`` environment variable
+    when set (1 turns the threading off). Inside a dask worker's task it is 1: there
+    the worker's own threads are the parallelism.
+    """
+    if _in_worker_task():
+        return 1
+    env = os.environ.get("DMLFE_DRIVER_THREADS")
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise ValueError(f"DMLFE_DRIVER_THREADS must be a positive integer; got {env!r}"
+                             ) from None
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - platforms without affinity (macOS)
+        n = os.cpu_count() or 1
+    return max(1, min(n, DRIVER_THREADS_MAX))
 
 
 def kept_float_dtype(a: np.ndarray) -> np.dtype:

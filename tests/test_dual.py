@@ -168,7 +168,10 @@ def test_dual_passes_are_one_compute_each():
 
 @pytest.mark.parametrize("kernel", [True, False], ids=["scipy-kernel", "public-product"])
 @pytest.mark.parametrize("rows", [7, 64])
-def test_gram_and_map_back_blockwise(rows, kernel, monkeypatch):
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_gram_and_map_back_blockwise(rows, kernel, threads, monkeypatch):
+    # the driver's sparse kernels in 1 or 3 threads (each writing its own rows)
+    monkeypatch.setenv("DMLFE_DRIVER_THREADS", threads)
     if not kernel:
         import dmlfe.stats.gram as gram
 
@@ -184,6 +187,18 @@ def test_gram_and_map_back_blockwise(rows, kernel, monkeypatch):
         np.testing.assert_allclose(P, ref, atol=1e-12)
         assert P.shape == (80, 20) and P.flags.c_contiguous
     np.testing.assert_allclose(gram_matrix(X, block_rows=10), G, atol=1e-13)
+
+
+def test_driver_threads_setting(monkeypatch):
+    from dmlfe.compute import DRIVER_THREADS_MAX, driver_threads
+
+    monkeypatch.delenv("DMLFE_DRIVER_THREADS", raising=False)
+    assert 1 <= driver_threads() <= DRIVER_THREADS_MAX
+    monkeypatch.setenv("DMLFE_DRIVER_THREADS", "5")
+    assert driver_threads() == 5
+    monkeypatch.setenv("DMLFE_DRIVER_THREADS", "two")
+    with pytest.raises(ValueError, match="DMLFE_DRIVER_THREADS must be a positive integer"):
+        driver_threads()
 
 
 def test_reduced_data_reproduces_the_gram():
@@ -218,6 +233,42 @@ def test_block_krylov_matches_eigh():
     B = _psd(300, 4, 0.9)
     w, V, info = block_krylov_eigh(lambda M: B @ M, 300, 4)
     np.testing.assert_allclose(w, sla.eigvalsh(B)[::-1][:4], rtol=1e-10)
+
+
+def test_block_krylov_float32_basis():
+    A = _psd(600, 300, 0.98)
+    w_ref = sla.eigvalsh(A)[::-1][:25]
+    A32 = A.astype(np.float32)
+    w, V, info = block_krylov_eigh(lambda M: A32 @ M, 600, 25, dtype=np.float32, tol=1e-5)
+    assert V.dtype == np.float32 and info["ritz"].dtype == np.float32 and info["converged"]
+    np.testing.assert_allclose(w, w_ref, rtol=1e-6)
+    # a float64 run started from that Ritz block: one product to check it (first_depth 1)
+    w2, V2, info2 = block_krylov_eigh(lambda M: A @ M, 600, 25, tol=1e-5,
+                                      v0=info["ritz"].astype(np.float64), first_depth=1)
+    assert info2["products"] == info["ritz"].shape[1] and info2["restarts"] == 1
+    np.testing.assert_allclose(w2, w_ref, rtol=1e-9)
+
+
+def test_leading_eigh_mixed_precision_is_finished_in_float64(monkeypatch):
+    """The float32 exploration stops at FLOAT32_TOL; a tighter tol is reached in float64."""
+    monkeypatch.setattr(partial, "KRYLOV_MIN_SIZE", 0)
+    dtypes = []
+    real = partial.block_krylov_eigh
+    monkeypatch.setattr(partial, "block_krylov_eigh",
+                        lambda *a, **k: dtypes.append(k.get("dtype", np.float64))
+                        or real(*a, **k))
+    m = FULL_SPECTRUM_LIMIT + 200
+    A = _psd(m, 600, 0.995, seed=2)
+    w_ref, V_ref = sla.eigh(A, subset_by_index=[m - 20, m - 1])
+    w_ref, V_ref = w_ref[::-1], V_ref[:, ::-1]
+    w, V, info = partial.leading_eigh(A, 20, tol=1e-10)
+    assert dtypes == [np.float32, np.float64]
+    assert info["converged"] and info["max_residual"] <= 1e-10
+    assert info["float32_products"] > 0
+    np.testing.assert_allclose(w, w_ref, rtol=1e-13)
+    assert V.dtype == np.float64
+    np.testing.assert_allclose(V.T @ V, np.eye(20), atol=1e-12)
+    assert _principal_cosines(V.T, V_ref.T).min() > 1 - 1e-12
 
 
 def _template(A, B=None, lowrank=None, constraint=None):

@@ -31,12 +31,13 @@ def _both_kinds_of_column(a: sp.csr_matrix, b: sp.csr_matrix) -> tuple[int, int]
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_dense_outer_equals_the_sparse_product(seed):
+@pytest.mark.parametrize("threads", [None, 1, 4])
+def test_dense_outer_equals_the_sparse_product(seed, threads):
     a, b = _zipf_rows(300, 5000, seed), _zipf_rows(170, 5000, seed + 10)
     heavy, light = _both_kinds_of_column(a, b)
     assert heavy > 0 and light > 0  # both halves of the split are exercised
     ref = (a @ b.T).toarray()
-    out = dense_outer(a, b)
+    out = dense_outer(a, b, threads=threads)
     assert out.flags.c_contiguous and out.dtype == np.float64
     np.testing.assert_allclose(out, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
     np.testing.assert_allclose(dense_outer(a, a), (a @ a.T).toarray(), rtol=0, atol=1e-11)
@@ -47,7 +48,8 @@ def test_dense_outer_equals_the_sparse_product(seed):
 
 @pytest.mark.parametrize("n", [0, 1, 3, 301, 517])
 @pytest.mark.parametrize("blocks", [1, 4, 7])
-def test_dense_gram_is_the_exactly_symmetric_product(n, blocks, monkeypatch):
+@pytest.mark.parametrize("threads", [1, 3])
+def test_dense_gram_is_the_exactly_symmetric_product(n, blocks, threads, monkeypatch):
     monkeypatch.setattr(outer, "GRAM_ROW_BLOCKS", blocks)
     monkeypatch.setattr(outer, "MIRROR_STEP", 64)  # several mirror blocks at these sizes
     a = _zipf_rows(n, 4000, n)
@@ -55,7 +57,7 @@ def test_dense_gram_is_the_exactly_symmetric_product(n, blocks, monkeypatch):
         heavy, light = _both_kinds_of_column(a, a)
         assert heavy > 0 and light > 0
     ref = (a @ a.T).toarray()
-    G = dense_gram(a)
+    G = dense_gram(a, threads=threads)
     assert G.shape == (n, n) and G.flags.c_contiguous and G.dtype == np.float64
     np.testing.assert_array_equal(G, G.T)
     np.testing.assert_allclose(G, ref, rtol=0, atol=1e-12 * max(np.abs(ref).max(initial=0), 1))
@@ -102,3 +104,10 @@ def test_used_columns_narrows_exactly(n_rows):
     np.testing.assert_array_equal(cols, np.unique(b.indices))
     assert cols.dtype == np.int64 and narrow.shape == (n_rows, cols.size)
     np.testing.assert_allclose(narrow.toarray(), b.toarray()[:, cols])
+
+
+def test_driver_threads_is_one_inside_a_dask_task(cluster_client):
+    """The driver's threading stays off in worker tasks (their threads are the parallelism)."""
+    from dmlfe.compute import driver_threads
+
+    assert cluster_client.submit(driver_threads, pure=False).result() == 1

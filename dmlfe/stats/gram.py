@@ -15,6 +15,7 @@ the solver one or two matrices of the same size; the map back returns D x d x 8 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from dask import delayed
 
 from dmlfe.compute import (
     check_row_blocks,
+    driver_threads,
     is_dask,
     run,
     to_float_block,
@@ -73,20 +75,55 @@ def gram_matrix(X: Any, *, client: Any = None, progress: bool = False,
         bounds = np.cumsum([0] + [b.shape[0] for b in blocks])
     n = int(bounds[-1])
     pairs = [(i, j) for i in range(len(blocks)) for j in range(i, len(blocks))]
-    if is_dask(X):
-        tiles = iter(run(*[delayed(_tile)(blocks[i], None if i == j else blocks[j])
-                           for i, j in pairs],
-                         desc="Gram pass", progress=progress, client=client))
-    else:  # one tile at a time: never a second n x n of tiles beside G
-        tiles = (_tile(blocks[i], None if i == j else blocks[j]) for i, j in pairs)
     if len(blocks) == 1:  # the tile is G: no copy
-        return next(tiles)
+        if is_dask(X):
+            return run(delayed(_tile)(blocks[0], None), desc="Gram pass", progress=progress,
+                       client=client)[0]
+        return _tile(blocks[0], None)
     G = np.empty((n, n))
-    for (i, j), t in zip(pairs, tiles, strict=True):
+    placed = iter(pairs)
+
+    def place(t: np.ndarray) -> None:
+        i, j = next(placed)
         G[bounds[i]:bounds[i + 1], bounds[j]:bounds[j + 1]] = t
         if i != j:
             G[bounds[j]:bounds[j + 1], bounds[i]:bounds[i + 1]] = t.T
+
+    if is_dask(X):
+        # each tile is written into G as it arrives and released: the transfers overlap
+        # the tiles still being computed, and the tiles are never all held beside G
+        run(*[delayed(_tile)(blocks[i], None if i == j else blocks[j]) for i, j in pairs],
+            desc="Gram pass", progress=progress, client=client, fold=place)
+    else:  # one tile at a time
+        for i, j in pairs:
+            place(_tile(blocks[i], None if i == j else blocks[j]))
     return G
+
+
+def _threaded_matvecs(out: np.ndarray, xt: sp.csc_matrix, ab: np.ndarray, threads: int
+                      ) -> None:
+    """out += xt^T-as-CSR @ ab with scipy's kernel, in ``threads`` ranges of out's rows.
+
+    The CSC arrays of X_b are the CSR arrays of X_b^T, whose row r is out's row r. The
+    rows are cut where the non-zeros are shared evenly; each range is a slice of the
+    same index arrays (the kernel reads indptr's absolute offsets) and writes only its
+    own rows of out, and the kernel releases the GIL (2 threads: 0.4 s against 0.75 s
+    on R10 at 2^20, d = 100).
+    """
+    D, d = out.shape
+    vec = ab.ravel()
+    if threads <= 1 or D < 2 * threads:
+        _csr_matvecs(D, xt.shape[0], d, xt.indptr, xt.indices, xt.data, vec, out.ravel())
+        return
+    cuts = np.searchsorted(xt.indptr, np.linspace(0, xt.indptr[-1], threads + 1)[1:-1])
+    bounds = [0, *sorted({int(c) for c in cuts if 0 < c < D}), D]
+
+    def rows(r0: int, r1: int) -> None:
+        _csr_matvecs(r1 - r0, xt.shape[0], d, xt.indptr[r0:r1 + 1], xt.indices, xt.data,
+                     vec, out[r0:r1].ravel())
+
+    with ThreadPoolExecutor(len(bounds) - 1) as pool:
+        list(pool.map(rows, bounds[:-1], bounds[1:]))
 
 
 def _add_xt_alpha(out: np.ndarray, xb: Any, ab: np.ndarray) -> None:
@@ -105,8 +142,7 @@ def _add_xt_alpha(out: np.ndarray, xb: Any, ab: np.ndarray) -> None:
     xt = xb.tocsc()
     ab = np.ascontiguousarray(ab, dtype=np.float64)
     if _csr_matvecs is not None and out.flags.c_contiguous and xt.data.dtype == np.float64:
-        _csr_matvecs(xt.shape[1], xt.shape[0], ab.shape[1], xt.indptr, xt.indices, xt.data,
-                     ab.ravel(), out.ravel())
+        _threaded_matvecs(out, xt, ab, driver_threads())
         return
     cols, narrow = used_columns(xb)  # without the kernel: the block's columns only
     out[cols] += narrow.tocsc().T @ ab
