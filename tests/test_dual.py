@@ -313,3 +313,14 @@ def test_lowrank_generalised_reduction_matches_eigh():
     P = res.components
     np.testing.assert_allclose(P.T @ B @ P, np.eye(5), atol=1e-9)
     np.testing.assert_allclose(F @ (F.T @ P), B @ P * res.eigenvalues[:5], atol=1e-8)
+
+
+def test_leading_eigh_says_when_block_krylov_did_not_converge(monkeypatch):
+    monkeypatch.setattr(partial, "KRYLOV_MIN_SIZE", 0)
+    monkeypatch.setattr(partial, "FULL_SPECTRUM_LIMIT", 100)  # Krylov at a small size
+    A = _psd(300, 200, 0.99, seed=4)
+    with pytest.warns(RuntimeWarning, match="stopped after 60 restarts"):
+        w, V, info = partial.leading_eigh(A, 5, tol=1e-30)
+    assert not info["converged"] and info["max_residual"] > 1e-30
+    # still the leading pairs, to what float64 can resolve
+    np.testing.assert_allclose(w, sla.eigvalsh(A)[::-1][:5], rtol=1e-10)

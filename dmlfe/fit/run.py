@@ -140,7 +140,7 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
     res = EigenResult(components=flip_signs_inplace(comps), eigenvalues=sol.eigenvalues,
                       n_components=sol.n_components, n_genuine=sol.n_genuine,
                       solver=sol.solver, regularization=sol.regularization, n_passes=2,
-                      converged=True, trace=sol.trace)
+                      converged=sol.converged, trace=sol.trace)
     return res, dict(built[0].params)
 
 

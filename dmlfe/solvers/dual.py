@@ -61,6 +61,8 @@ class DualSolution:
     regularization : float
     trace : float or None
         Sum of all eigenvalues when only the leading ones were computed.
+    converged : bool
+        False when the block Krylov solver stopped above its tolerance (a warning says so).
     """
 
     alpha: np.ndarray
@@ -70,6 +72,7 @@ class DualSolution:
     solver: str
     regularization: float = 0.0
     trace: float | None = None
+    converged: bool = True
 
 
 def label_only(stats: SufficientStats) -> SufficientStats:
@@ -126,7 +129,7 @@ def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int
         raise ValueError(f"n_components={k} exceeds the n = {m} documents: the problem has "
                          f"at most {m} non-zero eigenvalues")
     total = float(np.trace(M))
-    w, V, _ = leading_eigh(M, k, random_state=random_state, complete=False)
+    w, V, info = leading_eigh(M, k, random_state=random_state, complete=False)
     d = choose_dimension(w, n_components, total=total if w.size < m else None)
     w_d = w[:d]
     alpha = np.sqrt(a) * V[:, :d]
@@ -138,7 +141,8 @@ def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int
     if t.centred:
         alpha -= alpha.mean(axis=0)
     return DualSolution(alpha, w, d, n_genuine(w), "dual-identity",
-                        trace=total if w.size < m else None)
+                        trace=total if w.size < m else None,
+                        converged=bool(info.get("converged", True)))
 
 
 def _lowrank(t: TraceTemplate, Gc: np.ndarray, Yc: np.ndarray, n_features: int,

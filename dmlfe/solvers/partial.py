@@ -27,6 +27,7 @@ eigenvalues): one Cholesky of B, no m x m eigenproblem.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -279,6 +280,12 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
     info["products"] += rough["products"]
     info["float32_products"] = rough["products"]
     info["method"] = "block-krylov"
+    if not info["converged"]:
+        warnings.warn(
+            f"the block Krylov eigensolver stopped after {info['restarts']} restarts with a "
+            f"relative residual of {info['max_residual']:.1e}, above tol = {tol:g}: the "
+            f"{k} leading eigenpairs of this {m} x {m} problem are approximate (raise tol, "
+            "or ask for fewer components)", RuntimeWarning, stacklevel=2)
     return w, V, info
 
 
