@@ -568,3 +568,21 @@ def test_take_rows_of_a_store_and_of_a_view(tmp_path):
     assert list(sub.ids.compute()) == [ids[i] for i in train_rows[[0, 5, 6]]]
     with pytest.raises(ValueError, match="row positions"):
         store.take([50])
+
+
+def test_reading_a_store_imports_neither_pandas_nor_pyarrow():
+    """What a dask worker imports to read chunks and run a pass (PEP 562 store package)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, dmlfe.store.reader, dmlfe.stats.pass_, dmlfe.stats.gram; "
+            "print(sorted(m for m in ('pandas', 'pyarrow', 'sklearn') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+    import dmlfe.store as store
+
+    assert {"open_store", "StoreWriter", "export_parquet"} <= set(dir(store))
+    assert store.open_store is open_store
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        store.nope  # noqa: B018

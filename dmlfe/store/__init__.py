@@ -1,8 +1,21 @@
-"""The dmlfe store: chunked sparse zarr v3 in anndata's layout, written atomically."""
+"""The dmlfe store: chunked sparse zarr v3 in anndata's layout, written atomically.
 
-from dmlfe.store.parquet import check_export, export_parquet, import_parquet
-from dmlfe.store.reader import IncompleteStoreError, Store, open_store
-from dmlfe.store.writer import StoreWriter, write_piece
+The public names are imported on first use (PEP 562): a dask worker that reads a chunk
+imports :mod:`dmlfe.store.reader` only, not the writer and the Parquet bridge (pandas and
+pyarrow, 0.6 s of a fresh worker's first task).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_PUBLIC = {
+    **dict.fromkeys(("check_export", "export_parquet", "import_parquet"),
+                    "dmlfe.store.parquet"),
+    **dict.fromkeys(("IncompleteStoreError", "Store", "open_store"), "dmlfe.store.reader"),
+    **dict.fromkeys(("StoreWriter", "write_piece"), "dmlfe.store.writer"),
+}
 
 __all__ = [
     "IncompleteStoreError",
@@ -14,3 +27,15 @@ __all__ = [
     "open_store",
     "write_piece",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'dmlfe.store' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value  # the next lookup is an ordinary attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
