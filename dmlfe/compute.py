@@ -9,6 +9,7 @@ one implementation:
 * inputs: :func:`is_dask`, :func:`as_row_blocks`, :func:`check_row_blocks`,
   :func:`row_block_list`, :func:`as_2d_labels`, :func:`align_rows`;
 * blocks: :data:`BlockFn`, :func:`to_float_block`, :func:`block_width`;
+* driver threads: :func:`driver_threads`, :func:`in_threads`;
 * passes: :func:`tree_reduce`, :func:`run`, :func:`compute_one` -- one compute
   per pass, optional progress (drawn by :mod:`dmlfe.progress`), reductions on the
   workers.
@@ -23,6 +24,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeAlias
 
 import dask
@@ -287,6 +289,22 @@ def driver_threads() -> int:
     except AttributeError:  # pragma: no cover - platforms without affinity (macOS)
         n = os.cpu_count() or 1
     return max(1, min(n, DRIVER_THREADS_MAX))
+
+
+def in_threads(fn: Callable[..., Any], *arg_lists: Sequence[Any], threads: int) -> None:
+    """``fn(*args)`` for each tuple of ``zip(*arg_lists)``, in up to ``threads`` threads.
+
+    For driver-side kernels that release the GIL and write disjoint parts of one output
+    (scipy's sparse products); with one thread or one call, they run in this thread.
+    """
+    calls = list(zip(*arg_lists, strict=True))
+    if threads > 1 and len(calls) > 1:
+        with ThreadPoolExecutor(min(threads, len(calls))) as pool:
+            for future in [pool.submit(fn, *args) for args in calls]:
+                future.result()  # re-raises a worker thread's exception here
+    else:
+        for args in calls:
+            fn(*args)
 
 
 def kept_float_dtype(a: np.ndarray) -> np.dtype:

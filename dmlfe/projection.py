@@ -43,14 +43,11 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dask
 import dask.array as da
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 import scipy.sparse as sp
 import zarr
 from dask import delayed
@@ -66,6 +63,11 @@ from dmlfe.compute import (
 )
 from dmlfe.store import _format as F
 from dmlfe.tempfiles import move_into_place, remove_stale, temp_sibling
+
+# pandas and pyarrow are imported where obs or parquet is read or written: a worker
+# projecting blocks into a zarr needs neither
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Rows of float32 components cast to float64 at a time for the mean offset.
 _OFFSET_ROWS = 1 << 13
@@ -226,6 +228,9 @@ LABEL_PREFIX = "label:"
 def _write_parquet_part(z: np.ndarray, ids: Any, path: str, start: int, codes: Any = None,
                         categories: list[str] | None = None, y: Any = None,
                         label_names: list[str] | None = None) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     if ids is None:
         ids = np.arange(start, start + z.shape[0]).astype(str)
     cols = {"id": pa.array(np.asarray(ids).astype(str).tolist(), type=pa.string())}
@@ -413,6 +418,9 @@ def _read_zarr(path: Path, d: int | None, obs: bool) -> tuple[np.ndarray, tuple 
 
 
 def _read_parquet(path: Path, d: int | None, obs: bool) -> tuple[np.ndarray, tuple | None]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     meta = json.loads((path / "_dmlfe.json").read_text(encoding="utf-8"))
     if not isinstance(meta, dict) or meta.get("format") != "parquet":
         raise ValueError(f"{path} is not a dmlfe parquet embeddings folder (its _dmlfe.json "
@@ -450,6 +458,8 @@ def _read_parquet(path: Path, d: int | None, obs: bool) -> tuple[np.ndarray, tup
 def _obs_frame(ids: Any, codes: Any, categories: list[str] | None, Y: Any,
                label_names: list[str] | None) -> pd.DataFrame:
     """read_embeddings' obs from what either format stores (one code path for both)."""
+    import pandas as pd
+
     frame = pd.DataFrame(index=pd.Index([str(i) for i in ids], dtype=object, name="id"))
     if categories is not None:
         frame["split"] = pd.Categorical.from_codes(np.asarray(codes, dtype=np.int64),

@@ -111,3 +111,23 @@ def test_driver_threads_is_one_inside_a_dask_task(cluster_client):
     from dmlfe.compute import driver_threads
 
     assert cluster_client.submit(driver_threads, pure=False).result() == 1
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_in_threads_runs_every_call_and_reraises(threads):
+    from dmlfe.compute import in_threads
+
+    out = np.zeros(5)
+
+    def put(i, v):
+        out[i] = v
+
+    in_threads(put, range(5), [10.0, 11.0, 12.0, 13.0, 14.0], threads=threads)
+    np.testing.assert_array_equal(out, [10.0, 11.0, 12.0, 13.0, 14.0])
+
+    def fail(i):
+        if i == 2:
+            raise KeyError("call 2")
+
+    with pytest.raises(KeyError, match="call 2"):
+        in_threads(fail, range(4), threads=threads)

@@ -571,11 +571,12 @@ def test_take_rows_of_a_store_and_of_a_view(tmp_path):
 
 
 def test_reading_a_store_imports_neither_pandas_nor_pyarrow():
-    """What a dask worker imports to read chunks and run a pass (PEP 562 store package)."""
+    """What a dask worker imports to read chunks, run a pass and project (no obs reader)."""
     import subprocess
     import sys
 
-    code = ("import sys, dmlfe.store.reader, dmlfe.stats.pass_, dmlfe.stats.gram; "
+    code = ("import sys, dmlfe.store.reader, dmlfe.stats.pass_, dmlfe.stats.gram, "
+            "dmlfe.projection; "
             "print(sorted(m for m in ('pandas', 'pyarrow', 'sklearn') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)

@@ -15,7 +15,6 @@ the solver one or two matrices of the same size; the map back returns D x d x 8 
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -25,6 +24,7 @@ from dask import delayed
 from dmlfe.compute import (
     check_row_blocks,
     driver_threads,
+    in_threads,
     is_dask,
     run,
     to_float_block,
@@ -112,9 +112,6 @@ def _threaded_matvecs(out: np.ndarray, xt: sp.csc_matrix, ab: np.ndarray, thread
     """
     D, d = out.shape
     vec = ab.ravel()
-    if threads <= 1 or D < 2 * threads:
-        _csr_matvecs(D, xt.shape[0], d, xt.indptr, xt.indices, xt.data, vec, out.ravel())
-        return
     cuts = np.searchsorted(xt.indptr, np.linspace(0, xt.indptr[-1], threads + 1)[1:-1])
     bounds = [0, *sorted({int(c) for c in cuts if 0 < c < D}), D]
 
@@ -122,8 +119,7 @@ def _threaded_matvecs(out: np.ndarray, xt: sp.csc_matrix, ab: np.ndarray, thread
         _csr_matvecs(r1 - r0, xt.shape[0], d, xt.indptr[r0:r1 + 1], xt.indices, xt.data,
                      vec, out[r0:r1].ravel())
 
-    with ThreadPoolExecutor(len(bounds) - 1) as pool:
-        list(pool.map(rows, bounds[:-1], bounds[1:]))
+    in_threads(rows, bounds[:-1], bounds[1:], threads=threads)
 
 
 def _add_xt_alpha(out: np.ndarray, xb: Any, ab: np.ndarray) -> None:

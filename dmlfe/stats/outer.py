@@ -20,14 +20,13 @@ equal to round-off; it is exact for dense input too (one BLAS product).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.linalg.blas import dgemm, dsyrk
 
-from dmlfe.compute import driver_threads
+from dmlfe.compute import driver_threads, in_threads
 
 #: A column is multiplied densely when c_a c_b >= DENSE_RATIO r_a r_b: the break-even of
 #: a dense column (r_a r_b flops at BLAS speed) against its c_a c_b sparse multiply-adds
@@ -124,15 +123,9 @@ def dense_gram(a: Any, threads: int | None = None) -> np.ndarray:
                              shape=(stop - start, n))
         rows.toarray(out=G[start:stop])
 
-    starts = range(0, n, step)
-    threads = driver_threads() if threads is None else threads
-    if threads > 1 and len(starts) > 1:
-        # scipy's sparse kernels release the GIL; each block writes its own rows of G
-        with ThreadPoolExecutor(min(threads, len(starts))) as pool:
-            list(pool.map(light_rows, starts))
-    else:
-        for start in starts:
-            light_rows(start)
+    # scipy's sparse kernels release the GIL; each block writes its own rows of G
+    in_threads(light_rows, range(0, n, step),
+               threads=driver_threads() if threads is None else threads)
     if ad is not None:
         # G^T is F-ordered: its lower triangle is G's upper one, += Ad Ad^T in place
         dsyrk(1.0, ad, beta=1.0, c=G.T, lower=True, overwrite_c=True)
@@ -144,18 +137,12 @@ def _sparse_product(a: sp.csr_matrix, b: sp.csr_matrix, threads: int | None) -> 
     out = np.empty((a.shape[0], b.shape[0]))
     bt = b.T.tocsr()  # once, not per thread
     threads = driver_threads() if threads is None else threads
-    step = -(-a.shape[0] // max(1, min(threads, a.shape[0])))
-    starts = range(0, a.shape[0], step) if a.shape[0] else range(0)
+    step = max(1, -(-a.shape[0] // max(1, threads)))
 
     def rows(start: int) -> None:
         (a[start:start + step] @ bt).toarray(out=out[start:start + step])
 
-    if len(starts) > 1:  # scipy's kernels release the GIL; each thread fills its rows
-        with ThreadPoolExecutor(len(starts)) as pool:
-            list(pool.map(rows, starts))
-    else:
-        for start in starts:
-            rows(start)
+    in_threads(rows, range(0, a.shape[0], step), threads=threads)
     return out
 
 
