@@ -235,6 +235,32 @@ def test_block_krylov_matches_eigh():
     np.testing.assert_allclose(w, sla.eigvalsh(B)[::-1][:4], rtol=1e-10)
 
 
+@pytest.mark.parametrize("dtype, atol", [(np.float64, 1e-13), (np.float32, 1e-5)])
+def test_orthonormalize_spans_the_block_and_drops_round_off(dtype, atol):
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((500, 12))
+    # three exact copies (dependent: dropped), one column 1e-4 of the others (kept:
+    # a small remainder is as informative as a large one) and one zero column
+    W = np.hstack([base, base[:, :3] @ rng.standard_normal((3, 3)),
+                   1e-4 * rng.standard_normal((500, 1)), np.zeros((500, 1))]).astype(dtype)
+    Q = partial.orthonormalize(W)
+    # float32 rounds the copies apart by about its precision; directions at that level
+    # may stay (unit columns of noise, harmless to a Krylov space), float64 drops them
+    assert Q.dtype == dtype and (Q.shape[1] == 13 if dtype == np.float64
+                                 else 13 <= Q.shape[1] <= 15)
+    np.testing.assert_allclose(Q.T.astype(np.float64) @ Q, np.eye(Q.shape[1]), atol=atol)
+    # the same span as the independent columns: projecting them on Q changes nothing
+    ref = W[:, [*range(12), 15]].astype(np.float64)
+    ref /= np.linalg.norm(ref, axis=0)
+    Q64 = Q.astype(np.float64)
+    assert np.abs(ref - Q64 @ (Q64.T @ ref)).max() < 50 * atol
+    # nearly dependent (Cholesky's pivots below 1e-7): the eigen-decomposition path
+    near = np.hstack([base, base[:, :1] + 1e-9 * rng.standard_normal((500, 1))])
+    Qn = partial.orthonormalize(near)
+    np.testing.assert_allclose(Qn.T @ Qn, np.eye(Qn.shape[1]), atol=1e-12)
+    assert Qn.shape[1] in (12, 13)
+
+
 def test_block_krylov_float32_basis():
     A = _psd(600, 300, 0.98)
     w_ref = sla.eigvalsh(A)[::-1][:25]

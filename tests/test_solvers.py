@@ -141,14 +141,19 @@ def test_flip_signs_returns_a_new_array():
     assert e.shape == (4, 0) and e is not empty
 
 
+@pytest.mark.parametrize("threads", ["1", "3"])
 @pytest.mark.parametrize("rows", [1, 2, 3, 1 << 13])
-def test_flip_signs_inplace_slab_by_slab_is_the_sign_rule(rows):
-    # ties of magnitude across slabs (the first occurrence wins), a zero column, and a
-    # column whose largest entry is negative in a later slab
+def test_flip_signs_inplace_slab_by_slab_is_the_sign_rule(rows, threads, monkeypatch):
+    # ties of magnitude across slabs and across the threads' row ranges (the first
+    # occurrence wins), a zero column, and a column whose largest entry is negative in
+    # a later slab
+    monkeypatch.setenv("DMLFE_DRIVER_THREADS", threads)
     V = np.array([[0.5, -3.0, 0.0, 1.0], [-2.0, 3.0, 0.0, -1.0], [1.0, 0.5, 0.0, -4.0],
                   [2.0, -3.0, 0.0, 0.25], [-0.5, 1.0, 0.0, 0.0]])
     V = np.vstack([V, np.random.default_rng(0).normal(size=(40, 4))])
     V[:, 2] = 0.0
+    V = np.hstack([V, np.random.default_rng(1).uniform(-1, 1, size=(45, 1))])
+    V[20, 4], V[40, 4] = -9.0, 9.0  # in the second and third of three ranges
     # the rule written independently: argmax finds the first largest |entry|
     top = V[np.argmax(np.abs(V), axis=0), np.arange(V.shape[1])]
     ref = V * np.where(top < 0, -1.0, 1.0)

@@ -34,16 +34,13 @@ def flip_signs(V: np.ndarray) -> np.ndarray:
     return flip_signs_inplace(np.array(V, dtype=np.float64))
 
 
-def flip_signs_inplace(V: np.ndarray, rows: int = 1 << 13) -> np.ndarray:
-    """:func:`flip_signs` of a D x k float64 V in place (0.8 GB at D = 2^20, k = 100).
-
-    |V| is taken a slab of ``rows`` rows at a time, so no D x k temporary is made; the
-    first entry of largest magnitude in each column wins.
-    """
+def _column_extremes(V: np.ndarray, r0: int, r1: int, rows: int
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """(largest |.| of each column of V[r0:r1], sign of its first occurrence there)."""
     k = V.shape[1]
     best, signs = np.full(k, -1.0), np.ones(k)
-    for i in range(0, V.shape[0], rows):
-        slab = V[i:i + rows]
+    for i in range(r0, r1, rows):
+        slab = V[i:min(i + rows, r1)]
         # column maxima and minima reduce along contiguous rows; argmax down a column
         # of a C-ordered slab is several times slower
         hi, lo = slab.max(axis=0), slab.min(axis=0)
@@ -57,7 +54,38 @@ def flip_signs_inplace(V: np.ndarray, rows: int = 1 << 13) -> np.ndarray:
             sub = slab[:, tie]
             s[tie] = np.sign(sub[np.argmax(np.abs(sub), axis=0), np.arange(tie.size)])
         best[better], signs[better] = mag[better], s[better]
-    V *= signs
+    return best, signs
+
+
+def flip_signs_inplace(V: np.ndarray, rows: int = 1 << 13) -> np.ndarray:
+    """:func:`flip_signs` of a D x k float64 V in place (0.8 GB at D = 2^20, k = 100).
+
+    |V| is taken a slab of ``rows`` rows at a time, so no D x k temporary is made; the
+    first entry of largest magnitude in each column wins. Large V is read by the
+    driver's threads (:func:`dmlfe.compute.driver_threads`), a range of rows each
+    (numpy's reductions release the GIL); the ranges are then compared in order, so
+    the earliest of equal magnitudes still wins.
+    """
+    from dmlfe.compute import driver_threads, in_threads
+
+    D = V.shape[0]
+    threads = driver_threads() if D >= 4 * rows else 1
+    bounds = np.linspace(0, D, threads + 1).astype(int)
+    parts: list[tuple[np.ndarray, np.ndarray]] = [(np.empty(0), np.empty(0))] * threads
+
+    def extremes(t: int) -> None:
+        parts[t] = _column_extremes(V, int(bounds[t]), int(bounds[t + 1]), rows)
+
+    in_threads(extremes, range(threads), threads=threads)
+    best, signs = np.full(V.shape[1], -1.0), np.ones(V.shape[1])
+    for b, s in parts:
+        better = b > best
+        best[better], signs[better] = b[better], s[better]
+
+    def scale(t: int) -> None:
+        V[bounds[t]:bounds[t + 1]] *= signs
+
+    in_threads(scale, range(threads), threads=threads)
     return V
 
 
