@@ -287,8 +287,8 @@ def _fit_estimator(args: argparse.Namespace) -> MultiLabelProjection:
         kw["n_components"] = args.threshold
     if args.max_dense_features is not None:
         kw["max_dense_features"] = args.max_dense_features
-    for name in ("max_components", "max_dual_samples", "n_oversamples", "n_iter", "tol",
-                 "max_passes", "components_dtype"):
+    for name in ("max_components", "max_dual_samples", "max_gather_bytes", "n_oversamples",
+                 "n_iter", "tol", "max_passes", "components_dtype"):
         if getattr(args, name, None) is not None:
             kw[name] = getattr(args, name)
     for param in _RELATION_FLAGS:
@@ -594,6 +594,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="matrix-free solver with a threshold: most eigenpairs (default 500)")
     pf.add_argument("--max-dual-samples", type=_positive_int, default=None,
                     help="largest n for the dual route (an n x n Gram; default 12000)")
+    pf.add_argument("--max-gather-bytes", type=int, default=None,
+                    help="dual route on a store: read X to the driver when its sparse "
+                         "arrays are at most this size and the cluster has no more "
+                         "threads than the driver (default 2**30; 0: never)")
     pf.add_argument("--n-oversamples", type=int, default=None,
                     help="matrix-free solver: extra block columns (default 10)")
     pf.add_argument("--n-iter", type=_positive_int, default=None,

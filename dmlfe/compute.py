@@ -291,6 +291,20 @@ def driver_threads() -> int:
     return max(1, min(n, DRIVER_THREADS_MAX))
 
 
+def cluster_threads(client: Any = None) -> int | None:
+    """Threads of the workers that would run a pass: ``client``'s, or the default
+    distributed client's; None when passes run on dask's local scheduler in this
+    process (no client at all)."""
+    if client is None:
+        try:
+            from distributed import default_client
+
+            client = default_client()
+        except (ImportError, ValueError):
+            return None
+    return int(sum(client.nthreads().values()))
+
+
 def in_threads(fn: Callable[..., Any], *arg_lists: Sequence[Any], threads: int) -> None:
     """``fn(*args)`` for each tuple of ``zip(*arg_lists)``, in up to ``threads`` threads.
 

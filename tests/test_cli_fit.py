@@ -201,3 +201,21 @@ def test_fit_components_dtype_float32(work, capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "--components-dtype: invalid choice: 'float16'" in err and "'float32'" in err
+
+
+@pytest.mark.parametrize("limit", [None, "0"])
+def test_fit_dual_route_reads_a_small_store_to_the_driver(work, monkeypatch, limit):
+    # the session's cluster has 2 threads; a driver with as many reads the small X to
+    # itself unless --max-gather-bytes 0 keeps the Gram and map-back passes
+    root, store, address = work
+    monkeypatch.setenv("DMLFE_DRIVER_THREADS", "2")
+    out = root / f"dual-{limit}"
+    extra = [] if limit is None else ["--max-gather-bytes", limit]
+    assert main(["fit", str(store), "--method", "pca", "--dim", "3", "--route", "dual",
+                 "--out", str(out), "--scheduler", address, "--quiet", *extra]) == 0
+    model = load_model(out)
+    assert model.route_ == "dual"
+    assert ("read to the driver" in model.route_reason_) == (limit is None)
+    assert model.get_params()["max_gather_bytes"] == (2**30 if limit is None else 0)
+    ref = load_model(root / "dual-None") if limit is not None else model
+    np.testing.assert_allclose(model.components_, ref.components_, atol=1e-12)

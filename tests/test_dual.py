@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 import scipy.sparse as sp
-from conftest import count_computes, labels_dask, sparse_dask, write_store
+from conftest import count_computes, labels_dask, scheduler_graphs, sparse_dask, write_store
 
 from dmlfe.estimators import make_estimator
 from dmlfe.fit.plan import DataShape, Limits, plan_fit
@@ -145,17 +145,30 @@ def test_auto_route_fit_at_large_d_is_dual_and_exact():
     np.testing.assert_allclose(auto.eigenvalues_[:3], ref.eigenvalues_[:3], rtol=1e-8)
 
 
-def test_dual_on_store_and_cluster_equals_in_memory(tmp_path, cluster_client):
+@pytest.mark.parametrize("how", ["passes", "gathered", "cluster-wider", "too-big"])
+def test_dual_on_store_and_cluster_equals_in_memory(tmp_path, cluster_client, monkeypatch,
+                                                    how):
     X, Y = _data(90, 200)
     splits = ["train"] * X.shape[0]
     store = tmp_path / "s.zarr"
     write_store(store, X, Y, splits, chunk_rows=17)
     mem = _fit("mvmd", {}, 6, X, Y, "dual")
+    # the cluster has 2 threads: X is read to the driver when the driver has as many
+    # and X's 12 bytes per value (+ 8 per row) fit in max_gather_bytes
+    monkeypatch.setenv("DMLFE_DRIVER_THREADS", "1" if how == "cluster-wider" else "2")
+    limit = {"passes": 0, "too-big": 12 * X.nnz + 8 * 91 - 1}.get(how, 2**30)
+    graphs = scheduler_graphs(cluster_client)
     on_store = _fit("mvmd", {}, 6, str(store), None, "dual", client=cluster_client,
-                    cache=False)
+                    cache=False, max_gather_bytes=limit)
+    graphs = scheduler_graphs(cluster_client) - graphs
     np.testing.assert_allclose(on_store.eigenvalues_[:6], mem.eigenvalues_[:6], rtol=1e-12)
     np.testing.assert_allclose(on_store.components_, mem.components_, atol=1e-12)
-    assert on_store.n_passes_ == 3  # statistics, Gram, map back
+    gathered = "read to the driver" in on_store.route_reason_
+    assert gathered == (how == "gathered")
+    if gathered:  # one pass reads X and Y; statistics, Gram and map back in memory
+        assert graphs == 1 and on_store.n_passes_ == 4
+    else:  # statistics, Gram, map back (and the labels)
+        assert 3 <= graphs <= 4 and on_store.n_passes_ == 3
 
 
 def test_dual_passes_are_one_compute_each():

@@ -10,7 +10,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
-from dmlfe.compute import is_dask
+from dmlfe.compute import cluster_threads, driver_threads, is_dask, run
 from dmlfe.fit.plan import DataShape
 from dmlfe.labels import class_indicators, first_non_binary
 from dmlfe.store import Store, open_store
@@ -39,12 +39,46 @@ class FitData:
         in_memory = self.store is None and not is_dask(self.X)
         return DataShape(int(self.X.shape[0]), int(self.X.shape[1]), q, in_memory)
 
+    def gathered(self, client: Any = None, progress: bool = False) -> FitData:
+        """X (one CSR matrix) and Y (an ndarray) read to the driver in one pass; same store."""
+        X, Y = run(self.X, self.Y, desc="reading X to the driver", progress=progress,
+                   client=client)
+        X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
+        return FitData(X, np.asarray(Y), self.store)
+
     def reblocked(self, max_rows: int) -> FitData:
         """The same data in row blocks of at most ``max_rows`` (stores only; arrays as they are)."""
         if self.store is None:
             return self
         view = self.store.reblock(max_rows)
         return FitData(view.X, view.Y, view)
+
+
+def gather_reason(data: FitData, client: Any, max_bytes: int) -> str | None:
+    """Why the dual route reads X to the driver instead of its Gram and map-back passes,
+    or None to keep the passes.
+
+    Only for a store (whose non-zero count is known without a pass) whose sparse arrays
+    (12 bytes per stored value and 8 per row) fit in ``max_bytes``, when the cluster has
+    no more threads than the driver's own sparse products use
+    (:func:`dmlfe.compute.driver_threads`): the tiles of the Gram would then be computed
+    with no more parallelism than on the driver, and each would still have to travel
+    there (8 n^2 bytes in all, against X's bytes read once). The driver holds the n x n
+    Gram on this route anyway; X beside it is what the in-memory fit holds.
+    """
+    if data.store is None or max_bytes <= 0:
+        return None
+    n = int(data.X.shape[0])
+    nbytes = 12 * int(data.store.nnz) + 8 * (n + 1)
+    if nbytes > max_bytes:
+        return None
+    workers, own = cluster_threads(client), driver_threads()
+    if workers is not None and workers > own:
+        return None
+    where = "dask's local scheduler" if workers is None else f"the cluster's {workers} threads"
+    return (f"X ({nbytes / 2**20:.1f} MiB <= max_gather_bytes) was read to the driver in one "
+            f"pass and the Gram, solve and map back ran there ({own} threads; "
+            f"{where} would add only the transfer of {8 * n * n / 2**20:.0f} MiB of Gram tiles)")
 
 
 def is_path(X: Any) -> bool:

@@ -48,6 +48,13 @@ COMMON: tuple[Param, ...] = (
     Param("max_dual_samples", 12_000, interval(1, None, integer=True),
           "int, default 12000\n    Largest n for the dual route (an n x n Gram on the driver, "
           "n^2 x 8 bytes;\n    about 3 such matrices at once: 3.5 GB at the default)."),
+    Param("max_gather_bytes", 2**30, interval(0, None, integer=True),
+          "int, default 2**30\n    Dual route on a store: when X's sparse arrays (12 bytes per "
+          "stored value)\n    are at most this size and the cluster has no more threads than "
+          "the driver\n    (dmlfe.compute.driver_threads), X is read to the driver in one pass "
+          "and the\n    Gram, solve and map back run there: the cluster would add only "
+          "transfers\n    (R10 at 2^20: 29 MB of X against 337 MB of Gram tiles). 0: always "
+          "the\n    distributed Gram and map-back passes."),
     Param("max_components", 500, interval(1, None, integer=True),
           "int, default 500\n    Matrix-free path with a threshold: most eigenpairs computed."),
     Param("n_oversamples", 10, interval(0, None, integer=True),

@@ -73,6 +73,7 @@ class Limits:
     max_dense_features: int = 20_000
     max_components: int = 500
     max_dual_samples: int = 12_000
+    max_gather_bytes: int = 2**30
 
 
 @dataclass(frozen=True)

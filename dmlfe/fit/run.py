@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from dmlfe.compute import compute_one, is_dask
-from dmlfe.fit.data import FitData
+from dmlfe.fit.data import FitData, gather_reason
 from dmlfe.fit.graph import graph_fit
 from dmlfe.fit.plan import FitPlan
 from dmlfe.labels import dense_labels
@@ -181,6 +181,11 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
             data = data.reblocked(relation_block_rows(rmap.n_prototypes, data.store.chunk_rows))
         relation = {**rmap.params(), "prototype_selection": r.selection,
                     "random_state": r.random_state}
+    gather_note = None
+    if plan.route == "dual":
+        gather_note = gather_reason(data, client, plan.limits.max_gather_bytes)
+        if gather_note is not None:
+            data = data.gathered(client, progress)
     if plan.spec.needs_graph:  # graph methods: labels + K-NN graph -> one products pass
         stats, template, data_passes = graph_fit(
             plan.spec, plan.params, data.X, data.Y, data.store, rmap,
@@ -210,8 +215,10 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
         n_features_in=n_features_in, n_samples=int(stats.n), n_genuine=int(res.n_genuine),
         solver=res.solver, regularization=float(res.regularization),
         converged=bool(res.converged),
-        n_passes=data_passes + int(res.n_passes),
+        n_passes=data_passes + int(res.n_passes) + (gather_note is not None),
         stats_from_cache=bool(stats.from_cache), method_params=params,
-        route=plan.route, route_reason=plan.route_reason, relation_map=rmap,
+        route=plan.route, relation_map=rmap,
+        route_reason=plan.route_reason if gather_note is None
+        else f"{plan.route_reason}; {gather_note}",
         relation=relation, prototype_indices=proto_idx,
         training_store=None if data.store is None else data.store.provenance())
