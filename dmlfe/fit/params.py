@@ -53,7 +53,7 @@ COMMON: tuple[Param, ...] = (
           "stored value)\n    are at most this size and the cluster has no more threads than "
           "the driver\n    (dmlfe.compute.driver_threads), X is read to the driver in one pass "
           "and the\n    Gram, solve and map back run there: the cluster would add only "
-          "transfers\n    (R10 at 2^20: 29 MB of X against 337 MB of Gram tiles). 0: always "
+          "transfers\n    (R10 at 2^20: 22 MiB of X against 321 MiB of Gram tiles). 0: always "
           "the\n    distributed Gram and map-back passes."),
     Param("max_components", 500, interval(1, None, integer=True),
           "int, default 500\n    Matrix-free path with a threshold: most eigenpairs computed."),
