@@ -171,6 +171,26 @@ def test_dual_on_store_and_cluster_equals_in_memory(tmp_path, cluster_client, mo
         assert 3 <= graphs <= 4 and on_store.n_passes_ == 3
 
 
+def test_dual_read_to_the_driver_fills_and_reuses_the_statistics_cache(
+        tmp_path, cluster_client, monkeypatch):
+    X, Y = _data(90, 200)
+    store = tmp_path / "s.zarr"
+    write_store(store, X, Y, ["train"] * X.shape[0], chunk_rows=17)
+    monkeypatch.setenv("DMLFE_DRIVER_THREADS", "2")  # as many as the cluster's
+    fits = []
+    for _ in range(2):
+        graphs = scheduler_graphs(cluster_client)
+        fits.append(_fit("pca", {}, 4, str(store), None, "dual", client=cluster_client))
+        # the one read of X and Y: the statistics come from that copy, then the cache
+        assert scheduler_graphs(cluster_client) - graphs == 1
+        assert "read to the driver" in fits[-1].route_reason_
+    assert [f.stats_from_cache_ for f in fits] == [False, True]
+    mem = _fit("pca", {}, 4, X, Y, "dual")
+    for f in fits:
+        np.testing.assert_allclose(f.eigenvalues_[:4], mem.eigenvalues_[:4], rtol=1e-12)
+        np.testing.assert_allclose(f.mean_, mem.mean_, rtol=1e-12, atol=1e-15)
+
+
 def test_dual_passes_are_one_compute_each():
     X, Y = _data(70, 150)
     Xd, Yd = sparse_dask(X, 13), labels_dask(Y, 13)

@@ -68,12 +68,12 @@ def gather_reason(data: FitData, client: Any, max_bytes: int) -> str | None:
     """
     if data.store is None or max_bytes <= 0:
         return None
-    n = int(data.X.shape[0])
-    nbytes = 12 * int(data.store.nnz) + 8 * (n + 1)
-    if nbytes > max_bytes:
-        return None
     workers, own = cluster_threads(client), driver_threads()
     if workers is not None and workers > own:
+        return None
+    n = int(data.X.shape[0])
+    nbytes = 12 * int(data.store.nnz) + 8 * (n + 1)  # a subset's count reads row counts
+    if nbytes > max_bytes:
         return None
     where = "dask's local scheduler" if workers is None else f"the cluster's {workers} threads"
     return (f"X ({nbytes / 2**20:.1f} MiB <= max_gather_bytes) was read to the driver in one "

@@ -92,8 +92,10 @@ def statistics(plan: FitPlan, data: FitData, rmap: RelationMap | None, *, client
     if rmap is not None:
         kw["block_fn"] = ship(rmap, data.X)
     if data.store is not None and cache:
+        # X read to the driver (the dual route's gather): reduce that copy, not the store
+        read = None if is_dask(data.X) else (data.X, data.Y)
         return load_or_compute_stats(
-            data.store, route=None if rmap is None else rmap.describe(),
+            data.store, read=read, route=None if rmap is None else rmap.describe(),
             labels=None if label_fn is None else label_fn.describe(), **kw)
     return compute_stats(data.X, data.Y, **kw)
 

@@ -379,6 +379,7 @@ def load_or_compute_stats(
     cache: bool = True,
     cache_dir: str | os.PathLike[str] | None = None,
     progress: bool = False,
+    read: tuple[Any, Any] | None = None,
 ) -> SufficientStats:
     """Statistics from the cache when saved with the same parameters, else one pass (then saved).
 
@@ -409,6 +410,9 @@ def load_or_compute_stats(
         Use and fill the cache.
     cache_dir : path, optional
         Cache folder; default ``<store>.stats`` for a store path.
+    read : (X, Y), optional
+        A store's X and Y (the same rows) already read into memory: on a cache miss
+        they are reduced instead of the store being read again; the key is the store's.
 
     Returns
     -------
@@ -425,7 +429,7 @@ def load_or_compute_stats(
     elif split is not None:
         raise ValueError("split= applies to a store path; subset the Store itself instead")
     if isinstance(source, Store):
-        X, Y = source.X, source.Y
+        X, Y = (source.X, source.Y) if read is None else read
         identity = source.fingerprint if cache else None
         selection = source.selection or {}
         split = selection.get("split")
