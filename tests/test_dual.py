@@ -25,6 +25,7 @@ from dmlfe.solvers.dense import solve_dense
 from dmlfe.solvers.dual import centre_gram, reduced_data
 from dmlfe.solvers.partial import FULL_SPECTRUM_LIMIT, block_krylov_eigh
 from dmlfe.stats.gram import gram_matrix, transpose_product
+from dmlfe.stats.pass_ import compute_stats
 
 #: (method, parameters, d) for every method with the dual route.
 CASES = [
@@ -91,6 +92,46 @@ def test_dual_threshold_matches_dense():
     assert dual.n_components_ == ref.n_components_
     np.testing.assert_allclose(dual.eigenvalues_[:dual.n_components_],
                                ref.eigenvalues_[:ref.n_components_], rtol=1e-9)
+
+
+@pytest.mark.parametrize(("method", "params"), [("cca", {}), ("mddm_f", {"mu": 0.7}),
+                                               ("opls", {"gamma_x": 0.5})])
+def test_dual_lowrank_completes_d_above_q_with_null_vectors(method, params):
+    # q = 4 labels, so at most 4 non-zero eigenvalues; d = 9 takes 5 null-space vectors
+    X, Y = _data(60, 150, duplicates=5)
+    d = 9
+    with pytest.warns(RuntimeWarning, match="null space"):
+        dual = make_estimator(method, n_components=d, route="dual", **params).fit(X, Y)
+    assert dual.solver_ == "dual-lowrank" and dual.n_components_ == d
+    g = dual.n_genuine_
+    assert g <= Y.shape[1]
+    # every component is a generalised eigenvector of the dense template's (A, B),
+    # B-orthonormal (B with the ridge the fit reports), eigenvalue 0 past the g genuine
+    stats = compute_stats(X, Y, need_xtx=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        t = get_method(method).build(stats, **params)
+    A = np.asarray(t.A)
+    B = np.asarray(t.B) + dual.regularization_ * np.eye(A.shape[0])
+    P = dual.components_.T
+    w = dual.eigenvalues_[:d]
+    assert np.all(w[g:] <= 1e-10 * w[0])
+    scale = np.abs(A).max()
+    np.testing.assert_allclose(P.T @ B @ P, np.eye(d), atol=1e-8)
+    np.testing.assert_allclose(A @ P, B @ P * w, atol=1e-8 * scale)
+    ref = _fit(method, params, d, X, Y, "feature", solver="dense")
+    np.testing.assert_allclose(w[:g], ref.eigenvalues_[:g], rtol=1e-8)
+    assert _principal_cosines(ref.components_[:g], dual.components_[:g]).min() > 1 - 1e-8
+    # seeded: the same null vectors again
+    with pytest.warns(RuntimeWarning, match="null space"):
+        again = make_estimator(method, n_components=d, route="dual", **params).fit(X, Y)
+    np.testing.assert_array_equal(again.components_, dual.components_)
+
+
+def test_dual_lowrank_says_when_the_row_space_is_too_small():
+    X, Y = _data(20, 150)
+    with pytest.raises(ValueError, match="n - 1 = 19"):
+        make_estimator("cca", n_components=20, route="dual", gamma_x=0.5).fit(X, Y)
 
 
 def test_dual_small_k_of_a_mid_sized_problem_is_a_subset_and_exact():

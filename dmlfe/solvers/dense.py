@@ -28,6 +28,7 @@ from dmlfe.solvers.dimension import (
     check_n_components,
     choose_dimension,
     n_genuine,
+    warn_null_components,
 )
 from dmlfe.solvers.partial import (
     FULL_SPECTRUM_LIMIT,
@@ -195,14 +196,7 @@ def solve_dense(
         solver = "eigh_generalized"
     k = n_genuine(w, ROUNDOFF_RTOL)
     d = choose_dimension(w, nc, total=total)
-    if d > k:
-        warnings.warn(
-            f"{template.method}: n_components={d} but only {k} eigenvalues are above round-off "
-            f"({ROUNDOFF_RTOL:g} x the largest); components {k + 1}..{d} span an arbitrary "
-            "part of the null space and carry no information",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+    warn_null_components(template.method, d, k)
     return EigenResult(
         components=np.ascontiguousarray(V[:, :d]),
         eigenvalues=w,

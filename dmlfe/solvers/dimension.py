@@ -35,6 +35,18 @@ def n_genuine(eigenvalues: np.ndarray, rtol: float = ROUNDOFF_RTOL) -> int:
     return int(np.count_nonzero(w > rtol * w[0]))
 
 
+def warn_null_components(method: str, d: int, k: int, stacklevel: int = 3) -> None:
+    """The warning of a fixed d that reaches past the k genuine eigenvalues (if it does)."""
+    if d > k:
+        warnings.warn(
+            f"{method}: n_components={d} but only {k} eigenvalues are above round-off "
+            f"({ROUNDOFF_RTOL:g} x the largest); components {k + 1}..{d} span an arbitrary "
+            "part of the null space and carry no information",
+            RuntimeWarning,
+            stacklevel=stacklevel,
+        )
+
+
 def check_n_components(value: Any) -> int | float:
     """The n_components rule: an int d >= 1, or a float threshold t in (0, 1].
 

@@ -17,13 +17,18 @@ the feature route, at any D. Three forms, tried in order:
    ``constraint``): by Woodbury, B^{-1} F = Xc^T Psi with
    Psi = (Gc + (c/b) I)^{-1} Phi / b, so the q non-zero eigenvalues are those of the
    q x q matrix Phi^T Gc Psi, and alpha = Psi u / sqrt(lambda) (the q x q reduction
-   p = B^{-1} F u / sqrt(lambda)); one Cholesky of an n x n matrix.
-3. **Anything else** (MLSI, MLDA, DMLDA, and forms 1-2 when more components are asked
-   than they have): the pivoted Cholesky factor G[piv, piv] = Z Z^T gives reduced data
-   Z (n x r, row i for document piv[i]) with X[piv] = Z U^T for an orthonormal D x r
-   basis U of the row space, so every statistic of X is U (statistic of Z) U^T: the
-   method is fitted on (Z, Y[piv]) (r features) by the ordinary dense route and its
-   r x d solution V maps back as P = U V = X^T alpha with alpha[piv[:r]] = Z_11^{-T} V.
+   p = B^{-1} F u / sqrt(lambda)); one Cholesky of an n x n matrix. A fixed d above
+   the g non-zero eigenvalues is completed with d - g B-orthonormal vectors of the
+   null space of A in the row space (eigenvalue 0, from a seeded random block: the
+   dense route returns LAPACK's choice of that null space, equally arbitrary; both warn),
+   one n x n x d product more -- not form 3, which solved an n x n generalised
+   problem completely (MDDMf, d = 100, R10 at 2^20: 32.6 s and 3.4 GiB, now 3.3 s).
+3. **Anything else** (MLSI, MLDA, DMLDA): the pivoted Cholesky factor
+   G[piv, piv] = Z Z^T gives reduced data Z (n x r, row i for document piv[i]) with
+   X[piv] = Z U^T for an orthonormal D x r basis U of the row space, so every
+   statistic of X is U (statistic of Z) U^T: the method is fitted on (Z, Y[piv])
+   (r features) by the ordinary dense route and its r x d solution V maps back as
+   P = U V = X^T alpha with alpha[piv[:r]] = Z_11^{-T} V.
 
 Memory: G and one or two further n x n matrices on the driver (about 3 n^2 x 8 bytes;
 1 GB at n = 6,500, 2.4 GB at 10,000).
@@ -41,7 +46,7 @@ from scipy.linalg.blas import dgemm
 
 from dmlfe.methods.template import TraceTemplate
 from dmlfe.solvers.dense import REG_EPS, solve_dense
-from dmlfe.solvers.dimension import choose_dimension, n_genuine
+from dmlfe.solvers.dimension import choose_dimension, n_genuine, warn_null_components
 from dmlfe.solvers.partial import leading_eigh, small_pencil, wants_full_spectrum
 from dmlfe.stats.sufficient import SufficientStats
 
@@ -146,8 +151,13 @@ def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int
 
 
 def _lowrank(t: TraceTemplate, Gc: np.ndarray, Yc: np.ndarray, n_features: int,
-             n_components: int | float) -> DualSolution:
-    """Form 2: A = F F^T, B = b Xc^T Xc + c I, through the q x q reduction."""
+             n_components: int | float, random_state: int) -> DualSolution:
+    """Form 2: A = F F^T, B = b Xc^T Xc + c I, through the q x q reduction.
+
+    A fixed d above the g genuine eigenpairs of the q x q problem is completed by
+    :func:`_null_completion` (d - g components of eigenvalue 0), as the dense route
+    completes it with eigenvectors of its null space.
+    """
     b, c = t.constraint
     Phi = Yc @ t.label_factor
     reg = 0.0
@@ -161,14 +171,72 @@ def _lowrank(t: TraceTemplate, Gc: np.ndarray, Yc: np.ndarray, n_features: int,
             "(e.g. gamma_x) to control this yourself.", RuntimeWarning, stacklevel=3)
         c = reg
     GcPhi = Gc @ Phi  # Phi^T Gc Psi = (Gc Phi)^T Psi: Gc may then be factorised in place
+    d_fixed = n_components if isinstance(n_components, int) else 0
+    # the products of the completion need Gc itself: made before it is factorised
+    block = _null_candidates(Gc, GcPhi, b, c, d_fixed, random_state) \
+        if d_fixed > np.linalg.matrix_rank(GcPhi) else None
     Gc[np.diag_indices_from(Gc)] += c / b
     factor = sla.cho_factor(Gc, lower=True, check_finite=False, overwrite_a=True)
     Psi = sla.cho_solve(factor, Phi, check_finite=False) / b
     w, alpha = small_pencil(GcPhi.T @ Psi, Psi)  # the q x q problem Phi^T Gc Psi
+    if block is not None and d_fixed > n_genuine(w):
+        w, alpha = _null_completion(w, alpha, block, GcPhi, d_fixed)
+        warn_null_components(t.method, d_fixed, n_genuine(w), stacklevel=4)
     d = choose_dimension(w, n_components)
     alpha = alpha[:, :d]
     alpha -= alpha.mean(axis=0)
     return DualSolution(alpha, w, d, n_genuine(w), "dual-lowrank", regularization=reg)
+
+
+def _null_candidates(Gc: np.ndarray, W: np.ndarray, b: float, c: float, width: int,
+                     random_state: int) -> tuple[np.ndarray, np.ndarray]:
+    """(beta, M): ``width`` coefficient vectors with F^T p = 0 and their B-Gram.
+
+    A seeded random block, centred, with the column space of W = Gc Phi projected out
+    twice: p = Xc^T beta then has F^T p = Phi^T Gc beta = 0, so A p = 0, and p is
+    B-orthogonal to every eigenvector of a non-zero eigenvalue (B p_i is in the span
+    of F). M = beta^T Gc (b Gc + c I) beta = P^T B P.
+    """
+    m = Gc.shape[0]
+    if width > m - 1:
+        raise ValueError(f"n_components={width} exceeds the n - 1 = {m - 1} dimensions of "
+                         "the centred documents' row space, where the dual route solves")
+    beta = np.random.default_rng(random_state).standard_normal((m, width))
+    beta -= beta.mean(axis=0)
+    Uw, sw, _ = np.linalg.svd(W, full_matrices=False)
+    Qw = Uw[:, :int(np.count_nonzero(sw > m * np.finfo(float).eps * sw.max(initial=0.0)))]
+    for _ in range(2):
+        beta -= Qw @ (Qw.T @ beta)
+    S = Gc @ beta
+    M = b * (S.T @ S) + c * (beta.T @ S)
+    return beta, 0.5 * (M + M.T)
+
+
+def _null_completion(w: np.ndarray, alpha: np.ndarray, block: tuple[np.ndarray, np.ndarray],
+                     W: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """The g genuine pairs of the q x q problem and d - g B-orthonormal null vectors.
+
+    The null vectors are the best-conditioned B-orthonormal combinations of the
+    candidates (eigenvectors of their B-Gram M); their eigenvalues are the Rayleigh
+    quotients p^T A p = ||Phi^T Gc beta||^2, zero up to round-off.
+    """
+    beta, M = block
+    g = n_genuine(w)
+    e = d - g
+    mu, V = np.linalg.eigh(M)
+    keep = np.flatnonzero(mu > 1e-10 * max(float(mu[-1]), np.finfo(float).tiny))[::-1][:e]
+    if keep.size < e:
+        raise ValueError(
+            f"n_components={d}: beyond its {g} non-zero eigenvalues the problem has only "
+            f"{g + keep.size} components in the documents' row space, where the dual route "
+            "solves; ask for fewer components (or route='feature' where D allows)")
+    null = beta @ (V[:, keep] / np.sqrt(mu[keep]))
+    quotients = np.sum((W.T @ null) ** 2, axis=0)
+    order = np.argsort(quotients, kind="stable")[::-1]
+    w_null = quotients[order]
+    if g:
+        w_null = np.minimum(w_null, w[g - 1])
+    return np.concatenate([w[:g], w_null]), np.hstack([alpha[:, :g], null[:, order]])
 
 
 def reduced_data(G: np.ndarray, overwrite: bool = False
@@ -243,8 +311,6 @@ def solve_dual(label_side: TraceTemplate | None, G: np.ndarray, Y: np.ndarray, n
         Gs = centre_gram(G) if t.centred else G
         return _identity(t, Gs, Yc, n_components, max_components, random_state)
     if t.operator_form and t.constraint is not None and t.xx_coef == 0 and \
-            t.label_factor is not None and t.centred and t.constraint[0] > 0 and not (
-                isinstance(n_components, int) and n_components > t.label_factor.shape[1]):
-        # (more components than the q non-zero eigenpairs: form 3, as the dense route)
-        return _lowrank(t, centre_gram(G), Yc, n_features, n_components)
+            t.label_factor is not None and t.centred and t.constraint[0] > 0:
+        return _lowrank(t, centre_gram(G), Yc, n_features, n_components, random_state)
     return _reduced(G, build_reduced, n_components, max_components, random_state)
