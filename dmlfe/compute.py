@@ -460,11 +460,12 @@ def tree_reduce(items: Sequence[Delayed], combine: Callable[..., Any], width: in
 
 
 def run(*objs: Any, desc: str = "", progress: bool | None = None, client: Any = None,
-        fold: Callable[[Any], None] | None = None) -> tuple:
+        fold: Callable[[Any], None] | None = None, scheduler: str | None = None) -> tuple:
     """Compute dask collections in ONE pass (a single scheduler call).
 
     With a distributed ``client`` the work runs there; without one, ``dask.compute``
-    runs it on dask's configured scheduler (the process's default distributed client
+    runs it on ``scheduler`` (e.g. "threads": in this process, whatever client exists)
+    or else on dask's configured scheduler (the process's default distributed client
     if any). With ``progress``, a bar on stderr (:mod:`dmlfe.progress`: redrawn in
     place on a terminal, a line every few seconds otherwise) and, for a pass that took
     a second or more, a closing line with its time. ``progress=None`` takes the
@@ -484,9 +485,9 @@ def run(*objs: Any, desc: str = "", progress: bool | None = None, client: Any = 
     if client is None:
         if line is not None:
             with LocalProgress(line):
-                out = dask.compute(*objs)
+                out = dask.compute(*objs, scheduler=scheduler)
         else:
-            out = dask.compute(*objs)
+            out = dask.compute(*objs, scheduler=scheduler)
     else:
         futures = client.compute(list(objs))
         if line is not None:

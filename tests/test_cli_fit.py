@@ -215,7 +215,7 @@ def test_fit_dual_route_reads_a_small_store_to_the_driver(work, monkeypatch, lim
                  "--out", str(out), "--scheduler", address, "--quiet", *extra]) == 0
     model = load_model(out)
     assert model.route_ == "dual"
-    assert ("read to the driver" in model.route_reason_) == (limit is None)
+    assert ("read by the driver" in model.route_reason_) == (limit is None)
     assert model.get_params()["max_gather_bytes"] == (2**30 if limit is None else 0)
     ref = load_model(root / "dual-None") if limit is not None else model
     np.testing.assert_allclose(model.components_, ref.components_, atol=1e-12)

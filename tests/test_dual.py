@@ -194,22 +194,38 @@ def test_dual_on_store_and_cluster_equals_in_memory(tmp_path, cluster_client, mo
     store = tmp_path / "s.zarr"
     write_store(store, X, Y, splits, chunk_rows=17)
     mem = _fit("mvmd", {}, 6, X, Y, "dual")
-    # the cluster has 2 threads: X is read to the driver when the driver has as many
+    # the cluster has 2 threads: the driver reads X itself when it has as many
     # and X's 12 bytes per value (+ 8 per row) fit in max_gather_bytes
     monkeypatch.setenv("DMLFE_DRIVER_THREADS", "1" if how == "cluster-wider" else "2")
     limit = {"passes": 0, "too-big": 12 * X.nnz + 8 * 91 - 1}.get(how, 2**30)
     graphs = scheduler_graphs(cluster_client)
+    local = _local_computes(monkeypatch)
     on_store = _fit("mvmd", {}, 6, str(store), None, "dual", client=cluster_client,
                     cache=False, max_gather_bytes=limit)
     graphs = scheduler_graphs(cluster_client) - graphs
     np.testing.assert_allclose(on_store.eigenvalues_[:6], mem.eigenvalues_[:6], rtol=1e-12)
     np.testing.assert_allclose(on_store.components_, mem.components_, atol=1e-12)
-    gathered = "read to the driver" in on_store.route_reason_
+    gathered = "read by the driver" in on_store.route_reason_
     assert gathered == (how == "gathered")
-    if gathered:  # one pass reads X and Y; statistics, Gram and map back in memory
-        assert graphs == 1 and on_store.n_passes_ == 4
-    else:  # statistics, Gram, map back (and the labels)
-        assert 3 <= graphs <= 4 and on_store.n_passes_ == 3
+    if gathered:  # the driver reads X and Y in one pass of its own threads; statistics,
+        # Gram and map back in memory: nothing reaches the cluster
+        assert graphs == 0 and local == ["threads"] and on_store.n_passes_ == 4
+    else:  # statistics, Gram, map back (and the labels), all on the cluster
+        assert 3 <= graphs <= 4 and local == [] and on_store.n_passes_ == 3
+
+
+def _local_computes(monkeypatch) -> list:
+    """The scheduler argument of every dask.compute made from now on (a list that grows)."""
+    import dask
+
+    calls, real = [], dask.compute
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("scheduler"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dask, "compute", counting)
+    return calls
 
 
 def test_dual_read_to_the_driver_fills_and_reuses_the_statistics_cache(
@@ -219,12 +235,14 @@ def test_dual_read_to_the_driver_fills_and_reuses_the_statistics_cache(
     write_store(store, X, Y, ["train"] * X.shape[0], chunk_rows=17)
     monkeypatch.setenv("DMLFE_DRIVER_THREADS", "2")  # as many as the cluster's
     fits = []
-    for _ in range(2):
+    local = _local_computes(monkeypatch)
+    for i in range(2):
         graphs = scheduler_graphs(cluster_client)
         fits.append(_fit("pca", {}, 4, str(store), None, "dual", client=cluster_client))
         # the one read of X and Y: the statistics come from that copy, then the cache
-        assert scheduler_graphs(cluster_client) - graphs == 1
-        assert "read to the driver" in fits[-1].route_reason_
+        assert scheduler_graphs(cluster_client) - graphs == 0
+        assert local == ["threads"] * (i + 1)
+        assert "read by the driver" in fits[-1].route_reason_
     assert [f.stats_from_cache_ for f in fits] == [False, True]
     mem = _fit("pca", {}, 4, X, Y, "dual")
     for f in fits:

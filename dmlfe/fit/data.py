@@ -39,10 +39,16 @@ class FitData:
         in_memory = self.store is None and not is_dask(self.X)
         return DataShape(int(self.X.shape[0]), int(self.X.shape[1]), q, in_memory)
 
-    def gathered(self, client: Any = None, progress: bool = False) -> FitData:
-        """X (one CSR matrix) and Y (an ndarray) read to the driver in one pass; same store."""
+    def gathered(self, progress: bool = False) -> FitData:
+        """X (one CSR matrix) and Y (an ndarray) read to the driver in one pass; same store.
+
+        The driver reads the store's chunks itself, in its own threads, whatever client
+        exists: it opened the store, and sending the blocks through workers that have
+        no more threads than it only adds their transfer (R10 at 2^20: 0.16-0.21 s
+        against 0.26-0.43 s through a LocalCluster of 2 x 1 threads).
+        """
         X, Y = run(self.X, self.Y, desc="reading X to the driver", progress=progress,
-                   client=client)
+                   scheduler="threads")
         X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
         return FitData(X, np.asarray(Y), self.store)
 
@@ -76,7 +82,7 @@ def gather_reason(data: FitData, client: Any, max_bytes: int) -> str | None:
     if nbytes > max_bytes:
         return None
     where = "dask's local scheduler" if workers is None else f"the cluster's {workers} threads"
-    return (f"X ({nbytes / 2**20:.1f} MiB <= max_gather_bytes) was read to the driver in one "
+    return (f"X ({nbytes / 2**20:.1f} MiB <= max_gather_bytes) was read by the driver in one "
             f"pass and the Gram, solve and map back ran there ({own} threads; "
             f"{where} would add only the transfer of {8 * n * n / 2**20:.0f} MiB of Gram tiles)")
 

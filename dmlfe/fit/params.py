@@ -51,7 +51,7 @@ COMMON: tuple[Param, ...] = (
     Param("max_gather_bytes", 2**30, interval(0, None, integer=True),
           "int, default 2**30\n    Dual route on a store: when X's sparse arrays (12 bytes per "
           "stored value)\n    are at most this size and the cluster has no more threads than "
-          "the driver\n    (dmlfe.compute.driver_threads), X is read to the driver in one pass "
+          "the driver\n    (dmlfe.compute.driver_threads), the driver reads X itself in one pass "
           "and the\n    Gram, solve and map back run there: the cluster would add only "
           "transfers\n    (R10 at 2^20: 22 MiB of X against 321 MiB of Gram tiles). 0: always "
           "the\n    distributed Gram and map-back passes."),

@@ -187,7 +187,7 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
     if plan.route == "dual":
         gather_note = gather_reason(data, client, plan.limits.max_gather_bytes)
         if gather_note is not None:
-            data = data.gathered(client, progress)
+            data = data.gathered(progress)
     if plan.spec.needs_graph:  # graph methods: labels + K-NN graph -> one products pass
         stats, template, data_passes = graph_fit(
             plan.spec, plan.params, data.X, data.Y, data.store, rmap,
