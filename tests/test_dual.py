@@ -128,6 +128,23 @@ def test_dual_lowrank_completes_d_above_q_with_null_vectors(method, params):
     np.testing.assert_array_equal(again.components_, dual.components_)
 
 
+def test_dual_identity_warns_once_when_d_reaches_past_the_rank():
+    # 12 distinct rows duplicated 3 times: the centred Gram has rank <= 11 < d = 15
+    X, Y = _data(12, 150)
+    X = sp.vstack([X, X, X]).tocsr()
+    Y = np.vstack([Y, Y, Y])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dual = make_estimator("pca", n_components=15, route="dual").fit(X, Y)
+    null = [w for w in caught if "null space" in str(w.message)]
+    assert len(null) == 1 and "only 11 eigenvalues" in str(null[0].message)
+    assert dual.n_genuine_ == 11 and dual.n_components_ == 15
+    # no warning when d stays inside the rank
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        make_estimator("pca", n_components=11, route="dual").fit(X, Y)
+
+
 def test_dual_lowrank_says_when_the_row_space_is_too_small():
     X, Y = _data(20, 150)
     with pytest.raises(ValueError, match="n - 1 = 19"):

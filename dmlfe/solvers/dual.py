@@ -136,6 +136,7 @@ def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int
     total = float(np.trace(M))
     w, V, info = leading_eigh(M, k, random_state=random_state, complete=False)
     d = choose_dimension(w, n_components, total=total if w.size < m else None)
+    warn_null_components(t.method, d, n_genuine(w))
     w_d = w[:d]
     alpha = np.sqrt(a) * V[:, :d]
     if U is not None:
@@ -181,8 +182,8 @@ def _lowrank(t: TraceTemplate, Gc: np.ndarray, Yc: np.ndarray, n_features: int,
     w, alpha = small_pencil(GcPhi.T @ Psi, Psi)  # the q x q problem Phi^T Gc Psi
     if block is not None and d_fixed > n_genuine(w):
         w, alpha = _null_completion(w, alpha, block, GcPhi, d_fixed)
-        warn_null_components(t.method, d_fixed, n_genuine(w), stacklevel=4)
     d = choose_dimension(w, n_components)
+    warn_null_components(t.method, d, n_genuine(w))
     alpha = alpha[:, :d]
     alpha -= alpha.mean(axis=0)
     return DualSolution(alpha, w, d, n_genuine(w), "dual-lowrank", regularization=reg)
