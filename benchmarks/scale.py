@@ -18,6 +18,9 @@ Parts (``--parts``, comma list):
   reference: the same methods on the feature route of the 3,000 most frequent train
   unigrams (tf-idf), in memory.
 * ``relation``: the relation route with p = 2,000 random prototypes on the same data.
+* ``table``: the issue's other rows on the same data (TruncatedSVD(300), MVMD and PCA on
+  the matrix-free feature route, CCA on the feature route, PCA/CCA/MVMD on the relation
+  route with p = n, MDDMp), after and before, each stopped at ``--table-timeout``.
 * ``imdb``: IMDB (120,919 x 1,001), PCA d = 100, solver "randomized" (passes counted)
   and "auto".
 * ``synthetic``: for each size in ``--docs`` (default 250k, 500k, 1M), synthetic documents
@@ -25,7 +28,7 @@ Parts (``--parts``, comma list):
   features, LocalCluster 2 workers x 1 thread; end-to-end seconds and peak RSS of the
   driver and workers, and time(2n) / time(n) at each step.
 
-    python benchmarks/scale.py --parts r10,relation,imdb [--before ../before]
+    python benchmarks/scale.py --parts r10,relation,imdb,table [--before ../before]
 """
 
 from __future__ import annotations
@@ -189,6 +192,40 @@ def part_r10(args: argparse.Namespace) -> dict[str, Any]:
             "exactness": exactness(store)}
 
 
+#: The rows of issue 9's table that the other parts do not cover: (label, case, whether
+#: the "before" checkout runs it too -- scikit-learn is the same in both).
+TABLE = (
+    ("TruncatedSVD k=300", {"kind": "sklearn", "n_components": 300}, False),
+    ("MVMD route=feature solver=randomized d=100",
+     {"method": "mvmd", "n_components": 100,
+      "params": {"route": "feature", "solver": "randomized"}}, True),
+    ("PCA route=feature d=100", {"method": "pca", "n_components": 100,
+                                 "params": {"route": "feature"}}, True),
+    ("CCA route=feature d=10", {"method": "cca", "n_components": 10,
+                                "params": {"route": "feature"}}, True),
+    ("PCA route=relation p=n d=100", {"method": "pca", "n_components": 100,
+                                      "params": {"route": "relation"}}, True),
+    ("CCA route=relation p=n d=10", {"method": "cca", "n_components": 10,
+                                     "params": {"route": "relation"}}, True),
+    ("MVMD route=relation p=n d=100", {"method": "mvmd", "n_components": 100,
+                                       "params": {"route": "relation"}}, True),
+    ("MDDMp d=10", {"method": "mddm_p", "n_components": 10}, True),
+)
+
+
+def part_table(args: argparse.Namespace) -> dict[str, Any]:
+    """The issue's other rows, in memory, after and before, each stopped at --table-timeout."""
+    store = str(r10_store(2**20))
+    runs = []
+    for label, case, both in TABLE:
+        for version, path in (("after", None), ("before", args.before)):
+            if version == "before" and not (path and both):
+                continue
+            runs.append(child({"kind": "dmlfe", **case, "store": store, "label": label,
+                               "version": version}, path, timeout=args.table_timeout))
+    return {"runs": runs, "timeout_seconds": args.table_timeout}
+
+
 def exactness(store: str) -> dict[str, Any]:
     """PCA against eigh of the centred Gram at 2^20; every method against eigh at 2^11."""
     import scipy.linalg as sla
@@ -325,6 +362,8 @@ def main() -> None:
                     help="synthetic corpus sizes, a comma list")
     ap.add_argument("--synthetic-child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--timeout", type=float, default=900, help="seconds per fit")
+    ap.add_argument("--table-timeout", type=float, default=240,
+                    help="seconds per fit of the 'table' part (the issue stopped its own at 240+)")
     args = ap.parse_args()
     if args.case:
         print(json.dumps(run_case(json.loads(args.case))))

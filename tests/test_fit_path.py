@@ -77,8 +77,13 @@ def test_plan_chooses_route_solver_and_statistics_with_reasons():
 
 
 def test_plan_refuses_what_cannot_run():
-    with pytest.raises(ValueError, match=r"cca needs D x D matrices .*route='relation'"):
+    with pytest.raises(ValueError, match=r"cca needs D x D matrices .*route='auto' or 'dual' "
+                       r"\(the same problem solved exactly.*route='relation'"):
         plan("cca", n=500, D=50_000, route="feature")
+    # a graph method has no dual route: the message does not offer it
+    with pytest.raises(ValueError, match="lpp needs D x D matrices") as refused:
+        plan("lpp", n=500, D=50_000, route="feature")
+    assert "dual" not in str(refused.value) and "route='relation'" in str(refused.value)
     with pytest.raises(ValueError, match="needs the dense solver"):
         plan("mlsi", n=50, D=100, solver="randomized")
     with pytest.raises(ValueError, match=r"n_components=6 .*min\(D, q\) = 5"):

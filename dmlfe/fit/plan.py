@@ -272,11 +272,13 @@ def choose_solver(spec: MethodSpec, params: dict[str, Any], solver: str, route: 
     if spec.lowrank_only:
         raise ValueError(f"{name}: this label kernel is not positive semi-definite, so A must be "
                          f"formed densely, but D = {D} exceeds max_dense_features={limit}")
+    exact = (" route='auto' or 'dual' (the same problem solved exactly in the row space of X, "
+             "when n <= max_dual_samples)," if _dual_ok(spec) else "")
     raise ValueError(
         f"{name} needs D x D matrices and D = {D} exceeds max_dense_features={limit} (a D x D "
         f"float64 matrix is {_gib(D)}); raise max_dense_features if the driver has the "
-        "memory, reduce D (fewer features), or use route='relation' (a p x p problem on "
-        "similarities to p prototype documents)")
+        f"memory, reduce D (fewer features), or use{exact} route='relation' (a p x p problem "
+        "on similarities to p prototype documents)")
 
 
 def _check_n_components(n_components: int | float, solver: str, D: int, q: int) -> None:
