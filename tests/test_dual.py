@@ -370,6 +370,29 @@ def test_orthonormalize_spans_the_block_and_drops_round_off(dtype, atol):
     assert Qn.shape[1] in (12, 13)
 
 
+def test_orthonormalize_with_the_callers_gram_and_buffers():
+    # subspace iteration hands over W^T W (made for its residuals) and two spare blocks:
+    # the basis is the one made without them, written into W's own memory
+    rng = np.random.default_rng(5)
+    W = rng.standard_normal((400, 9)) * np.geomspace(1.0, 1e-3, 9)
+    ref = partial.orthonormalize(W.copy())
+    gram = W.T @ W
+    mine, work = W.copy(), np.empty_like(W)
+    Q = partial.orthonormalize(mine, gram=gram, overwrite=True, work=work)
+    assert np.shares_memory(Q, mine)
+    np.testing.assert_allclose(Q, ref, atol=1e-12)
+    np.testing.assert_allclose(Q.T @ Q, np.eye(9), atol=1e-13)
+    # the columns are scaled in the small factor, not in W: the caller's W is untouched
+    kept = W.copy()
+    np.testing.assert_allclose(partial.orthonormalize(kept, gram=gram), ref, atol=1e-12)
+    np.testing.assert_array_equal(kept, W)
+    # a dropped (zero) column: the result is narrower and cannot take W's memory
+    Z = np.hstack([W, np.zeros((400, 1))])
+    Qz = partial.orthonormalize(Z, gram=Z.T @ Z, overwrite=True, work=np.empty_like(Z))
+    assert Qz.shape == (400, 9) and not np.shares_memory(Qz, Z)
+    np.testing.assert_allclose(Qz, ref, atol=1e-12)
+
+
 def test_block_krylov_float32_basis():
     A = _psd(600, 300, 0.98)
     w_ref = sla.eigvalsh(A)[::-1][:25]

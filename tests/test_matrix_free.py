@@ -113,6 +113,46 @@ def test_subspace_iteration_when_the_krylov_space_does_not_fit(monkeypatch):
     assert fixed.solver == "randomized-subspace" and fixed.n_passes == 3
 
 
+@pytest.mark.parametrize("rows", [None, 70])
+@pytest.mark.parametrize("centre, with_lowrank", [(True, True), (False, False)])
+def test_matmat_into_a_given_block(rows, centre, with_lowrank):
+    # the operator against the explicitly formed matrix, written into the caller's block
+    X, Y = corpus(seed=4)
+    Xd = X.toarray()
+    Xs = Xd - Xd.mean(axis=0) if centre else Xd
+    L = np.random.default_rng(1).standard_normal((X.shape[1], 3)) if with_lowrank else None
+    A = 0.7 * Xs.T @ Xs + (0 if L is None else L @ L.T)
+    op = ScatterOperator(X if rows is None else sparse_dask(X, rows), xx_coef=0.7,
+                         lowrank=L, centre=centre)
+    V = np.random.default_rng(2).standard_normal((X.shape[1], 6))
+    out = np.full_like(V, np.nan)
+    got = op.matmat(V, out=out)
+    assert got is out
+    np.testing.assert_allclose(out, A @ V, rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(op.matmat(V), A @ V, rtol=1e-12, atol=1e-10)
+    # a block that is V itself, or of the wrong shape, is not written to
+    W = V.copy()
+    np.testing.assert_allclose(op.matmat(W, out=W), A @ V, rtol=1e-12, atol=1e-10)
+    np.testing.assert_array_equal(W, V)
+    assert op.matmat(V, out=np.empty((3, 3))).shape == V.shape
+    assert op.n_passes == 4
+
+
+def test_subspace_iteration_in_memory_and_in_blocks_agree(monkeypatch):
+    # the in-memory operator holds X ready (columns narrowed, transpose made once) and
+    # the solver reuses its blocks; the dask path does neither: the same iterations
+    X, _ = corpus(n=300, D=60, seed=5)
+    Xc = X.toarray() - X.toarray().mean(axis=0)
+    w, V = dense_top(Xc.T @ Xc, 5)
+    monkeypatch.setattr(matrix_free, "KRYLOV_MEMORY", 0)
+    a = matrix_free_eigh(X, 5, tol=1e-10, n_oversamples=8, max_passes=200)
+    b = matrix_free_eigh(sparse_dask(X, 70), 5, tol=1e-10, n_oversamples=8, max_passes=200)
+    assert a.solver == b.solver == "randomized-subspace" and a.converged and b.converged
+    assert a.n_passes == b.n_passes
+    np.testing.assert_allclose(a.components, b.components, atol=1e-10)
+    check(a, w, V, 5, angle=1e-6)
+
+
 def test_passes_stop_at_max_passes_and_report_not_converged():
     X, _ = corpus()
     res = matrix_free_eigh(X, 5, n_oversamples=0, max_passes=2, tol=1e-14)

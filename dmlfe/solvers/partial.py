@@ -78,8 +78,9 @@ def _descending(w: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return w[order], V[:, order]
 
 
-def orthonormalize(W: np.ndarray, scale: float | None = None, rtol: float | None = None
-                   ) -> np.ndarray:
+def orthonormalize(W: np.ndarray, scale: float | None = None, rtol: float | None = None,
+                   gram: np.ndarray | None = None, overwrite: bool = False,
+                   work: np.ndarray | None = None) -> np.ndarray:
     """Orthonormal columns spanning span(W), with BLAS-3 work only (no Householder QR).
 
     Columns at round-off level (norm <= rtol x ``scale``, default the largest column
@@ -91,18 +92,40 @@ def orthonormalize(W: np.ndarray, scale: float | None = None, rtol: float | None
     well-determined directions instead. A Householder QR of a 2^20 x 110 block took
     69 s on two cores; this is a few D x w x w products. The big products run in W's
     dtype (float32 or float64); the small w x w factorisations always in float64.
+
+    ``gram``, W^T W when the caller has it already (subspace iteration computes it for
+    its residuals), saves the first round's product and the column norms: the scaling
+    to unit columns is folded into the first w x w factor, so W itself is never copied
+    or scaled (at D = 557,713, w = 110: two of its five D x w x w-sized steps).
+    ``overwrite=True`` lets the result take W's memory when no column is dropped (W is
+    then lost to the caller), and ``work``, a spare array of W's shape and dtype, holds
+    the first round: no fresh D x w array at all, where each cost its page faults
+    again (0.1-0.2 s at 557,713 x 110 on this machine, more than the product).
     """
     dtype = W.dtype
     if rtol is None:
         rtol = DROP_RTOL.get(np.dtype(dtype), DROP_RTOL[np.dtype(np.float64)])
-    norms = np.linalg.norm(W, axis=0)
+    if gram is None:
+        gram = (W.T @ W).astype(np.float64)
+    norms = np.sqrt(np.clip(np.diag(gram), 0.0, None))
     ref = float(norms.max(initial=0.0)) if scale is None else float(scale)
     keep = norms > rtol * ref if ref > 0 else np.zeros(norms.shape, dtype=bool)
-    W = W[:, keep] / norms[keep].astype(dtype)
-    for _ in range(2):
+    # the last round may write over W: a C-ordered block with every column kept
+    target = W if overwrite and W.flags.c_contiguous and keep.all() else None
+    if not keep.all():
+        W, gram, norms = W[:, keep], gram[np.ix_(keep, keep)], norms[keep]
+    # round 1 on unit columns: diag(1/norms) W^T W diag(1/norms), the scaling kept in
+    # the w x w factor that multiplies W
+    unit = 1.0 / norms
+    first: np.ndarray | None = gram * unit[:, None] * unit[None, :]
+    for round_ in range(2):
         if W.shape[1] == 0:
             break
-        S = (W.T @ W).astype(np.float64)
+        if first is None:
+            S = (W.T @ W).astype(np.float64)
+            left = None
+        else:
+            S, left, first = first, unit, None
         S = 0.5 * (S + S.T)
         try:
             L = np.linalg.cholesky(S)
@@ -112,12 +135,22 @@ def orthonormalize(W: np.ndarray, scale: float | None = None, rtol: float | None
         except np.linalg.LinAlgError:
             w, V = np.linalg.eigh(S)
             good = w > 1e-12 * max(float(w.max(initial=0.0)), np.finfo(float).tiny)
-            W = W @ (V[:, good] / np.sqrt(w[good])).astype(dtype)
-            continue
-        # numpy's LAPACK, not scipy's: the two wheels bring two OpenBLAS libraries,
-        # and a call into one while the other's threads still spin after the last big
-        # product cost 4-9 ms each time on two cores (0.35 s of R10's k = 100 solve)
-        W = W @ np.linalg.inv(L.T).astype(dtype)
+            factor = V[:, good] / np.sqrt(w[good])
+        else:
+            # numpy's LAPACK, not scipy's: the two wheels bring two OpenBLAS libraries,
+            # and a call into one while the other's threads still spin after the last
+            # big product cost 4-9 ms each time on two cores (0.35 s of R10's k = 100)
+            factor = np.linalg.inv(L.T)
+        if left is not None:
+            factor = left[:, None] * factor
+        factor = factor.astype(dtype)
+        into = (target if round_ == 1 else work) if target is not None else None
+        if into is not None and into.shape == (W.shape[0], factor.shape[1]) \
+                and into.dtype == dtype and into.flags.c_contiguous \
+                and not np.shares_memory(W, into):
+            W = np.matmul(W, factor, out=into)
+        else:
+            W = W @ factor
     return W
 
 

@@ -122,6 +122,23 @@ def _threaded_matvecs(out: np.ndarray, xt: sp.csc_matrix, ab: np.ndarray, thread
     in_threads(rows, bounds[:-1], bounds[1:], threads=threads)
 
 
+def add_sparse_product(out: np.ndarray, a: sp.csr_matrix, b: np.ndarray,
+                       threads: int | None = None) -> None:
+    """out += a @ b in place: CSR ``a`` (r x m), dense ``b`` (m x k), ``out`` (r x k).
+
+    scipy's CSR x dense kernel adds into a C-ordered float64 ``out`` directly, in
+    ``threads`` ranges of its rows (default :func:`dmlfe.compute.driver_threads`); any
+    other ``out`` or dtype takes the public product (one r x k temporary).
+    """
+    if _csr_matvecs is not None and out.flags.c_contiguous and out.dtype == np.float64 \
+            and a.dtype == np.float64:
+        # a^T is the CSC matrix with a's CSR arrays, the form _threaded_matvecs reads
+        _threaded_matvecs(out, a.T, np.ascontiguousarray(b, dtype=np.float64),
+                          driver_threads() if threads is None else threads)
+    else:
+        out += a @ b
+
+
 def _add_xt_alpha(out: np.ndarray, xb: Any, ab: np.ndarray) -> None:
     """out += X_b^T alpha_b in place (out: D x d float64, C order).
 
@@ -135,10 +152,8 @@ def _add_xt_alpha(out: np.ndarray, xb: Any, ab: np.ndarray) -> None:
     if not sp.issparse(xb):
         out += xb.T @ ab
         return
-    xt = xb.tocsc()
-    ab = np.ascontiguousarray(ab, dtype=np.float64)
-    if _csr_matvecs is not None and out.flags.c_contiguous and xt.data.dtype == np.float64:
-        _threaded_matvecs(out, xt, ab, driver_threads())
+    if _csr_matvecs is not None and out.flags.c_contiguous:
+        add_sparse_product(out, xb.tocsc().T, ab)  # X_b^T as CSR: its CSC arrays
         return
     cols, narrow = used_columns(xb)  # without the kernel: the block's columns only
     out[cols] += narrow.tocsc().T @ ab
