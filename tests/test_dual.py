@@ -20,7 +20,7 @@ from dmlfe.estimators import make_estimator
 from dmlfe.fit.plan import DataShape, Limits, plan_fit
 from dmlfe.methods import get_method
 from dmlfe.methods.template import TraceTemplate
-from dmlfe.solvers import partial
+from dmlfe.solvers import dense, partial
 from dmlfe.solvers.dense import solve_dense
 from dmlfe.solvers.dual import centre_gram, reduced_data
 from dmlfe.solvers.partial import FULL_SPECTRUM_LIMIT, block_krylov_eigh
@@ -487,6 +487,46 @@ def test_lowrank_generalised_reduction_matches_eigh():
     P = res.components
     np.testing.assert_allclose(P.T @ B @ P, np.eye(5), atol=1e-9)
     np.testing.assert_allclose(F @ (F.T @ P), B @ P * res.eigenvalues[:5], atol=1e-8)
+
+
+def _spd(m: int, smallest: float, seed: int = 0) -> np.ndarray:
+    """A symmetric positive definite m x m matrix with eigenvalues 1 ... smallest."""
+    Q = np.linalg.qr(np.random.default_rng(seed).normal(size=(m, m)))[0]
+    return (Q * np.geomspace(1.0, smallest, m)) @ Q.T
+
+
+def test_large_constraint_is_checked_without_its_whole_spectrum(monkeypatch):
+    # above FULL_SPECTRUM_LIMIT the constraint's conditioning is estimated by block power
+    # iteration on B and B^{-1}; its whole spectrum is not computed when B is clearly fine
+    m = FULL_SPECTRUM_LIMIT + 100
+    B = _spd(m, 1e-3)
+    ev = sla.eigvalsh(B)
+    lo, hi = dense.extreme_eigenvalue_bounds(B, sla.cholesky(B, lower=True))
+    assert ev[0] <= lo <= 1.1 * ev[0] and 0.9 * ev[-1] <= hi <= ev[-1] * (1 + 1e-12)
+    calls = []
+    real = dense.sla.eigvalsh
+    monkeypatch.setattr(dense.sla, "eigvalsh", lambda *a, **k: calls.append(1) or real(*a, **k))
+    Breg, r, L = dense.constraint_factor(B)
+    assert r == 0.0 and calls == [] and Breg is not B
+    np.testing.assert_allclose(L @ L.T, B, atol=1e-12)
+    # a ratio within ESTIMATE_MARGIN of cond_rtol: the exact check decides (still no ridge)
+    near = _spd(m, 1e-8, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Breg, r, L = dense.constraint_factor(near)
+    assert r == 0.0 and calls == [1]
+    # near-singular: the exact check's warning and ridge, and the factor of B + r I
+    low = _psd(m, m // 2, 0.999, seed=2)
+    with pytest.warns(RuntimeWarning, match="near-singular"):
+        ref, r_ref = dense.regularize_constraint(low)
+    with pytest.warns(RuntimeWarning, match="near-singular"):
+        Breg, r, L = dense.constraint_factor(low)
+    assert r == r_ref > 0
+    np.testing.assert_array_equal(Breg, ref)
+    np.testing.assert_allclose(L @ L.T, ref, atol=1e-10 * np.abs(ref).max())
+    # not positive semi-definite: the exact check's error
+    with pytest.raises(ValueError, match="indefinite"):
+        dense.constraint_factor(B - 0.5 * np.eye(m))
 
 
 def test_leading_eigh_says_when_block_krylov_did_not_converge(monkeypatch):

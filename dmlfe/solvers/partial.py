@@ -361,9 +361,14 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
     return w, V, info
 
 
-def cholesky_reduce(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(C, L): B = L L^T and C = L^{-1} A L^{-T}, so A p = lambda B p <=> C u = lambda u."""
-    L = sla.cholesky(B, lower=True, check_finite=False)
+def cholesky_reduce(A: np.ndarray, B: np.ndarray, L: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(C, L): B = L L^T and C = L^{-1} A L^{-T}, so A p = lambda B p <=> C u = lambda u.
+
+    ``L``, B's lower Cholesky factor when the caller has it, is not computed again.
+    """
+    if L is None:
+        L = sla.cholesky(B, lower=True, check_finite=False)
     C = sla.solve_triangular(L, A, lower=True, check_finite=False)
     C = sla.solve_triangular(L, C.T, lower=True, check_finite=False)
     return 0.5 * (C + C.T), L
