@@ -80,8 +80,10 @@ from dmlfe.stats.sufficient import SufficientStats
 # --------------------------------------------------------------------------- #
 # Per-block products (run on the workers)
 # --------------------------------------------------------------------------- #
-def _xtxv_block(xb: Any, V: np.ndarray, block_fn: BlockFn | None) -> dict[str, Any]:
-    """One block's share of X^T X V, on the columns the block uses (see ``used_columns``)."""
+def _prepared_block(xb: Any, block_fn: BlockFn | None
+                    ) -> tuple[dict[str, Any], np.ndarray, Any]:
+    """(n, column sums and sum of squares of the block, its used columns, the block on
+    them): what a pass needs of one row block besides the product."""
     if block_fn is not None:
         xb = block_fn(xb)
     xb = to_float_block(xb)
@@ -89,11 +91,17 @@ def _xtxv_block(xb: Any, V: np.ndarray, block_fn: BlockFn | None) -> dict[str, A
         sumsq = float(xb.multiply(xb).sum())
     else:
         sumsq = float(np.einsum("ij,ij->", xb, xb))
-    sum_x = np.asarray(xb.sum(axis=0), dtype=np.float64).ravel()
+    sums = {"n": int(xb.shape[0]), "sum_x": np.asarray(xb.sum(axis=0), dtype=np.float64).ravel(),
+            "sumsq": sumsq}
     cols, xb = used_columns(xb)
+    return sums, cols, xb
+
+
+def _xtxv_block(xb: Any, V: np.ndarray, block_fn: BlockFn | None) -> dict[str, Any]:
+    """One block's share of X^T X V, on the columns the block uses (see ``used_columns``)."""
+    sums, cols, xb = _prepared_block(xb, block_fn)
     u = np.asarray(xb @ V[cols])
-    return {"n": int(xb.shape[0]), "sum_x": sum_x, "sumsq": sumsq,
-            "xtxv": (cols, np.asarray(xb.T @ u, dtype=np.float64))}
+    return {**sums, "xtxv": (cols, np.asarray(xb.T @ u, dtype=np.float64))}
 
 
 #: Rows of a D x k block updated at a time by :func:`_add_rows_product` (a temporary of
@@ -120,14 +128,8 @@ class _HeldX:
     """
 
     def __init__(self, X: Any, block_fn: BlockFn | None, n_features: int) -> None:
-        xb = to_float_block(X if block_fn is None else block_fn(X))
-        self.n = int(xb.shape[0])
-        if sp.issparse(xb):
-            self.sumsq = float(xb.multiply(xb).sum())
-        else:
-            self.sumsq = float(np.einsum("ij,ij->", xb, xb))
-        self.sum_x = np.asarray(xb.sum(axis=0), dtype=np.float64).ravel()
-        cols, xb = used_columns(xb)
+        self.sums, cols, xb = _prepared_block(X, block_fn)
+        self.n = self.sums["n"]
         self.cols = None if cols.size == n_features else cols
         self.x = xb
         self.xt = xb.tocsc().T if sp.issparse(xb) else None  # X^T as CSR
@@ -147,8 +149,7 @@ class _HeldX:
                 vals = out
                 vals.fill(0.0)
             add_sparse_product(vals, self.xt, u)
-        return {"n": self.n, "sum_x": self.sum_x, "sumsq": self.sumsq,
-                "xtxv": (self.cols, vals)}
+        return {**self.sums, "xtxv": (self.cols, vals)}
 
 
 def _combine_xtxv(*parts: dict[str, Any]) -> dict[str, Any]:

@@ -153,7 +153,7 @@ def orthonormalize(W: np.ndarray, scale: float | None = None, rtol: float | None
         if left is not None:
             factor = left[:, None] * factor
         factor = factor.astype(dtype)
-        into = (target if round_ == 1 else work) if target is not None else None
+        into = target if round_ == 1 else work
         if into is not None and into.shape == (W.shape[0], factor.shape[1]) \
                 and into.dtype == dtype and into.flags.c_contiguous \
                 and not np.shares_memory(W, into):
