@@ -85,6 +85,25 @@ def test_dual_equals_dense_feature_route(method, params, d, shape):
                                    atol=1e-7 * np.abs(ref.transform(X)[:, :k]).max())
 
 
+def test_dual_mvmd_deflates_its_label_directions_and_stays_exact(monkeypatch):
+    # above FULL_SPECTRUM_LIMIT documents, with the block Krylov branch: MVMD's q label
+    # directions are handed to leading_eigh as dominant pairs, and the result is still
+    # the dense feature route's
+    from dmlfe.solvers import dual as dual_mod
+
+    monkeypatch.setattr(partial, "KRYLOV_MIN_SIZE", 0)
+    seen = []
+    real = dual_mod.leading_eigh
+    monkeypatch.setattr(dual_mod, "leading_eigh",
+                        lambda *a, **k: seen.append(k.get("dominant")) or real(*a, **k))
+    X, Y = _data(FULL_SPECTRUM_LIMIT + 100, 1_300, q=4, seed=6)
+    dual = _fit("mvmd", {}, 12, X, Y, "dual")
+    assert seen == [4] and dual.solver_ == "dual-identity"
+    ref = _fit("mvmd", {}, 12, X, Y, "feature", solver="dense")
+    np.testing.assert_allclose(dual.eigenvalues_[:12], ref.eigenvalues_[:12], rtol=1e-9)
+    assert _principal_cosines(ref.components_, dual.components_).min() > 1 - 1e-9
+
+
 def test_dual_threshold_matches_dense():
     X, Y = _data(50, 120)
     ref = _fit("pca", {}, 0.9, X, Y, "feature", solver="dense")
@@ -489,17 +508,25 @@ def test_lowrank_generalised_reduction_matches_eigh():
     np.testing.assert_allclose(F @ (F.T @ P), B @ P * res.eigenvalues[:5], atol=1e-8)
 
 
-@pytest.mark.parametrize("krylov_min", [None, 0], ids=["float32-subset", "block-krylov"])
-def test_leading_eigh_tail_exact_under_a_huge_leading_eigenvalue(krylov_min, monkeypatch):
+@pytest.mark.parametrize(("krylov_min", "dominant"),
+                         [(None, 0), (0, 0), (0, 3), (0, 1), (0, 8)],
+                         ids=["float32-subset", "block-krylov", "block-krylov-deflated",
+                              "deflated-too-few", "deflated-too-many"])
+def test_leading_eigh_tail_exact_under_a_huge_leading_eigenvalue(krylov_min, dominant,
+                                                                monkeypatch):
     # MVMD's label part puts its first eigenvalues 10^5-10^7 above the rest: every pair's
-    # residual is measured against its own eigenvalue, so the tail is exact too
+    # residual is measured against its own eigenvalue, so the tail is exact too -- also
+    # when those pairs are deflated from the float32 exploration (``dominant``), and when
+    # that guess is wrong (the float64 refinement decides)
     if krylov_min is not None:
         monkeypatch.setattr(partial, "KRYLOV_MIN_SIZE", krylov_min)
     m, k = FULL_SPECTRUM_LIMIT + 200, 30
     Q = np.linalg.qr(np.random.default_rng(7).normal(size=(m, m)))[0]
     lam = np.concatenate([[3e6, 1e6, 4e5], np.geomspace(2.5, 1e-3, m - 3)])
     A = (Q * lam) @ Q.T
-    w, V, info = partial.leading_eigh(A, k)
+    w, V, info = partial.leading_eigh(A, k, dominant=dominant)
+    if krylov_min is not None:
+        assert info["dominant"] == dominant and info["float32_products"] > 0
     ref = np.sort(lam)[::-1][:k]
     np.testing.assert_allclose(w, ref, rtol=1e-9)
     r = np.linalg.norm(A @ V - V * w, axis=0)

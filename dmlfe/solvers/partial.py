@@ -68,9 +68,18 @@ DENSE_KRYLOV_DEPTH = 10
 #: restarts; the float64 check and any further restarts follow (:func:`leading_eigh`).
 FLOAT32_TOL = 1e-5
 FLOAT32_RESTARTS = 6
+#: :func:`pair_scales`' floor in the float32 exploration: 1 measures every pair against
+#: theta_1, as float32 products cannot resolve a residual far below that (0.05-0.3 cost
+#: R10's Gram 330 products more and saved no float64 restart).
+FLOAT32_FLOOR = 1.0
 #: Depth of the float64 restarts that refine a float32 Ritz block (it is close already:
 #: shallow restarts from it are cheaper than a deep one).
 REFINE_DEPTH = 3
+#: Depth and most restarts of the float64 solve for :func:`leading_eigh`'s ``dominant``
+#: pairs (well separated: MVMD's 10 label pairs on R10 take one or two restarts; a
+#: guess that finds no gap stops there, and the float64 refinement finishes the job).
+DOMINANT_DEPTH = 4
+DOMINANT_RESTARTS = 4
 
 #: Relative column norm below which orthonormalize drops a column as round-off, in
 #: float32 and in float64. Float32 keeps remainders down to 8 units of its precision:
@@ -307,12 +316,39 @@ def wants_full_spectrum(m: int, k: int, complete: bool = True) -> bool:
                                          or k > LAPACK_FRACTION * m)
 
 
-def _float32_ritz_block(A: np.ndarray, k: int, tol: float, random_state: int) -> dict:
-    """:func:`block_krylov_eigh` on a float32 copy of A (freed on return); its info."""
-    A32 = A.astype(np.float32)
-    return block_krylov_eigh(A32.__matmul__, A.shape[0], k, depth=DENSE_KRYLOV_DEPTH,
+def _float32_ritz_block(A: np.ndarray, k: int, tol: float, random_state: int,
+                        locked: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+    """:func:`block_krylov_eigh` on a float32 copy of A (freed on return); its info.
+
+    ``locked`` = (w, V), float64 eigenpairs of A already known (:func:`leading_eigh`'s
+    ``dominant`` pairs): they are deflated in float64 before the copy is made, A - V
+    diag(w) V^T, and the exploration runs on the complement of span(V), so the copy's
+    rounding scales with the rest of the spectrum, not with w (the k pairs sought are
+    then those after V's).
+    """
+    m = A.shape[0]
+    if locked is None:
+        A32 = A.astype(np.float32)
+        matmat = A32.__matmul__
+    else:
+        w, V = locked
+        A32 = np.empty(A.shape, dtype=np.float32)
+        Vw = V * w
+        step = max(1, 2**24 // max(m, 1))  # rows per block: no m x m float64 temporary
+        for r in range(0, m, step):
+            A32[r:r + step] = A[r:r + step] - Vw[r:r + step] @ V.T
+        V32 = V.astype(np.float32)
+
+        def outside(X: np.ndarray) -> np.ndarray:
+            return X - V32 @ (V32.T @ X)
+
+        def matmat(X: np.ndarray) -> np.ndarray:
+            # the projections make the leftover of an inexact V second order in its error
+            return outside(A32 @ outside(X))
+    return block_krylov_eigh(matmat, m, k, depth=DENSE_KRYLOV_DEPTH,
                              tol=max(tol, FLOAT32_TOL), random_state=random_state,
-                             dtype=np.float32, max_restarts=FLOAT32_RESTARTS, floor=1.0)[2]
+                             dtype=np.float32, max_restarts=FLOAT32_RESTARTS,
+                             floor=FLOAT32_FLOOR)[2]
 
 
 def _float32_subset(A: np.ndarray, k: int, tol: float
@@ -337,7 +373,7 @@ def _float32_subset(A: np.ndarray, k: int, tol: float
 
 
 def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
-                 tol: float = KRYLOV_TOL, complete: bool = True
+                 tol: float = KRYLOV_TOL, complete: bool = True, dominant: int = 0
                  ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Leading k eigenpairs of a dense symmetric A (descending, signs not yet fixed).
 
@@ -345,6 +381,14 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
     k vectors) unless ``complete=False`` and k is a small part of an m above
     SUBSET_MIN; LAPACK's subset solver takes the rest up to KRYLOV_MIN_SIZE and a k
     close to m; block Krylov the others.
+
+    ``dominant``: how many leading eigenvalues may stand orders of magnitude above the
+    rest (MVMD's label directions: 10^3-10^5 x its 100th eigenvalue on R10). A float32
+    copy of A cannot resolve the rest below them, so on the block Krylov branch these
+    pairs are computed first in float64 (a narrow block: their gap makes that a few
+    products) and deflated from the float32 exploration (:func:`_float32_ritz_block`);
+    the float64 refinement then starts from both blocks. A wrong guess costs only that
+    narrow solve: the result is checked in float64 all the same.
     """
     m = A.shape[0]
     k = min(int(k), m)
@@ -366,11 +410,22 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
     # residuals were measured in float64, so the accuracy is that of a float64 run
     # (R10's 6,490 x 6,490 Gram, k = 100: 1.9 s against 3.0 s, eigenvalues equal to
     # 2e-13); the price is a float32 copy of A (m^2 x 4 bytes).
-    rough = _float32_ritz_block(A, k, tol, random_state)
+    g = min(max(int(dominant), 0), k - 1)
+    locked, products64 = None, 0
+    if g:
+        wg, Vg, top = block_krylov_eigh(lambda X: A @ X, m, g, depth=DOMINANT_DEPTH, tol=tol,
+                                        random_state=random_state,
+                                        max_restarts=DOMINANT_RESTARTS)
+        locked, products64 = (wg, Vg), top["products"]
+    rough = _float32_ritz_block(A, k - g, tol, random_state, locked)
+    v0 = rough["ritz"].astype(np.float64)
+    if locked is not None:
+        v0 = np.hstack([locked[1], v0])
     w, V, info = block_krylov_eigh(lambda X: A @ X, m, k, depth=REFINE_DEPTH, tol=tol,
-                                   v0=rough["ritz"].astype(np.float64), first_depth=1)
-    info["products"] += rough["products"]
+                                   v0=v0, first_depth=1)
+    info["products"] += rough["products"] + products64
     info["float32_products"] = rough["products"]
+    info["dominant"] = g
     info["method"] = "block-krylov"
     if not info["converged"]:
         warnings.warn(
