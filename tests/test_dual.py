@@ -509,9 +509,10 @@ def test_lowrank_generalised_reduction_matches_eigh():
 
 
 @pytest.mark.parametrize(("krylov_min", "dominant"),
-                         [(None, 0), (0, 0), (0, 3), (0, 1), (0, 8)],
-                         ids=["float32-subset", "block-krylov", "block-krylov-deflated",
-                              "deflated-too-few", "deflated-too-many"])
+                         [(None, 0), (None, 3), (0, 0), (0, 3), (0, 1), (0, 8)],
+                         ids=["lapack-subset", "float32-subset-deflated", "block-krylov",
+                              "block-krylov-deflated", "deflated-too-few",
+                              "deflated-too-many"])
 def test_leading_eigh_tail_exact_under_a_huge_leading_eigenvalue(krylov_min, dominant,
                                                                 monkeypatch):
     # MVMD's label part puts its first eigenvalues 10^5-10^7 above the rest: every pair's
@@ -527,6 +528,8 @@ def test_leading_eigh_tail_exact_under_a_huge_leading_eigenvalue(krylov_min, dom
     w, V, info = partial.leading_eigh(A, k, dominant=dominant)
     if krylov_min is not None:
         assert info["dominant"] == dominant and info["float32_products"] > 0
+    else:  # float32 resolves the tail only once the three large pairs are deflated
+        assert info["method"] == ("lapack-subset-float32" if dominant else "lapack-subset")
     ref = np.sort(lam)[::-1][:k]
     np.testing.assert_allclose(w, ref, rtol=1e-9)
     r = np.linalg.norm(A @ V - V * w, axis=0)

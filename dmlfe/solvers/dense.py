@@ -202,7 +202,9 @@ def _leading(template: TraceTemplate, k: int, random_state: int
     """
     A, B, method = template.A, template.B, template.method
     if B is None:
-        w, V, _ = leading_eigh(A, k, random_state=random_state)
+        # A = a S + F F^T (MVMD): the label part F may lift q eigenvalues far above the rest
+        dominant = 0 if template.lowrank is None else int(template.lowrank.shape[1])
+        w, V, _ = leading_eigh(A, k, random_state=random_state, dominant=dominant)
         return w, flip_signs(V), 0.0, "eigh-partial", float(np.trace(A))
     Breg, reg, L = constraint_factor(B, what=f"B of {method}")
     F = template.lowrank

@@ -316,42 +316,44 @@ def wants_full_spectrum(m: int, k: int, complete: bool = True) -> bool:
                                          or k > LAPACK_FRACTION * m)
 
 
+def _float32_copy(A: np.ndarray, locked: np.ndarray | None = None) -> np.ndarray:
+    """A float32 copy of A, or of P A P (P = I - V V^T) for orthonormal float64 ``locked`` V.
+
+    The projected copy is formed in float64, a block of rows at a time (no m x m float64
+    temporary): P A P = A - V W^T - W V^T with W = A V - V (V^T A V) / 2. It has the
+    spectrum of A outside span(V) and annihilates V, so its rounding scales with the rest
+    of the spectrum, not with the eigenvalues in V (and an inexact V leaves a second
+    order remainder only).
+    """
+    if locked is None:
+        return A.astype(np.float32)
+    V = locked
+    AV = A @ V
+    W = AV - 0.5 * V @ (V.T @ AV)
+    out = np.empty(A.shape, dtype=np.float32)
+    m = A.shape[0]
+    step = max(1, 2**22 // max(m, 1))
+    for r in range(0, m, step):
+        out[r:r + step] = A[r:r + step] - V[r:r + step] @ W.T - W[r:r + step] @ V.T
+    return out
+
+
 def _float32_ritz_block(A: np.ndarray, k: int, tol: float, random_state: int,
-                        locked: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+                        locked: np.ndarray | None = None) -> dict:
     """:func:`block_krylov_eigh` on a float32 copy of A (freed on return); its info.
 
-    ``locked`` = (w, V), float64 eigenpairs of A already known (:func:`leading_eigh`'s
-    ``dominant`` pairs): they are deflated in float64 before the copy is made, A - V
-    diag(w) V^T, and the exploration runs on the complement of span(V), so the copy's
-    rounding scales with the rest of the spectrum, not with w (the k pairs sought are
-    then those after V's).
+    ``locked``: orthonormal float64 eigenvectors of A already known (:func:`leading_eigh`'s
+    ``dominant`` pairs), deflated from the copy (:func:`_float32_copy`): the k pairs
+    sought are then those after them.
     """
-    m = A.shape[0]
-    if locked is None:
-        A32 = A.astype(np.float32)
-        matmat = A32.__matmul__
-    else:
-        w, V = locked
-        A32 = np.empty(A.shape, dtype=np.float32)
-        Vw = V * w
-        step = max(1, 2**24 // max(m, 1))  # rows per block: no m x m float64 temporary
-        for r in range(0, m, step):
-            A32[r:r + step] = A[r:r + step] - Vw[r:r + step] @ V.T
-        V32 = V.astype(np.float32)
-
-        def outside(X: np.ndarray) -> np.ndarray:
-            return X - V32 @ (V32.T @ X)
-
-        def matmat(X: np.ndarray) -> np.ndarray:
-            # the projections make the leftover of an inexact V second order in its error
-            return outside(A32 @ outside(X))
-    return block_krylov_eigh(matmat, m, k, depth=DENSE_KRYLOV_DEPTH,
+    A32 = _float32_copy(A, locked)
+    return block_krylov_eigh(A32.__matmul__, A.shape[0], k, depth=DENSE_KRYLOV_DEPTH,
                              tol=max(tol, FLOAT32_TOL), random_state=random_state,
                              dtype=np.float32, max_restarts=FLOAT32_RESTARTS,
                              floor=FLOAT32_FLOOR)[2]
 
 
-def _float32_subset(A: np.ndarray, k: int, tol: float
+def _float32_subset(A: np.ndarray, k: int, tol: float, locked: np.ndarray | None = None
                     ) -> tuple[np.ndarray, np.ndarray, dict] | None:
     """LAPACK's subset solver on a float32 copy of A, checked in float64; None if it fails.
 
@@ -359,17 +361,34 @@ def _float32_subset(A: np.ndarray, k: int, tol: float
     product and Rayleigh-Ritz on their span gives float64 pairs whose residuals are
     measured in float64 (R10's centred Gram cut to 2,000 x 2,000, k = 100: 0.23-0.31 s
     against 0.35-0.42 s, eigenvalues equal to 9e-14, residual 2e-7). A residual above
-    ``tol`` returns None: the caller then solves in float64.
+    ``tol`` returns None: the caller then solves in float64. ``locked`` as in
+    :func:`_float32_ritz_block`: the copy is deflated and the check starts from both.
     """
     m = A.shape[0]
-    _, V32 = sla.eigh(A.astype(np.float32), subset_by_index=[m - k, m - 1],
+    g = 0 if locked is None else locked.shape[1]
+    _, V32 = sla.eigh(_float32_copy(A, locked), subset_by_index=[m - k + g, m - 1],
                       check_finite=False)
-    w, V, info = block_krylov_eigh(lambda X: A @ X, m, k, v0=V32[:, ::-1].astype(np.float64),
-                                   depth=1, max_restarts=1, tol=tol)
+    v0 = V32[:, ::-1].astype(np.float64)
+    if locked is not None:
+        v0 = np.hstack([locked, v0])
+    w, V, info = block_krylov_eigh(lambda X: A @ X, m, k, v0=v0, depth=1, max_restarts=1,
+                                   tol=tol)
     if not info["converged"] or V.shape[1] < k:
         return None
     info["method"] = "lapack-subset-float32"
     return w, V, info
+
+
+def _dominant_block(A: np.ndarray, k: int, dominant: int, tol: float, random_state: int
+                    ) -> tuple[np.ndarray | None, int]:
+    """(V, products): float64 eigenvectors of the ``dominant`` leading pairs, or None."""
+    g = min(max(int(dominant), 0), k - 1)
+    if not g:
+        return None, 0
+    _, V, info = block_krylov_eigh(lambda X: A @ X, A.shape[0], g, depth=DOMINANT_DEPTH,
+                                   tol=tol, random_state=random_state,
+                                   max_restarts=DOMINANT_RESTARTS)
+    return V, info["products"]
 
 
 def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
@@ -386,8 +405,9 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
     rest (MVMD's label directions: 10^3-10^5 x its 100th eigenvalue on R10). A float32
     copy of A cannot resolve the rest below them, so on the block Krylov branch these
     pairs are computed first in float64 (a narrow block: their gap makes that a few
-    products) and deflated from the float32 exploration (:func:`_float32_ritz_block`);
-    the float64 refinement then starts from both blocks. A wrong guess costs only that
+    products) and deflated from the float32 copy (:func:`_float32_copy`) that the
+    block Krylov exploration or LAPACK's float32 subset solver works on; the float64
+    check or refinement then starts from both blocks. A wrong guess costs only that
     narrow solve: the result is checked in float64 all the same.
     """
     m = A.shape[0]
@@ -397,8 +417,11 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
         return w, V[:, :k], {"method": "lapack-full"}
     if m <= KRYLOV_MIN_SIZE or k > LAPACK_FRACTION * m:
         if m > FULL_SPECTRUM_LIMIT:
-            checked = _float32_subset(A, k, tol)
+            locked, products64 = _dominant_block(A, k, dominant, tol, random_state)
+            checked = _float32_subset(A, k, tol, locked)
             if checked is not None:
+                checked[2]["products"] += products64
+                checked[2]["dominant"] = 0 if locked is None else locked.shape[1]
                 return checked
         w, V = sla.eigh(A, subset_by_index=[m - k, m - 1], check_finite=False)
         w, V = _descending(w, V)
@@ -410,17 +433,12 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
     # residuals were measured in float64, so the accuracy is that of a float64 run
     # (R10's 6,490 x 6,490 Gram, k = 100: 1.9 s against 3.0 s, eigenvalues equal to
     # 2e-13); the price is a float32 copy of A (m^2 x 4 bytes).
-    g = min(max(int(dominant), 0), k - 1)
-    locked, products64 = None, 0
-    if g:
-        wg, Vg, top = block_krylov_eigh(lambda X: A @ X, m, g, depth=DOMINANT_DEPTH, tol=tol,
-                                        random_state=random_state,
-                                        max_restarts=DOMINANT_RESTARTS)
-        locked, products64 = (wg, Vg), top["products"]
+    locked, products64 = _dominant_block(A, k, dominant, tol, random_state)
+    g = 0 if locked is None else locked.shape[1]
     rough = _float32_ritz_block(A, k - g, tol, random_state, locked)
     v0 = rough["ritz"].astype(np.float64)
     if locked is not None:
-        v0 = np.hstack([locked[1], v0])
+        v0 = np.hstack([locked, v0])
     w, V, info = block_krylov_eigh(lambda X: A @ X, m, k, depth=REFINE_DEPTH, tol=tol,
                                    v0=v0, first_depth=1)
     info["products"] += rough["products"] + products64
