@@ -23,6 +23,7 @@ import logging
 import os
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeAlias
@@ -460,7 +461,8 @@ def tree_reduce(items: Sequence[Delayed], combine: Callable[..., Any], width: in
 
 
 def run(*objs: Any, desc: str = "", progress: bool | None = None, client: Any = None,
-        fold: Callable[[Any], None] | None = None, scheduler: str | None = None) -> tuple:
+        fold: Callable[[Any], None] | None = None, scheduler: str | None = None,
+        window: int | None = None) -> tuple:
     """Compute dask collections in ONE pass (a single scheduler call).
 
     With a distributed ``client`` the work runs there; without one, ``dask.compute``
@@ -475,6 +477,10 @@ def run(*objs: Any, desc: str = "", progress: bool | None = None, client: Any = 
     empty tuple is returned: on a client a result leaves the cluster only when its
     turn comes and is released at once, so the driver holds one at a time (partials
     that a tree reduction would add on a worker into one more full-size array).
+    ``window`` (with ``fold`` on a client) also bounds what the workers hold: at most
+    that many results are submitted and not yet folded, the next being submitted as one
+    is folded (results of hundreds of MB each, which would otherwise wait on the workers
+    all at once); the progress bar then counts folded results.
     """
     t0 = time.perf_counter()
     desc = desc or "pass"
@@ -488,6 +494,9 @@ def run(*objs: Any, desc: str = "", progress: bool | None = None, client: Any = 
                 out = dask.compute(*objs, scheduler=scheduler)
         else:
             out = dask.compute(*objs, scheduler=scheduler)
+    elif fold is not None and window:
+        _fold_windowed(client, objs, fold, int(window), line)
+        out = ()
     else:
         futures = client.compute(list(objs))
         if line is not None:
@@ -511,6 +520,30 @@ def run(*objs: Any, desc: str = "", progress: bool | None = None, client: Any = 
     if line is not None and (line.lines or took >= 1.0):
         print(f"[dmlfe] {desc}: done in {took:.1f} s", file=sys.stderr)
     return out
+
+
+def _fold_windowed(client: Any, objs: Sequence[Any], fold: Callable[[Any], None], window: int,
+                   line: ProgressLine | None) -> None:
+    """:func:`run`'s ``fold`` with at most ``window`` results submitted and not folded."""
+    pending: deque = deque()
+    queue = iter(objs)
+    for obj in queue:
+        pending.append(client.compute(obj))
+        if len(pending) >= max(1, window):
+            break
+    done = 0
+    while pending:
+        future = pending.popleft()
+        fold(future.result())
+        future.release()
+        nxt = next(queue, None)
+        if nxt is not None:
+            pending.append(client.compute(nxt))
+        done += 1
+        if line is not None:
+            line.update(done, len(objs))
+    if line is not None:
+        line.close()
 
 
 def compute_one(obj: Any, client: Any = None, progress: bool | None = None,

@@ -179,6 +179,38 @@ def test_on_the_cluster(cluster_client):
     np.testing.assert_allclose(res.components, local.components, atol=1e-10)
 
 
+def test_large_products_are_folded_on_the_driver(cluster_client, monkeypatch):
+    # above FOLD_BYTES each block's partial is added into the result on the driver, at
+    # most FOLD_WINDOW per worker thread in flight, instead of a tree on the workers
+    X, _ = corpus(n=200, D=70, seed=6)
+    X = X.tolil()
+    X[:, 5] = 0  # a column no block uses
+    X = X.tocsr()
+    Xd = X.toarray()
+    Xc = Xd - Xd.mean(axis=0)
+    L = np.random.default_rng(3).standard_normal((X.shape[1], 2))
+    A = 0.5 * Xc.T @ Xc + L @ L.T
+    V = np.random.default_rng(4).standard_normal((X.shape[1], 7))
+    folds = []
+    real = matrix_free.run
+    monkeypatch.setattr(matrix_free, "run",
+                        lambda *a, **k: folds.append(k["window"]) or real(*a, **k))
+    monkeypatch.setattr(matrix_free, "FOLD_BYTES", 0)
+    op = ScatterOperator(sparse_dask(X, 45), xx_coef=0.5, lowrank=L, client=cluster_client)
+    out = np.full_like(V, np.nan)
+    assert op.matmat(V, out=out) is out
+    np.testing.assert_allclose(out, A @ V, rtol=1e-12, atol=1e-10)
+    threads = sum(cluster_client.nthreads().values())
+    assert folds == [matrix_free.FOLD_WINDOW * threads]
+    assert op.n == 200 and op.trace() == pytest.approx(np.trace(A), rel=1e-12)
+    # a whole solve: the same as in memory
+    w, Vref = dense_top(Xc.T @ Xc, 4)
+    res = matrix_free_eigh(sparse_dask(X, 45), 4, client=cluster_client, tol=1e-8,
+                           n_oversamples=20)
+    check(res, w, Vref, 4, angle=1e-6)
+    assert len(folds) == 1 + res.n_passes
+
+
 def test_flip_signs_and_argument_errors():
     M = np.array([[1.0, -3.0], [-2.0, 0.5], [0.0, 3.0]])
     # column 0: largest |.| is -2 -> flipped; column 1: tie -3 / 3, first wins -> flipped.

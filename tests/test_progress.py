@@ -85,6 +85,26 @@ def test_distributed_progress_and_the_done_line(cluster_client, monkeypatch, cap
     assert "shown pass" in err and "not this one" not in err
 
 
+def test_windowed_fold_keeps_the_order_and_bounds_what_is_in_flight(cluster_client,
+                                                                   monkeypatch, capsys):
+    monkeypatch.setattr(progress, "LOG_INTERVAL", 0.0)
+    submitted, folded = [], []
+    real = cluster_client.compute
+    monkeypatch.setattr(cluster_client, "compute",
+                        lambda obj, **k: submitted.append(1) or real(obj, **k))
+
+    def fold(value):
+        # when result i is folded, at most ``window`` were submitted beyond the folded
+        assert len(submitted) - len(folded) <= 2
+        folded.append(value)
+
+    parts = [dask.delayed(lambda i: i * i)(i) for i in range(7)]
+    assert run(*parts, desc="windowed pass", progress=True, client=cluster_client,
+               fold=fold, window=2) == ()
+    assert folded == [i * i for i in range(7)] and len(submitted) == 7
+    assert re.search(r"windowed pass \[.*\] +\d+%  7/7 tasks", capsys.readouterr().err)
+
+
 @pytest.fixture
 def small_store(tmp_path):
     rng = np.random.default_rng(0)

@@ -60,6 +60,7 @@ from dmlfe.compute import (
     check_row_blocks,
     compute_one,
     is_dask,
+    run,
     to_float_block,
     tree_reduce,
     used_columns,
@@ -98,11 +99,28 @@ def _prepared_block(xb: Any, block_fn: BlockFn | None
 
 
 def _xtxv_block(xb: Any, V: np.ndarray, block_fn: BlockFn | None) -> dict[str, Any]:
-    """One block's share of X^T X V, on the columns the block uses (see ``used_columns``)."""
+    """One block's share of X^T X V, on the columns the block uses (see ``used_columns``).
+
+    X_b V is taken with the block's own column numbers, not from a copy V[cols] (as
+    large as the partial itself at 2^20 used columns).
+    """
     sums, cols, xb = _prepared_block(xb, block_fn)
-    u = np.asarray(xb @ V[cols])
+    if sp.issparse(xb):
+        wide = sp.csr_matrix((xb.data, cols[xb.indices], xb.indptr),
+                             shape=(xb.shape[0], V.shape[0]))
+        u = np.zeros((xb.shape[0], V.shape[1]))
+        add_sparse_product(u, wide, V)
+    else:
+        u = np.asarray(xb @ V[cols])
     return {**sums, "xtxv": (cols, np.asarray(xb.T @ u, dtype=np.float64))}
 
+
+#: A pass on a client whose D x k product is above this many bytes adds the blocks'
+#: partials into the result on the driver (:meth:`ScatterOperator._folded_pass`) instead
+#: of summing them by a tree on the workers.
+FOLD_BYTES = 2**28
+#: Partials per worker thread submitted and not yet added on the driver in such a pass.
+FOLD_WINDOW = 1
 
 #: Rows of a D x k block updated at a time by :func:`_add_rows_product` (a temporary of
 #: 8,192 x k x 8 bytes, 7 MB at k = 110, small enough for the allocator to reuse).
@@ -264,22 +282,16 @@ class ScatterOperator:
             else:
                 v_ref = delayed(V)
             parts = [delayed(_xtxv_block)(xb, v_ref, self.block_fn) for xb in self._x_blocks]
+            nbytes = V.shape[0] * V.shape[1] * 8
+            desc = f"matrix-free pass {self.n_passes}"
+            if self.client is not None and nbytes > FOLD_BYTES:
+                return self._folded_pass(parts, V.shape[1], out, desc)
             split_every = self.split_every
             if split_every is None:
-                nbytes = V.shape[0] * V.shape[1] * 8
                 split_every = 8 if nbytes <= 2**26 else (4 if nbytes <= 2**28 else 2)
             res = compute_one(tree_reduce(parts, _combine_xtxv, split_every), self.client,
-                              desc=f"matrix-free pass {self.n_passes}")
-        if self.n is None:
-            self.n, self.sum_x, self.sumsq = int(res["n"]), res["sum_x"], float(res["sumsq"])
-            if self.stats is not None and (
-                self.stats.n != self.n
-                or not np.allclose(self.stats.sum_x, self.sum_x, rtol=1e-10, atol=0)
-            ):
-                raise ValueError(
-                    f"the statistics given (n = {self.stats.n}) do not describe this X "
-                    f"(n = {self.n}): pass the statistics of the same documents and features"
-                )
+                              desc=desc)
+        self._record_sums(res)
         cols, vals = res["xtxv"]
         if cols is None or cols.size == self.n_features:  # sorted and unique: every column
             if out is None or vals is out:
@@ -292,6 +304,52 @@ class ScatterOperator:
             out.fill(0.0)
         out[cols] = vals
         return out
+
+    def _folded_pass(self, parts: list, k: int, out: np.ndarray | None, desc: str
+                     ) -> np.ndarray:
+        """The pass with each block's partial added into ``out`` on the driver.
+
+        A tree reduction sums the partials (up to D x k each) on the workers, each
+        combine holding its inputs and their union beside the scattered V: at 2^20
+        used columns and k = 110 (0.9 GB each) that passed a 3 GiB worker's limit. Here
+        a worker holds V, its block and its one partial; at most :data:`FOLD_WINDOW`
+        partials per worker thread wait for the driver, which adds each into ``out``
+        in place as it arrives.
+        """
+        if out is None:
+            out = np.zeros((self.n_features, k))
+        else:
+            out.fill(0.0)
+        sums: dict[str, Any] = {"n": 0, "sumsq": 0.0, "sum_x": np.zeros(self.n_features)}
+
+        def add(part: dict[str, Any]) -> None:
+            sums["n"] += part["n"]
+            sums["sumsq"] += part["sumsq"]
+            sums["sum_x"] += part["sum_x"]
+            cols, vals = part["xtxv"]
+            if cols is None:
+                np.add(out, vals, out=out)
+                return
+            for r in range(0, cols.size, UPDATE_ROWS):  # slabs: no partial-sized temporary
+                out[cols[r:r + UPDATE_ROWS]] += vals[r:r + UPDATE_ROWS]
+
+        threads = sum(self.client.nthreads().values()) or 1
+        run(*parts, desc=desc, client=self.client, fold=add, window=FOLD_WINDOW * threads)
+        self._record_sums(sums)
+        return out
+
+    def _record_sums(self, res: dict[str, Any]) -> None:
+        """n, column sums and sum of squares from the first pass (checked against stats)."""
+        if self.n is None:
+            self.n, self.sum_x, self.sumsq = int(res["n"]), res["sum_x"], float(res["sumsq"])
+            if self.stats is not None and (
+                self.stats.n != self.n
+                or not np.allclose(self.stats.sum_x, self.sum_x, rtol=1e-10, atol=0)
+            ):
+                raise ValueError(
+                    f"the statistics given (n = {self.stats.n}) do not describe this X "
+                    f"(n = {self.n}): pass the statistics of the same documents and features"
+                )
 
     def matmat(self, V: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """A V for a D x k block V: one pass over X.
