@@ -24,9 +24,11 @@ Parts (``--parts``, comma list):
 * ``imdb``: IMDB (120,919 x 1,001), PCA d = 100, solver "randomized" (passes counted)
   and "auto".
 * ``synthetic``: for each size in ``--docs`` (default 250k, 500k, 1M), synthetic documents
-  (raw text -> store -> MVMD(100) and MDDMp -> embeddings written), 2^20 hashed
-  features, LocalCluster 2 workers x 1 thread; end-to-end seconds and peak RSS of the
-  driver and workers, and time(2n) / time(n) at each step.
+  (raw text -> store -> MVMD(100) and MDDMp -> embeddings written), a vocabulary of
+  ``--vocab-size`` words (10^6) and their 1..``--ngrams``-grams (2) hashed to 2^20
+  features (every column used), LocalCluster 2 workers x 1 thread (3 GiB each);
+  end-to-end seconds and peak RSS of the driver and workers, and time(2n) / time(n) at
+  each step.
 
     python benchmarks/scale.py --parts r10,relation,imdb,table [--before ../before]
 """
@@ -294,13 +296,19 @@ def part_imdb(args: argparse.Namespace) -> dict[str, Any]:
     return {"runs": runs}
 
 
-def synthetic_run(n_docs: int) -> dict[str, Any]:
-    """Raw synthetic text -> store -> MVMD(100) and MDDMp -> embeddings, on a LocalCluster."""
+def synthetic_run(n_docs: int, vocab_size: int = 1_000_000, ngrams: int = 2) -> dict[str, Any]:
+    """Raw synthetic text -> store -> MVMD(100) and MDDMp -> embeddings, on a LocalCluster.
+
+    The corpus's vocabulary (``vocab_size`` Zipf words) and its 1..``ngrams``-grams are
+    hashed into 2^20 features: with the defaults every hashed column is used (1,025,900
+    at 100k documents), as on real text; the generator's own default of 20,000 words
+    and unigrams used 2 % of them and hid the driver's and workers' D x k blocks.
+    """
     import dmlfe
     from dmlfe.cluster import get_client
     from dmlfe.projection import write_embeddings
 
-    rec: dict[str, Any] = {"docs": n_docs}
+    rec: dict[str, Any] = {"docs": n_docs, "vocab_size": vocab_size, "ngram_range": [1, ngrams]}
     store = WORK / f"synthetic_{n_docs}.zarr"
     total: dict[str, Any] = {}
     with measured(total), get_client(n_workers=2, threads_per_worker=1,
@@ -308,8 +316,8 @@ def synthetic_run(n_docs: int) -> dict[str, Any]:
         ing: dict[str, Any] = {}
         with measured(ing):
             dmlfe.ingest(None, format="synthetic", out=store, overwrite=True, client=client,
-                         n_docs=n_docs, vectorizer="hashing", n_features=2**20,
-                         chunk_rows=20_000)
+                         n_docs=n_docs, vocab_size=vocab_size, vectorizer="hashing",
+                         n_features=2**20, ngram_range=(1, ngrams), chunk_rows=20_000)
         rec["ingest"] = ing
         for method, d in (("mvmd", 100), ("mddm_p", 10)):
             r: dict[str, Any] = {}
@@ -339,7 +347,9 @@ def part_synthetic(args: argparse.Namespace) -> dict[str, Any]:
     sizes = [int(v) for v in str(args.docs).split(",")]
     runs = []
     for n in sizes:
-        out = subprocess.run([sys.executable, __file__, "--synthetic-child", str(n)],
+        out = subprocess.run([sys.executable, __file__, "--synthetic-child", str(n),
+                              "--vocab-size", str(args.vocab_size),
+                              "--ngrams", str(args.ngrams)],
                              capture_output=True, text=True, timeout=args.timeout * 4)
         if out.returncode != 0:
             runs.append({"docs": n, "status": "failed", "error": out.stderr.strip()[-800:]})
@@ -361,6 +371,10 @@ def main() -> None:
     ap.add_argument("--docs", default="250000,500000,1000000",
                     help="synthetic corpus sizes, a comma list")
     ap.add_argument("--synthetic-child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--vocab-size", type=int, default=1_000_000,
+                    help="synthetic corpus: words in its Zipf vocabulary")
+    ap.add_argument("--ngrams", type=int, default=2,
+                    help="synthetic corpus: hash its 1..NGRAMS-grams")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per fit")
     ap.add_argument("--table-timeout", type=float, default=240,
                     help="seconds per fit of the 'table' part (the issue stopped its own at 240+)")
@@ -370,7 +384,7 @@ def main() -> None:
         return
     if args.synthetic_child:
         WORK.mkdir(parents=True, exist_ok=True)
-        print(json.dumps(synthetic_run(args.synthetic_child)))
+        print(json.dumps(synthetic_run(args.synthetic_child, args.vocab_size, args.ngrams)))
         return
     WORK.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
