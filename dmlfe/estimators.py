@@ -60,7 +60,12 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     map-back passes of the dual route, one per iteration of the matrix-free one; for the
     graph methods the products pass plus the K-NN search's when the graph was searched
     rather than read from the cache beside the store: 1 exact, 3 approximate),
-    ``converged_``, ``regularization_``, ``n_features_in_``, ``n_genuine_``,
+    ``converged_``, ``max_residual_`` (the largest ||A p_i - lambda_i p_i|| / |lambda_i|
+    of the d components where the solver measured it -- the matrix-free route, whose
+    ``tol`` is relative to the largest eigenvalue, so that ``converged_`` may hold while
+    components far below it are looser; None for the dense, dual and relation solves,
+    whose pairs meet their tolerance against their own eigenvalue),
+    ``regularization_``, ``n_features_in_``, ``n_genuine_``,
     ``n_samples_``, ``method_params_`` and ``training_store_`` (the training store's
     :meth:`dmlfe.store.Store.provenance`; None when X was not a store path),
     ``route_`` ("feature", "relation" or "dual") and ``route_reason_``. Memory: ``components_``

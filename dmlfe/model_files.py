@@ -210,6 +210,9 @@ FITTED_SCHEMA: dict[str, Key] = {
                       required=False),
     "stats_from_cache_": Key(("boolean", "null"), "whether the statistics came from the "
                              "cache", required=False),
+    "max_residual_": Key(("number", "null"), "largest relative residual of the components "
+                         "where the solver measured it (matrix-free); null otherwise",
+                         required=False),
 }
 #: Fitted scalar attributes kept in model.json.
 FITTED_SCALARS = tuple(FITTED_SCHEMA)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import dask
 import numpy as np
 import pytest
@@ -78,6 +80,34 @@ def test_mvmd_operator_with_lowrank_term():
     )
     check(res, w, V, 5)
     assert res.trace == pytest.approx(np.trace(G), rel=1e-12)
+
+
+@pytest.mark.parametrize(("options", "loose"), [({"n_iter": 1}, True), ({"tol": 1e-9}, False)])
+def test_estimator_reports_the_largest_relative_residual(options, loose, monkeypatch):
+    # max_residual_ is max ||A p_i - lambda_i p_i|| / lambda_i over the d components, the
+    # a-posteriori measure of a matrix-free fit (its tol is relative to lambda_1); here
+    # by subspace iteration, the solver at 2^20
+    from dmlfe.estimators import make_estimator
+
+    monkeypatch.setattr(matrix_free, "KRYLOV_MEMORY", 0)
+    X, Y = corpus(n=400, D=120, seed=1)
+    beta = 0.4
+    Xc = X.toarray() - X.toarray().mean(axis=0)
+    Ypmc = 2.0 * Y - 1.0
+    Ypmc -= Ypmc.mean(axis=0)
+    G = (1 - beta) * Xc.T @ Xc + beta * Xc.T @ Ypmc @ Ypmc.T @ Xc
+    est = make_estimator("mvmd", n_components=6, beta=beta, route="feature",
+                         solver="randomized", n_oversamples=2, max_passes=500, **options)
+    with pytest.warns(RuntimeWarning, match="approximate") if loose else nullcontext():
+        est.fit(X, Y)
+    assert est.solver_ == "randomized-subspace" and est.converged_ != loose
+    P, lam = est.components_.T, est.eigenvalues_[:6]
+    ref = np.max(np.linalg.norm(G @ P - P * lam, axis=0) / lam)
+    assert est.max_residual_ == pytest.approx(ref, rel=1e-3, abs=1e-9)
+    assert (est.max_residual_ > 1e-3) == loose
+    dense = make_estimator("mvmd", n_components=6, beta=beta, route="feature",
+                           solver="dense").fit(X, Y)
+    assert dense.max_residual_ is None
 
 
 def test_uncentred_scatter_for_lsi():

@@ -416,7 +416,8 @@ def test_first_format_1_models_without_the_later_keys_load(saved, tmp_path):
     """Models written before the relation route (no route_, relation_, converged_,
     stats_from_cache_ and none of the relation parameters) load with their defaults."""
     model = shutil.copytree(saved["feature"], tmp_path / "model")
-    later = ("route_", "route_reason_", "relation_", "converged_", "stats_from_cache_")
+    later = ("route_", "route_reason_", "relation_", "converged_", "stats_from_cache_",
+             "max_residual_")
     later_params = ("route", "n_prototypes", "prototype_selection", "similarity", "tau",
                     "n_neighbors")
 
