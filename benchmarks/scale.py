@@ -135,7 +135,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     rec.update(route=est.route_, route_reason=getattr(est, "route_reason_", None),
                solver=est.solver_, d=int(est.n_components_), n_passes=int(est.n_passes_),
                converged=getattr(est, "converged_", None),
-               max_relative_residual=getattr(est, "max_residual_", None),
+               max_residual=getattr(est, "max_residual_", None),
                eigenvalues=[float(v) for v in est.eigenvalues_[: est.n_components_]],
                warnings=sorted({str(w.message)[:120] for w in caught}))
     if Xt is not None:
@@ -332,7 +332,7 @@ def synthetic_run(n_docs: int, vocab_size: int = 1_000_000, ngrams: int = 2) -> 
                 write_embeddings(est.transform(opened.X), out, ids=opened.ids, client=client,
                                  overwrite=True)
             r.update(route=est.route_, solver=est.solver_, n_passes=est.n_passes_,
-                     converged=est.converged_, max_relative_residual=est.max_residual_,
+                     converged=est.converged_, max_residual=est.max_residual_,
                      d=int(est.n_components_),
                      # columns where some component is nonzero: the used columns
                      n_features_nonzero=int(np.count_nonzero(

@@ -26,6 +26,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
 from typing import Any, TypeAlias
 
 import dask
@@ -525,12 +526,8 @@ def run(*objs: Any, desc: str = "", progress: bool | None = None, client: Any = 
 def _fold_windowed(client: Any, objs: Sequence[Any], fold: Callable[[Any], None], window: int,
                    line: ProgressLine | None) -> None:
     """:func:`run`'s ``fold`` with at most ``window`` results submitted and not folded."""
-    pending: deque = deque()
     queue = iter(objs)
-    for obj in queue:
-        pending.append(client.compute(obj))
-        if len(pending) >= max(1, window):
-            break
+    pending = deque(client.compute(obj) for obj in islice(queue, max(1, window)))
     done = 0
     while pending:
         future = pending.popleft()

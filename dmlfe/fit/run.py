@@ -165,25 +165,6 @@ def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: Sufficie
                        random_state=plan.random_state)
 
 
-def max_relative_residual(res: EigenResult) -> float | None:
-    """max ||A p_i - lambda_i p_i|| / |lambda_i| over the d components kept, where the
-    solver measured the residuals (the matrix-free solvers); None otherwise.
-
-    The matrix-free ``tol`` is relative to lambda_1 (each iteration is a pass), so pairs
-    far below it -- MVMD's tail under its label part -- can be ``converged_`` and still
-    loose against their own eigenvalue: this says how loose.
-    """
-    if res.residuals is None:
-        return None
-    d = min(int(res.n_components), res.residuals.size)
-    if d == 0:
-        return None
-    w = np.abs(np.asarray(res.eigenvalues[:d], dtype=np.float64))
-    r = np.asarray(res.residuals[:d], dtype=np.float64)
-    positive = w > 0  # a zero eigenvalue has no relative residual (model.json: finite)
-    return float(np.max(r[positive] / w[positive])) if positive.any() else None
-
-
 def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool = False,
             cache: bool = True, components_dtype: str = "float64") -> FittedProjection:
     """Statistics -> template -> solve for ``plan`` on ``data``.
@@ -236,7 +217,7 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
         mean=stats.mean_x if centred else np.zeros(stats.n_features),
         n_features_in=n_features_in, n_samples=int(stats.n), n_genuine=int(res.n_genuine),
         solver=res.solver, regularization=float(res.regularization),
-        converged=bool(res.converged), max_residual=max_relative_residual(res),
+        converged=bool(res.converged), max_residual=res.max_own_residual(),
         n_passes=data_passes + int(res.n_passes) + (gather_note is not None),
         stats_from_cache=bool(stats.from_cache), method_params=params,
         route=plan.route, relation_map=rmap,

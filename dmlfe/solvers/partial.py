@@ -374,9 +374,7 @@ def _float32_subset(A: np.ndarray, k: int, tol: float, locked: np.ndarray | None
     g = 0 if locked is None else locked.shape[1]
     _, V32 = sla.eigh(_float32_copy(A, locked), subset_by_index=[m - k + g, m - 1],
                       check_finite=False)
-    v0 = V32[:, ::-1].astype(np.float64)
-    if locked is not None:
-        v0 = np.hstack([locked, v0])
+    v0 = _after_locked(locked, V32[:, ::-1])
     w, V, info = block_krylov_eigh(lambda X: A @ X, m, k, v0=v0, depth=1, max_restarts=1,
                                    tol=tol)
     if not info["converged"] or V.shape[1] < k:
@@ -395,6 +393,12 @@ def _dominant_block(A: np.ndarray, k: int, dominant: int, tol: float, random_sta
                                    tol=tol, random_state=random_state,
                                    max_restarts=DOMINANT_RESTARTS)
     return V, info["products"]
+
+
+def _after_locked(locked: np.ndarray | None, V: np.ndarray) -> np.ndarray:
+    """The float64 start of a check or refinement: the locked vectors (if any), then V."""
+    V = V.astype(np.float64)
+    return V if locked is None else np.hstack([locked, V])
 
 
 def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
@@ -442,9 +446,7 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
     locked, products64 = _dominant_block(A, k, dominant, tol, random_state)
     g = 0 if locked is None else locked.shape[1]
     rough = _float32_ritz_block(A, k - g, tol, random_state, locked)
-    v0 = rough["ritz"].astype(np.float64)
-    if locked is not None:
-        v0 = np.hstack([locked, v0])
+    v0 = _after_locked(locked, rough["ritz"])
     w, V, info = block_krylov_eigh(lambda X: A @ X, m, k, depth=REFINE_DEPTH, tol=tol,
                                    v0=v0, first_depth=1)
     info["products"] += rough["products"] + products64

@@ -139,3 +139,20 @@ class EigenResult:
     residuals: np.ndarray | None = None
     trace: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
+
+    def max_own_residual(self) -> float | None:
+        """max ||A p_i - lambda_i p_i|| / |lambda_i| over the n_components kept, where
+        ``residuals`` were measured (the matrix-free solvers); None otherwise.
+
+        The matrix-free ``tol`` is relative to lambda_1 (each iteration is a pass), so
+        pairs far below it -- MVMD's tail under its label part -- can be ``converged``
+        and still loose against their own eigenvalue: this says how loose. Pairs of a
+        zero eigenvalue have no relative residual and are left out.
+        """
+        if self.residuals is None:
+            return None
+        d = min(int(self.n_components), self.residuals.size)
+        w = np.abs(np.asarray(self.eigenvalues[:d], dtype=np.float64))
+        r = np.asarray(self.residuals[:d], dtype=np.float64)
+        positive = w > 0
+        return float(np.max(r[positive] / w[positive])) if positive.any() else None
