@@ -94,11 +94,17 @@ def test_dual_mvmd_deflates_its_label_directions_and_stays_exact(monkeypatch):
     monkeypatch.setattr(partial, "KRYLOV_MIN_SIZE", 0)
     seen = []
     real = dual_mod.leading_eigh
+    starts = []
     monkeypatch.setattr(dual_mod, "leading_eigh",
-                        lambda *a, **k: seen.append(k.get("dominant")) or real(*a, **k))
+                        lambda *a, **k: seen.append(k.get("dominant"))
+                        or starts.append(k.get("dominant_start")) or real(*a, **k))
     X, Y = _data(FULL_SPECTRUM_LIMIT + 100, 1_300, q=4, seed=6)
     dual = _fit("mvmd", {}, 12, X, Y, "dual")
     assert seen == [4] and dual.solver_ == "dual-identity"
+    # the start of the dominant solve: 4 orthonormal centred directions in the n-space
+    U = starts[0]
+    assert U.shape == (X.shape[0], 4)
+    np.testing.assert_allclose(U.T @ U, np.eye(4), atol=1e-10)
     ref = _fit("mvmd", {}, 12, X, Y, "feature", solver="dense")
     np.testing.assert_allclose(dual.eigenvalues_[:12], ref.eigenvalues_[:12], rtol=1e-9)
     assert _principal_cosines(ref.components_, dual.components_).min() > 1 - 1e-9
@@ -534,6 +540,27 @@ def test_leading_eigh_tail_exact_under_a_huge_leading_eigenvalue(krylov_min, dom
     np.testing.assert_allclose(w, ref, rtol=1e-9)
     r = np.linalg.norm(A @ V - V * w, axis=0)
     assert np.all(r <= partial.KRYLOV_TOL * w * (1 + 1e-9))
+
+
+@pytest.mark.parametrize("start", ["near", "wrong", "narrow"])
+def test_dominant_start_is_used_and_cannot_spoil_the_result(start, monkeypatch):
+    # a start block close to the dominant eigenvectors saves products against the random
+    # one; a wrong or too narrow start costs products but the pairs stay exact
+    monkeypatch.setattr(partial, "KRYLOV_MIN_SIZE", 0)
+    m, k = FULL_SPECTRUM_LIMIT + 200, 30
+    rng = np.random.default_rng(8)
+    Q = np.linalg.qr(rng.normal(size=(m, m)))[0]
+    lam = np.concatenate([[3e6, 1e6, 4e5], np.geomspace(2.5, 1e-3, m - 3)])
+    A = (Q * lam) @ Q.T
+    block = {"near": Q[:, :3] + 1e-3 * rng.normal(size=(m, 3)),
+             "wrong": Q[:, 3:6], "narrow": Q[:, :1]}[start]
+    w, V, info = partial.leading_eigh(A, k, dominant=3, dominant_start=block)
+    _, _, random_info = partial.leading_eigh(A, k, dominant=3)
+    np.testing.assert_allclose(w, np.sort(lam)[::-1][:k], rtol=1e-9)
+    r = np.linalg.norm(A @ V - V * w, axis=0)
+    assert np.all(r <= partial.KRYLOV_TOL * w * (1 + 1e-9))
+    if start == "near":
+        assert info["products"] < random_info["products"]
 
 
 def _spd(m: int, smallest: float, seed: int = 0) -> np.ndarray:

@@ -204,7 +204,8 @@ def _leading(template: TraceTemplate, k: int, random_state: int
     if B is None:
         # A = a S + F F^T (MVMD): the label part F may lift q eigenvalues far above the rest
         dominant = 0 if template.lowrank is None else int(template.lowrank.shape[1])
-        w, V, _ = leading_eigh(A, k, random_state=random_state, dominant=dominant)
+        w, V, _ = leading_eigh(A, k, random_state=random_state, dominant=dominant,
+                               dominant_start=template.lowrank)
         return w, flip_signs(V), 0.0, "eigh-partial", float(np.trace(A))
     Breg, reg, L = constraint_factor(B, what=f"B of {method}")
     F = template.lowrank

@@ -134,9 +134,10 @@ def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int
         raise ValueError(f"n_components={k} exceeds the n = {m} documents: the problem has "
                          f"at most {m} non-zero eigenvalues")
     total = float(np.trace(M))
-    # the label directions lift up to rank(U) eigenvalues far above the rest
+    # the label directions lift up to rank(U) eigenvalues far above the rest; M's
+    # leading part is about U E (U^T Gs U) E U^T, so span(U) is close to their space
     w, V, info = leading_eigh(M, k, random_state=random_state, complete=False,
-                              dominant=0 if U is None else U.shape[1])
+                              dominant=0 if U is None else U.shape[1], dominant_start=U)
     d = choose_dimension(w, n_components, total=total if w.size < m else None)
     warn_null_components(t.method, d, n_genuine(w))
     w_d = w[:d]

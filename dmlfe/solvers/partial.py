@@ -61,8 +61,10 @@ PAIR_FLOOR = 1e-8
 #: products in all (R10's 6,490 x 6,490 centred Gram, k = 100: 1,250 products in one
 #: restart at depth 10 against 1,965 in three at depth 6; 6.0 against 7.7 s) at the
 #: price of a basis and its image of 2 x m x depth x (k + 25) x 8 bytes (0.26 GB at
-#: m = 6,490, k = 100).
-DENSE_KRYLOV_DEPTH = 10
+#: m = 6,490, k = 100, in float64). At depth 12 the float32 exploration of that Gram and
+#: of MVMD's matrix ends close enough that the float64 refinement is one check, not two
+#: restarts (MVMD: 1,570 products in 2.1 s against 1,586 in 2.4 s at depth 10).
+DENSE_KRYLOV_DEPTH = 12
 #: A dense problem solved by block Krylov is first explored in float32 to this relative
 #: residual (float32 reaches about 1e-6 on R10's Gram), in at most FLOAT32_RESTARTS
 #: restarts; the float64 check and any further restarts follow (:func:`leading_eigh`).
@@ -284,8 +286,11 @@ def block_krylov_eigh(matmat: MatMat, m: int, k: int, *, block: int | None = Non
         # A Q is known for the blocks that were multiplied; the last new block (if any)
         # was never multiplied, so the Ritz space is the multiplied part
         Q, AQ = Qb[:, :multiplied], AQb[:, :multiplied]
-        T = (Q.T @ AQ).astype(np.float64)
+        # in the product's precision: a float32 exploration's Ritz pairs need no more
+        # (LAPACK's float32 subset solver: 0.09 s against 0.16 s at 1,500 x 1,500)
+        T = Q.T @ AQ
         theta, Y = _ritz_pairs(0.5 * (T + T.T), b)
+        theta = theta.astype(np.float64)
         keep = min(b, theta.size)
         Yk = Y[:, :keep].astype(dtype)
         U, AU = Q @ Yk, AQ @ Yk
@@ -383,15 +388,26 @@ def _float32_subset(A: np.ndarray, k: int, tol: float, locked: np.ndarray | None
     return w, V, info
 
 
-def _dominant_block(A: np.ndarray, k: int, dominant: int, tol: float, random_state: int
-                    ) -> tuple[np.ndarray | None, int]:
-    """(V, products): float64 eigenvectors of the ``dominant`` leading pairs, or None."""
+def _dominant_block(A: np.ndarray, k: int, dominant: int, tol: float, random_state: int,
+                    start: np.ndarray | None = None) -> tuple[np.ndarray | None, int]:
+    """(V, products): float64 eigenvectors of the ``dominant`` leading pairs, or None.
+
+    ``start``: columns that span those eigenvectors approximately, the start block
+    instead of a random one of g + max(16, g // 4) columns (MVMD's label directions on
+    R10's dual problem: 40 products against 104).
+    """
     g = min(max(int(dominant), 0), k - 1)
     if not g:
         return None, 0
+    if start is not None:
+        start = np.asarray(start, dtype=np.float64)[:, :g]
+        if start.shape[1] < g:  # too narrow: random columns make up the width
+            fill = np.random.default_rng(random_state).standard_normal(
+                (A.shape[0], g - start.shape[1]))
+            start = np.hstack([start, fill])
     _, V, info = block_krylov_eigh(lambda X: A @ X, A.shape[0], g, depth=DOMINANT_DEPTH,
                                    tol=tol, random_state=random_state,
-                                   max_restarts=DOMINANT_RESTARTS)
+                                   max_restarts=DOMINANT_RESTARTS, v0=start)
     return V, info["products"]
 
 
@@ -402,7 +418,8 @@ def _after_locked(locked: np.ndarray | None, V: np.ndarray) -> np.ndarray:
 
 
 def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
-                 tol: float = KRYLOV_TOL, complete: bool = True, dominant: int = 0
+                 tol: float = KRYLOV_TOL, complete: bool = True, dominant: int = 0,
+                 dominant_start: np.ndarray | None = None
                  ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Leading k eigenpairs of a dense symmetric A (descending, signs not yet fixed).
 
@@ -418,7 +435,9 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
     products) and deflated from the float32 copy (:func:`_float32_copy`) that the
     block Krylov exploration or LAPACK's float32 subset solver works on; the float64
     check or refinement then starts from both blocks. A wrong guess costs only that
-    narrow solve: the result is checked in float64 all the same.
+    narrow solve: the result is checked in float64 all the same. ``dominant_start``
+    (m x g, optional): columns spanning those pairs' eigenvectors approximately (MVMD:
+    its label factor), the start of their solve instead of a random block.
     """
     m = A.shape[0]
     k = min(int(k), m)
@@ -427,7 +446,8 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
         return w, V[:, :k], {"method": "lapack-full"}
     if m <= KRYLOV_MIN_SIZE or k > LAPACK_FRACTION * m:
         if m > FULL_SPECTRUM_LIMIT:
-            locked, products64 = _dominant_block(A, k, dominant, tol, random_state)
+            locked, products64 = _dominant_block(A, k, dominant, tol, random_state,
+                                                 dominant_start)
             checked = _float32_subset(A, k, tol, locked)
             if checked is not None:
                 checked[2]["products"] += products64
@@ -443,7 +463,8 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
     # residuals were measured in float64, so the accuracy is that of a float64 run
     # (R10's 6,490 x 6,490 Gram, k = 100: 1.9 s against 3.0 s, eigenvalues equal to
     # 2e-13); the price is a float32 copy of A (m^2 x 4 bytes).
-    locked, products64 = _dominant_block(A, k, dominant, tol, random_state)
+    locked, products64 = _dominant_block(A, k, dominant, tol, random_state,
+                                                 dominant_start)
     g = 0 if locked is None else locked.shape[1]
     rough = _float32_ritz_block(A, k - g, tol, random_state, locked)
     v0 = _after_locked(locked, rough["ritz"])
