@@ -293,18 +293,49 @@ def driver_threads() -> int:
     return max(1, min(n, DRIVER_THREADS_MAX))
 
 
+def _default_client() -> Any:
+    """The process's default distributed client, or None."""
+    try:
+        from distributed import default_client
+
+        return default_client()
+    except (ImportError, ValueError):
+        return None
+
+
 def cluster_threads(client: Any = None) -> int | None:
     """Threads of the workers that would run a pass: ``client``'s, or the default
     distributed client's; None when passes run on dask's local scheduler in this
     process (no client at all)."""
-    if client is None:
-        try:
-            from distributed import default_client
+    client = client if client is not None else _default_client()
+    return None if client is None else int(sum(client.nthreads().values()))
 
-            client = default_client()
-        except (ImportError, ValueError):
-            return None
-    return int(sum(client.nthreads().values()))
+
+def computing_client(client: Any = None) -> Any:
+    """``client``, or the distributed client ``dask.compute`` would run a graph on now
+    (the default one, unless dask's ``scheduler`` is set to a local scheduler); None."""
+    if client is not None:
+        return client
+    if dask.config.get("scheduler", None) not in (None, "dask.distributed", "distributed"):
+        return None
+    return _default_client()
+
+
+#: Arrays of more bytes are scattered to a distributed client's workers before a graph
+#: that needs them is built (:func:`graph_operand`): distributed warns of graphs above
+#: 10 MB ("Sending large graph"), and an embedded array travels through the scheduler.
+SCATTER_BYTES = 2**23
+
+
+def graph_operand(a: np.ndarray, client: Any = None) -> Any:
+    """One graph reference to ``a`` shared by every task of a graph: a future of ``a``
+    scattered to :func:`computing_client`'s workers when it holds over
+    :data:`SCATTER_BYTES` (the graph must then be computed on that client), a single
+    delayed key otherwise."""
+    client = computing_client(client) if a.nbytes > SCATTER_BYTES else None
+    if client is None:
+        return delayed(a)
+    return client.scatter(a, hash=False)
 
 
 def in_threads(fn: Callable[..., Any], *arg_lists: Sequence[Any], threads: int) -> None:

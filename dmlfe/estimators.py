@@ -138,7 +138,10 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         """Embeddings ``Z = (X - mean_) components_^T``.
 
         A store path or dask array gives a lazy dask array (chunked like X's rows);
-        a scipy.sparse matrix or ndarray (finite values only) gives an ndarray.
+        a scipy.sparse matrix or ndarray (finite values only) gives an ndarray. On a
+        distributed client (``client``, or the default one) components over 8 MB are
+        scattered to the workers once instead of travelling in the graph: compute the
+        result on that client.
         float64, or float32 for a model fitted with ``components_dtype="float32"``
         (X is then multiplied in float32).
         """
@@ -152,7 +155,7 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         mean = self.mean_ if self.centred_ else None
         rmap = getattr(self, "relation_map_", None)
         if is_dask(X):
-            return project(X, self.components_.T, mean,
+            return project(X, self.components_.T, mean, client=self.client,
                            block_fn=None if rmap is None else ship(rmap, X))
         X = checked_matrix(self, X, reset=False)
         if rmap is not None:

@@ -57,6 +57,7 @@ from dmlfe.compute import (
     BlockFn,
     check_row_blocks,
     compute_one,
+    graph_operand,
     is_dask,
     kept_float_dtype,
     to_float_block,
@@ -135,6 +136,7 @@ def project(
     mean: np.ndarray | None = None,
     *,
     block_fn: BlockFn | None = None,
+    client: Any = None,
 ) -> da.Array:
     """Lazy embeddings Z = (X - mean) P, shape (n, d), chunked like X's rows.
 
@@ -153,6 +155,12 @@ def project(
         Feature means for centred methods; None for uncentred ones (LSI, MLDA, ...).
     block_fn : callable, optional
         Applied to each row block first, as in ``compute_stats``.
+    client : distributed.Client, optional
+        The client the result will be computed on (default: the default client, when
+        ``dask.compute`` would use it). Components over
+        :data:`dmlfe.compute.SCATTER_BYTES` (8 MB; 0.8 GB at D = 2^20, d = 100) are
+        scattered to its workers once, and the graph refers to them, instead of carrying
+        them through the scheduler; that graph must then be computed on that client.
 
     Returns
     -------
@@ -175,7 +183,7 @@ def project(
         return da.from_array(Z, chunks=(max(Z.shape[0], 1), d))
     X = check_row_blocks(X)
     # One graph key each for P and the offset, shared by every block task.
-    P_ref = delayed(P)
+    P_ref = graph_operand(P, client)
     off_ref = None if offset is None else delayed(offset)
     blocks = [
         da.from_delayed(

@@ -638,3 +638,19 @@ def test_scene_train_counts_through_the_estimators(name, expected, scene_store, 
     assert est.n_components_ == expected
     assert est.components_.shape == (expected, 294)
     assert est.regularization_ == 0.0
+
+
+def test_transform_on_a_client_scatters_large_components(cluster_client):
+    # the estimator hands its client to the projection: D x d components of 16.8 MB go
+    # to the workers as one future, and the embeddings equal the in-memory transform
+    from distributed import Future
+
+    X = sp.random(120, 2**18, density=2e-4, random_state=5, format="csr")
+    est = PCA(n_components=8, client=cluster_client).fit(X)
+    assert est.components_.nbytes > 2**23
+    Z = est.transform(sparse_dask(X, 50))
+    tasks = dict(Z.__dask_graph__()).values()
+    assert any(isinstance(a, Future) for t in tasks for a in getattr(t, "args", ()))
+    ref = est.transform(X)
+    np.testing.assert_allclose(cluster_client.compute(Z).result(), ref, rtol=1e-10,
+                               atol=1e-10 * np.abs(ref).max())

@@ -170,3 +170,62 @@ def test_workers_write_their_chunks(cluster_client, tmp_path):
 def test_bad_format_is_reported(tmp_path):
     with pytest.raises(ValueError, match="'csv' is not one of"):
         write_embeddings(np.zeros((2, 2)), tmp_path / "x", format="csv")
+
+
+def _large_projection(D: int = 2**18, d: int = 8):
+    """Sparse documents and components of D x d float64 (16.8 MB: above distributed's
+    10 MB large-graph warning and dmlfe's SCATTER_BYTES)."""
+    rng = np.random.default_rng(5)
+    X = sp.random(120, D, density=2e-4, random_state=5, format="csr")
+    return X, rng.standard_normal((D, d)), rng.standard_normal(D)
+
+
+def test_large_components_are_scattered_not_sent_in_the_graph(cluster_client):
+    # on a client, components above SCATTER_BYTES reach the workers as one scattered
+    # future: the graph stays small, so distributed does not warn, and Z is unchanged
+    import warnings
+
+    from distributed import Future
+
+    X, P, mean = _large_projection()
+    ref = (X.toarray() - mean) @ P
+    Z = project(sparse_dask(X, 50), P, mean, client=cluster_client)
+    assert any(isinstance(v, Future) for v in _graph_leaves(Z))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="Sending large graph")
+        out = cluster_client.compute(Z).result()
+    np.testing.assert_allclose(out, ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
+    # the default client is found without being named
+    Z = project(sparse_dask(X, 50), P, mean)
+    assert any(isinstance(v, Future) for v in _graph_leaves(Z))
+    np.testing.assert_allclose(Z.compute(), ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
+
+
+def test_embedded_components_would_make_a_large_graph(cluster_client, monkeypatch):
+    # the contrast: with scattering turned off, the same graph carries P and warns
+    from dmlfe import compute
+
+    monkeypatch.setattr(compute, "SCATTER_BYTES", 2**40)
+    X, P, mean = _large_projection()
+    Z = project(sparse_dask(X, 50), P, mean, client=cluster_client)
+    with pytest.warns(UserWarning, match="Sending large graph"):
+        cluster_client.compute(Z).result()
+
+
+def test_a_local_scheduler_gets_the_components_in_the_graph(cluster_client):
+    # a default client exists, but dask is set to compute locally: no future in the graph
+    import dask
+
+    X, P, mean = _large_projection()
+    with dask.config.set(scheduler="threads"):
+        Z = project(sparse_dask(X, 50), P, mean)
+        out = Z.compute()
+    from distributed import Future
+
+    assert not any(isinstance(v, Future) for v in _graph_leaves(Z))
+    np.testing.assert_allclose(out, (X.toarray() - mean) @ P, rtol=1e-10, atol=1e-9)
+
+
+def _graph_leaves(Z):
+    """The arguments of every task in Z's graph (futures and embedded arrays included)."""
+    return [a for task in dict(Z.__dask_graph__()).values() for a in getattr(task, "args", ())]
