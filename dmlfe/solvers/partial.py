@@ -397,8 +397,8 @@ def _dominant_block(A: np.ndarray, k: int, dominant: int, tol: float, random_sta
     """(V, products): float64 eigenvectors of the ``dominant`` leading pairs, or None.
 
     ``start``: columns that span those eigenvectors approximately, the start block
-    instead of a random one of g + max(16, g // 4) columns (MVMD's label directions on
-    R10's dual problem: 40 products against 104).
+    instead of a random one of g + :data:`KRYLOV_OVERSAMPLING` columns (MVMD's label
+    directions on R10's dual problem: 40 products against 104, 0.16 against 0.28 s).
     """
     g = min(max(int(dominant), 0), k - 1)
     if not g:
