@@ -143,7 +143,7 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         scattered to the workers once instead of travelling in the graph: compute the
         result on that client.
         float64, or float32 for a model fitted with ``components_dtype="float32"``
-        (X is then multiplied in float32).
+        (X is then multiplied in float32, cast 16,384 rows at a time).
         """
         self._check_fitted()
         if is_path(X):

@@ -72,6 +72,8 @@ if TYPE_CHECKING:
 
 #: Rows of float32 components cast to float64 at a time for the mean offset.
 _OFFSET_ROWS = 1 << 13
+#: Rows of a block of another dtype than the components cast to theirs at a time.
+_CAST_ROWS = 1 << 14
 
 
 def mean_offset(mean: np.ndarray, P: np.ndarray) -> np.ndarray:
@@ -100,9 +102,16 @@ def project_block(
     if block_fn is not None:
         xb = block_fn(xb)
     # the block takes P's dtype: a float64 block times float32 P would upcast P (a
-    # D x d float64 copy in scipy's and numpy's products), not the block
-    xb = to_float_block(xb, P.dtype)
-    z = np.asarray(xb @ P, dtype=P.dtype)
+    # D x d float64 copy in scipy's and numpy's products), not the block -- a slab of
+    # rows at a time, so that a large in-memory X is not copied whole into float32
+    xb = sp.csr_matrix(xb) if sp.issparse(xb) else np.asarray(xb)  # rows can be sliced
+    n = int(xb.shape[0])
+    if n <= _CAST_ROWS or xb.dtype == P.dtype:
+        z = np.asarray(to_float_block(xb, P.dtype) @ P, dtype=P.dtype)
+    else:
+        z = np.empty((n, P.shape[1]), dtype=P.dtype)
+        for r in range(0, n, _CAST_ROWS):
+            z[r:r + _CAST_ROWS] = to_float_block(xb[r:r + _CAST_ROWS], P.dtype) @ P
     if offset is not None:
         z = z - offset
     return np.ascontiguousarray(z)

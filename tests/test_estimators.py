@@ -591,6 +591,32 @@ def test_float32_transform_makes_no_float64_copy_of_the_components():
         assert peak < float64_P / 4, (peak, float64_P)
 
 
+def test_float32_transform_casts_a_large_float64_x_a_slab_at_a_time(monkeypatch):
+    """In-memory float64 X is cast to the float32 components' dtype in slabs of rows: what
+    transform allocates stays under a float32 copy of X, and Z is the same."""
+    import tracemalloc
+
+    from dmlfe import projection
+
+    rng = np.random.default_rng(4)
+    n, D, d = 4_000, 2_000, 3
+    Xs = sp.random(n, D, density=0.05, format="csr", random_state=rng)
+    est = PCA(n_components=d, components_dtype="float32").fit(Xs)
+    whole = est.transform(Xs)  # one slab: the block cast at once
+    monkeypatch.setattr(projection, "_CAST_ROWS", 500)
+    float32_copy = Xs.data.size * 4 + Xs.indices.nbytes + Xs.indptr.nbytes
+    est.transform(Xs)
+    tracemalloc.start()
+    try:
+        Z = est.transform(Xs)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert Z.dtype == np.float32
+    np.testing.assert_allclose(Z, whole, rtol=0, atol=1e-6 * np.abs(whole).max())
+    assert peak < float32_copy / 2, (peak, float32_copy)
+
+
 def test_components_dtype_is_checked_and_float64_by_default():
     X, Xs, Y = sparse_data()
     assert PCA().components_dtype == "float64"
