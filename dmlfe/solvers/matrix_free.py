@@ -170,16 +170,21 @@ class _HeldX:
         return {**self.sums, "xtxv": (self.cols, vals)}
 
 
+def _add_sums(total: dict[str, Any] | None, part: dict[str, Any]) -> dict[str, Any]:
+    """``total`` plus a block's n, sum of squares and column sums (a fresh total for None)."""
+    if total is None:
+        return {"n": part["n"], "sumsq": part["sumsq"], "sum_x": part["sum_x"].copy()}
+    total["n"] += part["n"]
+    total["sumsq"] += part["sumsq"]
+    total["sum_x"] += part["sum_x"]
+    return total
+
+
 def _combine_xtxv(*parts: dict[str, Any]) -> dict[str, Any]:
-    out = {
-        "n": sum(p["n"] for p in parts),
-        "sumsq": sum(p["sumsq"] for p in parts),
-        "sum_x": parts[0]["sum_x"].copy(),
-        "xtxv": add_column_parts(*(p["xtxv"] for p in parts)),
-    }
-    for p in parts[1:]:
-        out["sum_x"] += p["sum_x"]
-    return out
+    total = None
+    for p in parts:
+        total = _add_sums(total, p)
+    return {**total, "xtxv": add_column_parts(*(p["xtxv"] for p in parts))}
 
 
 # --------------------------------------------------------------------------- #
@@ -323,9 +328,7 @@ class ScatterOperator:
         sums: dict[str, Any] = {"n": 0, "sumsq": 0.0, "sum_x": np.zeros(self.n_features)}
 
         def add(part: dict[str, Any]) -> None:
-            sums["n"] += part["n"]
-            sums["sumsq"] += part["sumsq"]
-            sums["sum_x"] += part["sum_x"]
+            _add_sums(sums, part)
             cols, vals = part["xtxv"]
             if cols is None:
                 np.add(out, vals, out=out)

@@ -448,10 +448,11 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
     if wants_full_spectrum(m, k, complete):
         w, V = _descending(*sla.eigh(A, check_finite=False))
         return w, V[:, :k], {"method": "lapack-full"}
+    # both float32 branches below (m > FULL_SPECTRUM_LIMIT) deflate the dominant pairs
+    locked, products64 = _dominant_block(A, k, dominant, tol, random_state, dominant_start) \
+        if m > FULL_SPECTRUM_LIMIT else (None, 0)
     if m <= KRYLOV_MIN_SIZE or k > LAPACK_FRACTION * m:
         if m > FULL_SPECTRUM_LIMIT:
-            locked, products64 = _dominant_block(A, k, dominant, tol, random_state,
-                                                 dominant_start)
             checked = _float32_subset(A, k, tol, locked)
             if checked is not None:
                 checked[2]["products"] += products64
@@ -467,8 +468,6 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
     # residuals were measured in float64, so the accuracy is that of a float64 run
     # (R10's 6,490 x 6,490 Gram, k = 100: 1.9 s against 3.0 s, eigenvalues equal to
     # 2e-13); the price is a float32 copy of A (m^2 x 4 bytes).
-    locked, products64 = _dominant_block(A, k, dominant, tol, random_state,
-                                                 dominant_start)
     g = 0 if locked is None else locked.shape[1]
     rough = _float32_ritz_block(A, k - g, tol, random_state, locked)
     v0 = _after_locked(locked, rough["ritz"])
