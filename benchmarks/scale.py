@@ -10,14 +10,19 @@ Parts (``--parts``, comma list):
 * ``r10``: Reuters ModApte R10 train (6,490 stories), 2^20 hashed 1-3-gram tf-idf; PCA
   and MVMD (d = 100), CCA and MDDMf (d = 10 = q) with default parameters otherwise
   (``route="auto"``), from in-memory CSR and from the store (LocalCluster, 2 workers x
-  1 thread); scikit-learn's TruncatedSVD(100) on the same CSR; micro-F1 of a ridge
+  1 thread); scikit-learn's TruncatedSVD(100) on the same CSR; each ``--repeat`` times
+  (default 3, round by round) and summarised by medians; micro-F1 of a ridge
   classifier on the ModApte test stories. Exactness: the PCA eigenvalues against
   scipy.linalg.eigh of the centred n x n Gram, and every method's auto-route
   eigenvalues against scipy.linalg.eigh of the method's dense D x D template on the
   same corpus hashed to 2^11 features (where the dense template fits). The F1 target's
   reference: the same methods on the feature route of the 3,000 most frequent train
   unigrams (tf-idf), in memory.
-* ``relation``: the relation route with p = 2,000 random prototypes on the same data.
+* ``relation``: the relation route with p = 2,000 random prototypes on the same data,
+  after and before, each ``--repeat`` times.
+
+Before the parts, ``--warm-memory`` GiB are touched once (default: all but 2 GiB of the
+available memory; see :func:`warm_memory`).
 * ``table``: the issue's other rows on the same data (TruncatedSVD(300), MVMD and PCA on
   the matrix-free feature route, CCA on the feature route, PCA/CCA/MVMD on the relation
   route with p = n, MDDMp), after and before, each stopped at ``--table-timeout``.
@@ -173,26 +178,72 @@ def child(case: dict[str, Any], pythonpath: str | None = None, timeout: float = 
 METHODS = (("pca", 100), ("mvmd", 100), ("cca", 10), ("mddm_f", 10))
 
 
+def _repeated(cases: list[dict[str, Any]], repeat: int, path: str | None,
+              timeout: float) -> list[dict[str, Any]]:
+    """Each case ``repeat`` times, each time in a fresh child, round by round (A B C A B
+    C ...), so that a slow spell of this shared machine falls on every case alike; F1
+    (which needs transforms outside the timed fit) is measured in the first round only.
+    """
+    runs = []
+    for rep in range(repeat):
+        for case in cases:
+            c = {**case, "repeat": rep}
+            if rep:
+                c["f1"] = False
+            runs.append(child(c, path, timeout=timeout))
+    return runs
+
+
+def summary(runs: list[dict[str, Any]], reference: str = "sklearn") -> list[dict[str, Any]]:
+    """Median, least and most seconds of each case over its repeats, and the median
+    time of the ``reference`` case (scikit-learn's TruncatedSVD) over the case's median.
+    """
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in runs:
+        key = (r.get("version", "after"), r.get("kind"), r.get("method"), r.get("source"),
+               json.dumps(r.get("params", {}), sort_keys=True))
+        groups.setdefault(key, []).append(r)
+    ref = [r["seconds"] for r in runs if r.get("kind") == reference and "seconds" in r]
+    ref_median = float(np.median(ref)) if ref else None
+    out = []
+    for (version, kind, method, source, _), rs in groups.items():
+        secs = [r["seconds"] for r in rs if "seconds" in r]
+        row: dict[str, Any] = {"version": version, "kind": kind, "method": method,
+                               "source": source, "repeats": len(rs), "seconds_each": secs}
+        if secs:
+            med = float(np.median(secs))
+            row.update(median_seconds=round(med, 3), min_seconds=min(secs),
+                       max_seconds=max(secs),
+                       peak_rss_total_mib_max=max(r["peak_rss_total_mib"] for r in rs
+                                                  if "seconds" in r))
+            if ref_median is not None and kind != reference:
+                row["tsvd_median_over_median"] = round(ref_median / med, 2)
+        f1 = [r["micro_f1"] for r in rs if "micro_f1" in r]
+        if f1:
+            row["micro_f1"] = f1[0]
+        out.append(row)
+    return out
+
+
 def part_r10(args: argparse.Namespace) -> dict[str, Any]:
     store = str(r10_store(2**20))
-    runs = [child({"kind": "sklearn", "store": store, "n_components": 100})]
-    for version, path in (("after", None), ("before", args.before)):
-        if version == "before" and not path:
-            continue
-        sources = ("memory", "store") if version == "after" else ("memory",)
-        for source in sources:
-            for method, d in METHODS:
-                runs.append(child({"kind": "dmlfe", "store": store, "method": method,
-                                   "n_components": d, "source": source, "version": version},
-                                  path, timeout=args.timeout))
+    cases: list[dict[str, Any]] = [{"kind": "sklearn", "store": store, "n_components": 100}]
+    for source in ("memory", "store"):
+        cases += [{"kind": "dmlfe", "store": store, "method": method, "n_components": d,
+                   "source": source, "version": "after"} for method, d in METHODS]
+    runs = _repeated(cases, args.repeat, None, args.timeout)
+    if args.before:  # the old code's fits are ~10 x slower: once is enough to compare
+        runs += [child({"kind": "dmlfe", "store": store, "method": method, "n_components": d,
+                        "source": "memory", "version": "before"}, args.before,
+                       timeout=args.timeout) for method, d in METHODS]
     # the F1 target's reference, in the same run: each method on the dense feature route
     # of 3,000 unigram terms (the relation benchmark's table)
     unigram = str(r10_unigram_store())
     reference = [child({"kind": "dmlfe", "store": unigram, "method": method, "n_components": d,
                         "params": {"route": "feature"}, "version": "unigram-3000"},
                        timeout=args.timeout) for method, d in METHODS]
-    return {"store": store, "runs": runs, "unigram_3000_feature_route": reference,
-            "exactness": exactness(store)}
+    return {"store": store, "repeat": args.repeat, "summary": summary(runs), "runs": runs,
+            "unigram_3000_feature_route": reference, "exactness": exactness(store)}
 
 
 #: The rows of issue 9's table that the other parts do not cover: (label, case, whether
@@ -267,16 +318,21 @@ def exactness(store: str) -> dict[str, Any]:
 
 def part_relation(args: argparse.Namespace) -> dict[str, Any]:
     store = str(r10_store(2**20))
-    runs = []
     rel = {"route": "relation", "n_prototypes": 2000, "prototype_selection": "random"}
+    runs = []
     for version, path in (("after", None), ("before", args.before)):
         if version == "before" and not path:
             continue
-        for method, d in METHODS:
-            runs.append(child({"kind": "dmlfe", "store": store, "method": method,
-                               "n_components": d, "params": rel, "version": version},
-                              path, timeout=args.timeout))
-    return {"runs": runs}
+        cases = [{"kind": "dmlfe", "store": store, "method": method, "n_components": d,
+                  "params": rel, "version": version} for method, d in METHODS]
+        runs += _repeated(cases, args.repeat, path, args.timeout)
+    rows = summary(runs)
+    after = {r["method"]: r for r in rows if r["version"] == "after"}
+    for r in rows:
+        if r["version"] == "before" and r["method"] in after and "median_seconds" in r:
+            a = after[r["method"]]
+            a["before_median_over_median"] = round(r["median_seconds"] / a["median_seconds"], 2)
+    return {"repeat": args.repeat, "summary": rows, "runs": runs}
 
 
 def part_imdb(args: argparse.Namespace) -> dict[str, Any]:
@@ -365,6 +421,32 @@ def part_synthetic(args: argparse.Namespace) -> dict[str, Any]:
     return {"runs": runs, "time_ratio_each_step": ratios}
 
 
+def warm_memory(gib: float | None) -> dict[str, Any]:
+    """Touch ``gib`` GiB once (in a child, which then exits), before anything is timed.
+
+    On a virtual machine the first touch of a guest page since boot is paid to the host
+    (measured here: 838 MB first written in 1.5-1.7 s in a fresh VM's process, 0.09 s
+    once the guest had used that memory before); which fit meets such pages first is
+    chance, so every timed process would otherwise carry its own share of it. On a
+    physical machine this step only costs its own seconds.
+    """
+    if gib is None:
+        gib = max(0.0, psutil_available_gib() - 2.0)
+    if gib <= 0:
+        return {"gib": 0.0}
+    code = ("import numpy as np\n"
+            f"held = [np.ones(2**27) for _ in range({int(gib)})]\n")
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True)
+    return {"gib": int(gib), "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def psutil_available_gib() -> float:
+    import psutil
+
+    return psutil.virtual_memory().available / 2**30
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--case", help=argparse.SUPPRESS)
@@ -378,6 +460,11 @@ def main() -> None:
     ap.add_argument("--ngrams", type=int, default=2,
                     help="synthetic corpus: hash its 1..NGRAMS-grams")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per fit")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="r10 and relation parts: fresh-process runs of each fit (medians)")
+    ap.add_argument("--warm-memory", type=float, default=None, metavar="GIB",
+                    help="touch this much memory once before the parts (default: all but "
+                         "2 GiB of what is available; 0: none)")
     ap.add_argument("--table-timeout", type=float, default=240,
                     help="seconds per fit of the 'table' part (the issue stopped its own at 240+)")
     args = ap.parse_args()
@@ -390,7 +477,8 @@ def main() -> None:
         return
     WORK.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
-                                          "loadavg_at_start": os.getloadavg()},
+                                          "loadavg_at_start": os.getloadavg(),
+                                          "warm_memory": warm_memory(args.warm_memory)},
                               "before": args.before}
     for part in args.parts.split(","):
         t0 = time.perf_counter()

@@ -367,6 +367,13 @@ def test_block_krylov_matches_eigh():
     B = _psd(300, 4, 0.9)
     w, V, info = block_krylov_eigh(lambda M: B @ M, 300, 4)
     np.testing.assert_allclose(w, sla.eigvalsh(B)[::-1][:4], rtol=1e-10)
+    # rank 30: the space is invariant after a few blocks of 20, part-way through the
+    # first restart, so its Rayleigh-Ritz matrix is made of the steps' own coefficients
+    C = _psd(300, 30, 0.9)
+    w, V, info = block_krylov_eigh(lambda M: C @ M, 300, 8, depth=6, tol=1e-12)
+    assert info["converged"] and info["restarts"] == 1 and info["products"] < 6 * 24
+    np.testing.assert_allclose(w, sla.eigvalsh(C)[::-1][:8], rtol=1e-11)
+    np.testing.assert_allclose(C @ V, V * w, atol=1e-9 * w[0])
 
 
 @pytest.mark.parametrize("dtype, atol", [(np.float64, 1e-13), (np.float32, 1e-5)])

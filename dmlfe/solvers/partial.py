@@ -178,20 +178,24 @@ def orthonormalize(W: np.ndarray, scale: float | None = None, rtol: float | None
     return W
 
 
-def _extend_basis(Q: np.ndarray | None, W: np.ndarray) -> np.ndarray:
+def _extend_basis(Q: np.ndarray | None, W: np.ndarray, coef: np.ndarray | None = None
+                  ) -> np.ndarray:
     """Orthonormal columns spanning W's part outside span(Q).
 
     Block Gram-Schmidt against Q, :func:`orthonormalize` (which drops only round-off:
     small but genuine remainders must stay -- dropping those at 1e-10 stalls convergence
     near 1e-6), and -- because normalising a small remainder magnifies its rounding
-    errors along Q -- a second round (CGS2).
+    errors along Q -- a second round (CGS2). ``coef``, an array of Q^T W's shape,
+    receives the first round's coefficients Q^T W.
     """
     scale = float(np.linalg.norm(W, axis=0).max(initial=0.0))
+    if coef is not None and Q is not None:
+        np.matmul(Q.T, W, out=coef)
     if scale == 0.0:
         return W[:, :0]
     if Q is None or Q.shape[1] == 0:
         return orthonormalize(W, scale)
-    W = W - Q @ (Q.T @ W)
+    W = W - Q @ (Q.T @ W if coef is None else coef)
     Qw = orthonormalize(W, scale)
     if Qw.shape[1]:
         Qw = orthonormalize(Qw - Q @ (Q.T @ Qw))
@@ -268,6 +272,11 @@ def block_krylov_eigh(matmat: MatMat, m: int, k: int, *, block: int | None = Non
     # every step. No block is wider than b.
     Qb = np.empty((m, depth * b), dtype=dtype, order="F")
     AQb = np.empty((m, depth * b), dtype=dtype, order="F")
+    # The Rayleigh-Ritz matrix T = Q^T A Q, block column by block column: the first
+    # Gram-Schmidt round of step j computes Q_{<=j}^T (A Q_j), its upper part, and
+    # symmetry gives the rest -- instead of one (depth b)^2 x m product at the end
+    # (21 of the exploration's 160 Gflop on R10's 6,490 x 6,490 Gram, k = 100)
+    Tb = np.empty((depth * b, depth * b), dtype=dtype, order="F")
     while restarts < max_restarts:
         restarts += 1
         steps = depth if restarts > 1 or first_depth is None else min(first_depth, depth)
@@ -279,10 +288,12 @@ def block_krylov_eigh(matmat: MatMat, m: int, k: int, *, block: int | None = Non
             else:
                 AQb[:, start:used] = matmat(Qb[:, start:used])
                 products += used - start
-            multiplied = used
+            multiplied, pending = used, start  # the block whose column of T is due
             if j == steps - 1 or used >= m:
                 break
-            new = _extend_basis(Qb[:, :used], AQb[:, start:used])
+            new = _extend_basis(Qb[:, :used], AQb[:, start:used],
+                                coef=Tb[:used, start:used])
+            pending = None
             if new.shape[1] == 0:  # the space is invariant: Rayleigh-Ritz is exact
                 break
             start, used = used, used + new.shape[1]
@@ -290,10 +301,13 @@ def block_krylov_eigh(matmat: MatMat, m: int, k: int, *, block: int | None = Non
         # A Q is known for the blocks that were multiplied; the last new block (if any)
         # was never multiplied, so the Ritz space is the multiplied part
         Q, AQ = Qb[:, :multiplied], AQb[:, :multiplied]
+        if pending is not None:  # the last multiplied block was not extended
+            np.matmul(Q.T, AQ[:, pending:], out=Tb[:multiplied, pending:multiplied])
+        T = Tb[:multiplied, :multiplied]
+        upper = np.triu(T)
         # in the product's precision: a float32 exploration's Ritz pairs need no more
         # (LAPACK's float32 subset solver: 0.09 s against 0.16 s at 1,500 x 1,500)
-        T = Q.T @ AQ
-        theta, Y = _ritz_pairs(0.5 * (T + T.T), b)
+        theta, Y = _ritz_pairs(upper + np.triu(T, 1).T, b)
         theta = theta.astype(np.float64)
         keep = min(b, theta.size)
         Yk = Y[:, :keep].astype(dtype)
