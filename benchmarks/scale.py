@@ -21,8 +21,10 @@ Parts (``--parts``, comma list):
 * ``relation``: the relation route with p = 2,000 random prototypes on the same data,
   after and before, each ``--repeat`` times.
 
-Before the parts, ``--warm-memory`` GiB are touched once (default: all but 2 GiB of the
-available memory; see :func:`warm_memory`).
+Why repeats: on a virtual machine whose freed memory is handed back to the host (this
+one's virtio balloon reports free pages), a process's first touch of a page can cost
+the host's fault as well; 838 MB first written took 0.09 s to 1.7 s in fresh processes
+here, and which fit meets such pages is chance.
 * ``table``: the issue's other rows on the same data (TruncatedSVD(300), MVMD and PCA on
   the matrix-free feature route, CCA on the feature route, PCA/CCA/MVMD on the relation
   route with p = n, MDDMp), after and before, each stopped at ``--table-timeout``.
@@ -421,32 +423,6 @@ def part_synthetic(args: argparse.Namespace) -> dict[str, Any]:
     return {"runs": runs, "time_ratio_each_step": ratios}
 
 
-def warm_memory(gib: float | None) -> dict[str, Any]:
-    """Touch ``gib`` GiB once (in a child, which then exits), before anything is timed.
-
-    On a virtual machine the first touch of a guest page since boot is paid to the host
-    (measured here: 838 MB first written in 1.5-1.7 s in a fresh VM's process, 0.09 s
-    once the guest had used that memory before); which fit meets such pages first is
-    chance, so every timed process would otherwise carry its own share of it. On a
-    physical machine this step only costs its own seconds.
-    """
-    if gib is None:
-        gib = max(0.0, psutil_available_gib() - 2.0)
-    if gib <= 0:
-        return {"gib": 0.0}
-    code = ("import numpy as np\n"
-            f"held = [np.ones(2**27) for _ in range({int(gib)})]\n")
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True)
-    return {"gib": int(gib), "seconds": round(time.perf_counter() - t0, 1)}
-
-
-def psutil_available_gib() -> float:
-    import psutil
-
-    return psutil.virtual_memory().available / 2**30
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--case", help=argparse.SUPPRESS)
@@ -462,9 +438,6 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900, help="seconds per fit")
     ap.add_argument("--repeat", type=int, default=3,
                     help="r10 and relation parts: fresh-process runs of each fit (medians)")
-    ap.add_argument("--warm-memory", type=float, default=None, metavar="GIB",
-                    help="touch this much memory once before the parts (default: all but "
-                         "2 GiB of what is available; 0: none)")
     ap.add_argument("--table-timeout", type=float, default=240,
                     help="seconds per fit of the 'table' part (the issue stopped its own at 240+)")
     args = ap.parse_args()
@@ -477,8 +450,7 @@ def main() -> None:
         return
     WORK.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
-                                          "loadavg_at_start": os.getloadavg(),
-                                          "warm_memory": warm_memory(args.warm_memory)},
+                                          "loadavg_at_start": os.getloadavg()},
                               "before": args.before}
     for part in args.parts.split(","):
         t0 = time.perf_counter()
