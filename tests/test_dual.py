@@ -290,6 +290,34 @@ def test_dual_read_to_the_driver_fills_and_reuses_the_statistics_cache(
     for f in fits:
         np.testing.assert_allclose(f.eigenvalues_[:4], mem.eigenvalues_[:4], rtol=1e-12)
         np.testing.assert_allclose(f.mean_, mem.mean_, rtol=1e-12, atol=1e-15)
+    # the cache the dual fit wrote holds X^T Y too: MDDMp (the thin SVD of Xc^T Yc,
+    # the same statistics request) reuses it
+    mddm = _fit("mddm_p", {}, 3, str(store), None, "auto", client=cluster_client)
+    assert mddm.stats_from_cache_
+    ref = _fit("mddm_p", {}, 3, X, Y, "auto")
+    np.testing.assert_allclose(mddm.eigenvalues_[:3], ref.eigenvalues_[:3], rtol=1e-10)
+
+
+def test_dual_statistics_leave_out_x_transpose_y(monkeypatch):
+    import dmlfe.fit.run as run
+
+    asked = []
+
+    def recording(*args, **kw):
+        asked.append(kw.get("need_xty", True))
+        return compute_stats(*args, **kw)
+
+    monkeypatch.setattr(run, "compute_stats", recording)
+    X, Y = _data(60, 400)
+    for method, params, d in CASES:
+        asked.clear()
+        dual = _fit(method, params, d, X, Y, "dual")
+        feature = _fit(method, params, d, X, Y, "feature", solver="dense")
+        # the dual pass (first) does without X^T Y; form 3's reduced statistics and the
+        # feature route's pass compute it
+        assert asked[0] is False and asked[-1] is True, (method, asked)
+        np.testing.assert_allclose(dual.eigenvalues_[:d], feature.eigenvalues_[:d],
+                                   rtol=1e-8, atol=1e-10 * feature.eigenvalues_[0])
 
 
 def test_dual_passes_are_one_compute_each():

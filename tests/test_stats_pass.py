@@ -122,6 +122,21 @@ def test_cluster_equals_in_memory(cluster_client):
     assert_stats(local, X, Y, with_xtx=True)
 
 
+def test_without_xty_the_rest_is_unchanged_and_xty_is_refused(cluster_client):
+    X, Y = data(n=311, D=2**19, q=4, seed=5)  # D q above 2^20: the sparse X^T Y branch
+    full = compute_stats(X, Y)
+    for stats in (compute_stats(X, Y, need_xty=False),
+                  compute_stats(sparse_dask(X, 50), labels_dask(Y, 50), need_xty=False,
+                                client=cluster_client)):
+        assert stats.xty.shape == (0, 4)
+        for key in ("sum_x", "sumsq_x", "sum_y", "yty"):
+            np.testing.assert_allclose(getattr(stats, key), getattr(full, key), rtol=1e-12)
+        assert stats.n == full.n and stats.n_features == 2**19
+        with pytest.raises(ValueError, match="need_xty=True"):
+            stats.centred_xty()
+    assert full.xty.shape == (2**19, 4)
+
+
 def test_exactly_one_compute_local():
     X, Y = data()
     counter = CountingScheduler()

@@ -86,6 +86,8 @@ class StatsRequest:
         X^T X (or R^T R), dense.
     need_xtwx : bool
         The row-weighted scatter X^T diag(w) X (MLDA, DMLDA).
+    need_xty : bool
+        X^T Y (D x q); the dual route reaches the labels through the Gram instead.
     labels : str
         "01" or "mlda_weighted" (see :class:`dmlfe.methods.registry.MethodSpec`).
     reason : str
@@ -95,6 +97,7 @@ class StatsRequest:
     need_xtwx: bool
     labels: str
     reason: str
+    need_xty: bool = True
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,8 @@ class FitPlan:
         return {"method": self.spec.name, "route": self.route, "route_reason": self.route_reason,
                 "solver": self.solver, "solver_reason": self.solver_reason,
                 "problem_size": self.problem_size, "need_xtx": self.stats.need_xtx,
-                "need_xtwx": self.stats.need_xtwx, "labels": self.stats.labels,
+                "need_xtwx": self.stats.need_xtwx, "need_xty": self.stats.need_xty,
+                "labels": self.stats.labels,
                 "stats_reason": self.stats.reason}
 
 
@@ -334,7 +338,8 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
     if route == "dual":
         reason = "sums and label statistics only; the scatter lives in the n x n Gram"
     stats = StatsRequest(need_xtx=need_xtx, need_xtwx=spec.needs_weighted_xtx and route != "dual",
-                         labels="01" if route == "dual" else spec.labels, reason=reason)
+                         labels="01" if route == "dual" else spec.labels, reason=reason,
+                         need_xty=route != "dual")
     return FitPlan(spec=spec, params=method_params, route=route, route_reason=route_reason,
                    solver=solver, solver_reason=solver_reason, problem_size=D, stats=stats,
                    dense_template=dense, n_components=params["n_components"],

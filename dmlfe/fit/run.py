@@ -95,10 +95,11 @@ def statistics(plan: FitPlan, data: FitData, rmap: RelationMap | None, *, client
     if data.store is not None and cache:
         # X read to the driver (the dual route's gather): reduce that copy, not the store
         read = None if is_dask(data.X) else (data.X, data.Y)
+        # the whole set, X^T Y included: the cache serves the store's later fits too
         return load_or_compute_stats(
             data.store, read=read, route=None if rmap is None else rmap.describe(),
             labels=None if label_fn is None else label_fn.describe(), **kw)
-    return compute_stats(data.X, data.Y, **kw)
+    return compute_stats(data.X, data.Y, need_xty=plan.stats.need_xty, **kw)
 
 
 def build_template(plan: FitPlan, stats: SufficientStats,

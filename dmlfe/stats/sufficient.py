@@ -30,7 +30,8 @@ class SufficientStats:
     sum_y : ndarray, shape (q,)
         Column sums of Y (0/1 coding).
     xty : ndarray, shape (D, q)
-        X^T Y (0/1 coding).
+        X^T Y (0/1 coding); shape (0, q) when the pass was asked not to compute it
+        (``compute_stats(need_xty=False)``, the dual route's statistics).
     yty : ndarray, shape (q, q)
         Y^T Y (0/1 coding).
     xtx : ndarray of shape (D, D) or None
@@ -75,6 +76,11 @@ class SufficientStats:
 
     def centred_xty(self) -> np.ndarray:
         """Xc^T Yc = X^T H Y (D x q), 0/1 label coding."""
+        if self.xty.shape[0] != self.n_features:
+            raise ValueError(
+                f"these statistics hold X^T Y for {self.xty.shape[0]} of their "
+                f"{self.n_features} features (computed with need_xty=False); recompute "
+                "them with need_xty=True")
         return self.xty - np.outer(self.sum_x, self.sum_y) / self.n
 
     def centred_yty(self) -> np.ndarray:
