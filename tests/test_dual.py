@@ -190,8 +190,11 @@ def test_dual_small_k_of_a_mid_sized_problem_is_a_subset_and_exact():
     # a threshold takes its denominator from the trace when the spectrum is partial
     t = 0.2
     thr = _fit("pca", {}, t, X, Y, "dual", max_components=50)
-    assert thr.eigenvalues_.size == 50
-    assert thr.n_components_ == int(np.searchsorted(np.cumsum(full), t * full.sum()) + 1)
+    d = int(np.searchsorted(np.cumsum(full), t * full.sum()) + 1)
+    assert thr.n_components_ == d
+    # only the first round's pairs were needed (d <= THRESHOLD_FIRST)
+    assert d <= partial.THRESHOLD_FIRST and thr.eigenvalues_.size == partial.THRESHOLD_FIRST
+    np.testing.assert_allclose(thr.eigenvalues_, full[:thr.eigenvalues_.size], rtol=1e-10)
 
 
 def test_auto_picks_dual_and_says_why():
@@ -641,9 +644,62 @@ def test_large_constraint_is_checked_without_its_whole_spectrum(monkeypatch):
 def test_leading_eigh_says_when_block_krylov_did_not_converge(monkeypatch):
     monkeypatch.setattr(partial, "KRYLOV_MIN_SIZE", 0)
     monkeypatch.setattr(partial, "FULL_SPECTRUM_LIMIT", 100)  # Krylov at a small size
+    monkeypatch.setattr(partial, "KRYLOV_BASIS_FRACTION", float("inf"))
     A = _psd(300, 200, 0.99, seed=4)
     with pytest.warns(RuntimeWarning, match="stopped after 60 restarts"):
         w, V, info = partial.leading_eigh(A, 5, tol=1e-30)
     assert not info["converged"] and info["max_residual"] > 1e-30
     # still the leading pairs, to what float64 can resolve
     np.testing.assert_allclose(w, sla.eigvalsh(A)[::-1][:5], rtol=1e-10)
+
+
+def _spectrum_matrix(lam: np.ndarray, seed: int = 0) -> np.ndarray:
+    Q, _ = np.linalg.qr(np.random.default_rng(seed).normal(size=(lam.size, lam.size)))
+    return (Q * lam) @ Q.T
+
+
+@pytest.mark.parametrize("t", [0.15, 0.3, 0.6, 0.9])
+def test_threshold_computes_only_the_rounds_it_needs(t):
+    """A threshold asks for THRESHOLD_FIRST pairs, then at least THRESHOLD_GROWTH x as
+    many (the cap once past half of it), stops at the first round that reaches t of the
+    trace, and d equals the full spectrum's choice."""
+    from dmlfe.solvers.dimension import choose_dimension
+
+    m, cap = FULL_SPECTRUM_LIMIT + 300, 400
+    lam = 1.0 / (1.0 + np.arange(m)) ** 0.6  # slowly decaying, as text
+    A = _spectrum_matrix(lam, seed=3)
+    total = float(np.trace(A))
+    expect = choose_dimension(lam, t)  # d over the whole spectrum
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        w, V, info = partial.leading_eigh_threshold(A, t, total, cap, complete=False)
+        d = choose_dimension(w, t, total=total)
+    rounds = info["rounds"]
+    assert rounds[0] == partial.THRESHOLD_FIRST and w.size == rounds[-1]
+    for a, b in zip(rounds, rounds[1:], strict=False):
+        assert b == cap if 2 * partial.THRESHOLD_GROWTH * a > cap \
+            else b >= partial.THRESHOLD_GROWTH * a
+    # every round but the last fell short of t: the last one is the first that could do
+    assert all(lam[:k].sum() < t * total for k in rounds[:-1])
+    np.testing.assert_allclose(w, lam[:w.size], rtol=1e-9)
+    if expect <= cap:
+        assert d == expect and not caught
+        assert expect <= rounds[-1] and (len(rounds) == 1 or expect > rounds[-2])
+    else:  # the cap: every one of its pairs, and the warning that t was not reached
+        assert d == cap and rounds[-1] == cap
+        assert any("below the threshold" in str(c.message) for c in caught)
+    np.testing.assert_allclose(A @ V[:, :d], V[:, :d] * w[:d], atol=1e-5 * w[0])
+
+
+def test_a_krylov_basis_filling_most_of_the_space_goes_to_lapack(monkeypatch):
+    monkeypatch.setattr(partial, "KRYLOV_MIN_SIZE", 0)
+    m = FULL_SPECTRUM_LIMIT + 200
+    A = _psd(m, 900, 0.995, seed=5)
+    ref = sla.eigvalsh(A)[::-1]
+    limit = partial.KRYLOV_BASIS_FRACTION * m / partial.DENSE_KRYLOV_DEPTH
+    small = int(limit) - partial.KRYLOV_OVERSAMPLING - 5  # basis below 2/3 of m
+    big = int(limit) - partial.KRYLOV_OVERSAMPLING + 5  # above it
+    for k, method in ((small, "block-krylov"), (big, "lapack-subset-float32")):
+        w, V, info = partial.leading_eigh(A, k)
+        assert info["method"] == method
+        np.testing.assert_allclose(w, ref[:k], rtol=1e-9)
