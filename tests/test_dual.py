@@ -20,7 +20,7 @@ from dmlfe.estimators import make_estimator
 from dmlfe.fit.plan import DataShape, Limits, plan_fit
 from dmlfe.methods import get_method
 from dmlfe.methods.template import TraceTemplate
-from dmlfe.solvers import dense, partial
+from dmlfe.solvers import dense, dimension, partial
 from dmlfe.solvers.dense import solve_dense
 from dmlfe.solvers.dual import centre_gram, reduced_data
 from dmlfe.solvers.partial import FULL_SPECTRUM_LIMIT, block_krylov_eigh
@@ -193,7 +193,7 @@ def test_dual_small_k_of_a_mid_sized_problem_is_a_subset_and_exact():
     d = int(np.searchsorted(np.cumsum(full), t * full.sum()) + 1)
     assert thr.n_components_ == d
     # only the first round's pairs were needed (d <= THRESHOLD_FIRST)
-    assert d <= partial.THRESHOLD_FIRST and thr.eigenvalues_.size == partial.THRESHOLD_FIRST
+    assert d <= dimension.THRESHOLD_FIRST and thr.eigenvalues_.size == dimension.THRESHOLD_FIRST
     np.testing.assert_allclose(thr.eigenvalues_, full[:thr.eigenvalues_.size], rtol=1e-10)
 
 
@@ -675,10 +675,10 @@ def test_threshold_computes_only_the_rounds_it_needs(t):
         w, V, info = partial.leading_eigh_threshold(A, t, total, cap, complete=False)
         d = choose_dimension(w, t, total=total)
     rounds = info["rounds"]
-    assert rounds[0] == partial.THRESHOLD_FIRST and w.size == rounds[-1]
+    assert rounds[0] == dimension.THRESHOLD_FIRST and w.size == rounds[-1]
     for a, b in zip(rounds, rounds[1:], strict=False):
-        assert b == cap if 2 * partial.THRESHOLD_GROWTH * a > cap \
-            else b >= partial.THRESHOLD_GROWTH * a
+        assert b == cap if 2 * dimension.THRESHOLD_GROWTH * a > cap \
+            else b >= dimension.THRESHOLD_GROWTH * a
     # every round but the last fell short of t: the last one is the first that could do
     assert all(lam[:k].sum() < t * total for k in rounds[:-1])
     np.testing.assert_allclose(w, lam[:w.size], rtol=1e-9)

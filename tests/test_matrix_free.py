@@ -284,3 +284,35 @@ def test_empty_columns_are_left_out_exactly(method, monkeypatch):
                                           tol=1e-10)
     check(again, w, V, 5)
     assert seen == [40, D]
+
+
+@pytest.mark.parametrize(("t", "rounds"), [(0.5, [32]), (0.99, [32, 70])])
+def test_threshold_rounds_of_passes(t, rounds, monkeypatch):
+    """A threshold runs the solver for 32 pairs first, and again for more only when
+    their eigenvalues fall short of t tr(A); n_passes counts every round's passes and d
+    is the dense spectrum's choice."""
+    from dmlfe.methods import get_method
+    from dmlfe.solvers.dimension import choose_dimension
+
+    X, Y = corpus(n=300, D=70, seed=4)
+    Xd = X.toarray()
+    Xc = Xd - Xd.mean(axis=0)
+    lam = np.linalg.eigvalsh(Xc.T @ Xc)[::-1]
+    asked, passes = [], []
+    real = matrix_free.matrix_free_eigh
+
+    def counting(*a, **kw):
+        asked.append(a[1])
+        r = real(*a, **kw)
+        passes.append(r.n_passes)
+        return r
+
+    monkeypatch.setattr(matrix_free, "matrix_free_eigh", counting)
+    stats = compute_stats(X, Y)
+    res = matrix_free.solve_matrix_free(get_method("pca").build(stats, dense=False),
+                                        sparse_dask(X, 60), t, stats=stats, tol=1e-10,
+                                        max_components=70)
+    assert asked == rounds and res.info["rounds"] == rounds
+    assert res.n_passes == sum(passes)
+    assert res.n_components == choose_dimension(lam, t)
+    np.testing.assert_allclose(res.eigenvalues, lam[:rounds[-1]], rtol=1e-8)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -19,6 +20,12 @@ ROUNDOFF_RTOL = 1e-10
 
 #: Default eigenvalue-sum threshold t (mvmd eq. 15, mddm eq. 9).
 DEFAULT_THRESHOLD = 0.999
+#: A threshold first computes this many leading pairs; each later round asks for at
+#: least THRESHOLD_GROWTH times as many (:func:`threshold_rounds`).
+THRESHOLD_FIRST = 32
+THRESHOLD_GROWTH = 4
+
+R = TypeVar("R")
 
 
 def n_genuine(eigenvalues: np.ndarray, rtol: float = ROUNDOFF_RTOL) -> int:
@@ -173,3 +180,39 @@ def choose_dimension(
             stacklevel=3,
         )
     return k
+
+
+def threshold_rounds(solve: Callable[[int], tuple[np.ndarray, float, R]], t: float,
+                     max_k: int) -> tuple[R, list[int]]:
+    """Only as many leading eigenpairs as the threshold ``t`` needs, at most ``max_k``.
+
+    ``solve(k)`` computes the k leading pairs and returns (their eigenvalues,
+    descending; the sum of all eigenvalues, tr(A); its result). Rounds of
+    :data:`THRESHOLD_FIRST` pairs first: once the computed eigenvalues reach
+    t x tr(A), d is fixed by them (:func:`choose_dimension` with ``total``). Otherwise
+    every pair still missing is at most the last one computed, w_k, so at least
+    (t tr(A) - S) / w_k more are needed (S the sum so far): the next round asks for that
+    many or THRESHOLD_GROWTH x k, whichever is more, and ``max_k`` itself once that is
+    past half of it (a t that ``max_k`` pairs cannot reach shows it after the first
+    round and goes there at once). A solver that returns more eigenvalues than asked
+    (the whole spectrum) or whose rest is round-off ends the rounds too.
+
+    Returns
+    -------
+    (the last round's result, the k of every round)
+    """
+    k = min(int(max_k), THRESHOLD_FIRST)
+    rounds: list[int] = []
+    while True:
+        rounds.append(k)
+        w, total, result = solve(k)
+        w = np.asarray(w, dtype=np.float64)
+        genuine = w[:n_genuine(w)]
+        target = t * float(total) - ROUNDOFF_RTOL * abs(float(total))
+        if float(genuine.sum()) >= target or k >= max_k or w.size > k \
+                or genuine.size < w.size:
+            return result, rounds
+        need = int(np.ceil((target - float(genuine.sum())) / float(genuine[-1])))
+        k = max(THRESHOLD_GROWTH * k, k + need)
+        if 2 * k > max_k:  # a round past half the cap would rarely be the last
+            k = int(max_k)

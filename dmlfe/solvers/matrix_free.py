@@ -71,6 +71,7 @@ from dmlfe.solvers.dimension import (
     check_n_components,
     choose_dimension,
     n_genuine,
+    threshold_rounds,
 )
 from dmlfe.solvers.partial import block_krylov_eigh, orthonormalize
 from dmlfe.solvers.result import EigenResult, flip_signs, flip_signs_inplace
@@ -670,10 +671,12 @@ def solve_matrix_free(
     X : dask array of CSR row blocks, scipy.sparse matrix or ndarray
         The documents the template's statistics describe.
     n_components : int or float
-        An int: d, and exactly d eigenpairs are computed. A float t in (0, 1]:
-        ``min(max_components, D)`` leading eigenpairs are computed and d is the
-        smallest number whose eigenvalues hold t * tr(A) (a RuntimeWarning says
-        so when the computed ones fall short; d is then all genuine computed).
+        An int: d, and exactly d eigenpairs are computed. A float t in (0, 1]: d is
+        the smallest number whose eigenvalues hold t * tr(A), found by rounds of
+        growing k, at most ``min(max_components, D)``
+        (:func:`~dmlfe.solvers.dimension.threshold_rounds`; ``info["rounds"]``, and
+        ``n_passes`` counts them all); a RuntimeWarning says when the computed ones
+        fall short (d is then all genuine computed).
     max_components : int
         Most eigenpairs computed for a threshold.
     solver : {"randomized", "lanczos"}
@@ -727,24 +730,29 @@ def solve_matrix_free(
         block_fn, stats = SelectColumns(cols, D), None
         lowrank = None if lowrank is None else lowrank[cols]
     Da = D if cols is None else int(cols.size)
+    passes = 0
+
+    def leading(k: int) -> EigenResult:
+        nonlocal passes
+        r = matrix_free_eigh(X, k, solver=solver, xx_coef=template.xx_coef, lowrank=lowrank,
+                             centre=template.centred, stats=stats, client=client,
+                             block_fn=block_fn, random_state=random_state, n_features=Da,
+                             **solver_options)
+        passes += r.n_passes
+        return r
+
     if isinstance(n_components, numbers.Integral):
-        k = int(n_components)
+        res = leading(int(n_components))
     else:
-        k = min(int(max_components), Da)
-    res = matrix_free_eigh(
-        X,
-        k,
-        solver=solver,
-        xx_coef=template.xx_coef,
-        lowrank=lowrank,
-        centre=template.centred,
-        stats=stats,
-        client=client,
-        block_fn=block_fn,
-        random_state=random_state,
-        n_features=Da,
-        **solver_options,
-    )
+        # only the pairs the threshold needs: each round is passes of its own, and
+        # max_components pairs at 2^20 would be blocks of 4 GB on the driver
+        def solve(k: int) -> tuple[np.ndarray, float, EigenResult]:
+            r = leading(k)
+            return r.eigenvalues, float(r.trace), r
+
+        res, rounds = threshold_rounds(solve, float(n_components), min(int(max_components), Da))
+        res.info = {**(res.info or {}), "rounds": rounds}
+        res.n_passes = passes
     if cols is not None:
         full = np.zeros((D, res.components.shape[1]))
         full[cols] = res.components
