@@ -316,3 +316,22 @@ def test_threshold_rounds_of_passes(t, rounds, monkeypatch):
     assert res.n_passes == sum(passes)
     assert res.n_components == choose_dimension(lam, t)
     np.testing.assert_allclose(res.eigenvalues, lam[:rounds[-1]], rtol=1e-8)
+
+
+def test_threshold_rounds_stay_within_their_memory(monkeypatch):
+    """Rounds never ask for more pairs than THRESHOLD_MEMORY holds, and say so."""
+    from dmlfe.methods import get_method
+
+    X, Y = corpus(n=300, D=70, seed=4)
+    stats = compute_stats(X, Y)
+    # room for 12 pairs: 8 bytes x (3 x 70 x (k + 10) + 70 k) <= THRESHOLD_MEMORY
+    monkeypatch.setattr(matrix_free, "THRESHOLD_MEMORY", 8 * (3 * 70 * 22 + 70 * 12) + 7)
+    assert matrix_free.threshold_memory_cap(70, 70, 10) == 12
+    with pytest.warns(RuntimeWarning, match="at most 12 leading pairs"):
+        res = matrix_free.solve_matrix_free(get_method("pca").build(stats, dense=False),
+                                            X, 0.99, stats=stats, tol=1e-10,
+                                            max_components=70)
+    assert res.info["rounds"] == [12] and res.eigenvalues.size == 12
+    Xd = X.toarray() - X.toarray().mean(axis=0)
+    np.testing.assert_allclose(res.eigenvalues, np.linalg.eigvalsh(Xd.T @ Xd)[::-1][:12],
+                               rtol=1e-8)

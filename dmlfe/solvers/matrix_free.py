@@ -618,6 +618,19 @@ def matrix_free_eigh(
     raise ValueError(f"solver = {solver!r} is not one of 'randomized', 'lanczos'")
 
 
+#: Driver memory a threshold n_components may take on this route: its rounds ask for at
+#: most as many pairs k as fit three D' x (k + n_oversamples) float64 blocks and the
+#: D x k components in it (D' the used columns). The default t = 0.999 on text asks for
+#: max_components = 500 pairs: 15.9 GiB at D' = D = 2^20.
+THRESHOLD_MEMORY = 2**32
+
+
+def threshold_memory_cap(n_used: int, n_features: int, n_oversamples: int) -> int:
+    """The most pairs a threshold's rounds may ask for within :data:`THRESHOLD_MEMORY`."""
+    room = THRESHOLD_MEMORY // 8 - 3 * n_used * n_oversamples
+    return max(1, int(room // (3 * n_used + n_features)))
+
+
 #: Leave out the empty columns when at most this fraction of D is used (below it the
 #: D x k blocks of the solver shrink enough to pay for the renumbering of every block).
 USED_COLUMNS_FRACTION = 0.9
@@ -673,7 +686,8 @@ def solve_matrix_free(
     n_components : int or float
         An int: d, and exactly d eigenpairs are computed. A float t in (0, 1]: d is
         the smallest number whose eigenvalues hold t * tr(A), found by rounds of
-        growing k, at most ``min(max_components, D)``
+        growing k, at most ``min(max_components, D)`` and at most what
+        :data:`THRESHOLD_MEMORY` holds (a RuntimeWarning says so)
         (:func:`~dmlfe.solvers.dimension.threshold_rounds`; ``info["rounds"]``, and
         ``n_passes`` counts them all); a RuntimeWarning says when the computed ones
         fall short (d is then all genuine computed).
@@ -750,7 +764,19 @@ def solve_matrix_free(
             r = leading(k)
             return r.eigenvalues, float(r.trace), r
 
-        res, rounds = threshold_rounds(solve, float(n_components), min(int(max_components), Da))
+        cap = min(int(max_components), Da)
+        extra = int(solver_options.get("n_oversamples", 10))
+        fits = threshold_memory_cap(Da, D, extra)
+        if fits < cap:
+            warnings.warn(
+                f"{template.method}: the threshold n_components={n_components:g} computes at "
+                f"most {fits} leading pairs here, not max_components={max_components}: more "
+                f"would take over {THRESHOLD_MEMORY / 2**30:g} GiB of driver memory (three "
+                f"{Da:,} x (k + {extra}) blocks and the {D:,} x k components, 8 bytes each). "
+                "Pass an int n_components to choose d yourself",
+                RuntimeWarning, stacklevel=2)
+            cap = fits
+        res, rounds = threshold_rounds(solve, float(n_components), cap)
         res.info = {**(res.info or {}), "rounds": rounds}
         res.n_passes = passes
     if cols is not None:
