@@ -83,6 +83,19 @@ def _maybe_dense(m: Any) -> Any:
     return np.asarray(m)
 
 
+def _column_sumsq(xb: Any) -> np.ndarray:
+    """Column sums of squares of one float64 block.
+
+    A dense block (relation features) is reduced without an n_b x D temporary: the
+    squares of R10's 6,490 x 2,000 relation block were 104 MB more at the pass's peak
+    (alone, 0.10-0.24 s the first time in a process against 6 ms; within a whole fit
+    the difference was below the noise).
+    """
+    if sp.issparse(xb):
+        return np.asarray(xb.multiply(xb).sum(axis=0), dtype=np.float64).ravel()
+    return np.einsum("ij,ij->j", xb, xb)
+
+
 def _block_partial(
     xb: Any,
     yb: Any,
@@ -112,8 +125,7 @@ def _block_partial(
     part: dict[str, Any] = {
         "n": int(n_b),
         "sum_x": np.asarray(xb.sum(axis=0), dtype=np.float64).ravel(),
-        "sumsq_x": np.asarray((xb.multiply(xb) if sp.issparse(xb) else xb * xb).sum(axis=0),
-                              dtype=np.float64).ravel(),
+        "sumsq_x": _column_sumsq(xb),
         "sum_y": y.sum(axis=0),
         "yty": y.T @ y,
     }
