@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import scipy.linalg as sla
@@ -35,8 +34,7 @@ from dmlfe.solvers.dimension import (
 from dmlfe.solvers.partial import (
     FULL_SPECTRUM_LIMIT,
     cholesky_reduce,
-    leading_eigh,
-    leading_eigh_threshold,
+    leading_pairs,
     lowrank_generalized,
 )
 from dmlfe.solvers.result import EigenResult, flip_signs
@@ -195,27 +193,22 @@ def thin_svd(F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return w, flip_signs(U)
 
 
-def _leading(template: TraceTemplate, k: int, random_state: int, t: float | None = None
+def _leading(template: TraceTemplate, n_components: int | float, k: int, random_state: int
              ) -> tuple[np.ndarray, np.ndarray, float, str, float | None]:
     """(eigenvalues, vectors, ridge, solver, total) of a problem above FULL_SPECTRUM_LIMIT.
 
-    Only k pairs are computed -- for a threshold ``t``, only as many of them as it needs
-    (:func:`~dmlfe.solvers.partial.leading_eigh_threshold`); ``total`` is the sum of
-    all eigenvalues (the trace of A, or of B^{-1} A), the denominator of a threshold.
+    Only k pairs are computed -- for a threshold, only as many of them as it needs
+    (:func:`~dmlfe.solvers.partial.leading_pairs`); ``total`` is the sum of all
+    eigenvalues (the trace of A, or of B^{-1} A), the denominator of a threshold.
     """
     A, B, method = template.A, template.B, template.method
-
-    def leading(M: np.ndarray, **kw: Any) -> tuple[np.ndarray, np.ndarray, dict]:
-        if t is None:
-            return leading_eigh(M, k, random_state=random_state, **kw)
-        return leading_eigh_threshold(M, t, float(np.trace(M)), k,
-                                      random_state=random_state, **kw)
-
     if B is None:
         # A = a S + F F^T (MVMD): the label part F may lift q eigenvalues far above the rest
         dominant = 0 if template.lowrank is None else int(template.lowrank.shape[1])
-        w, V, _ = leading(A, dominant=dominant, dominant_start=template.lowrank)
-        return w, flip_signs(V), 0.0, "eigh-partial", float(np.trace(A))
+        total = float(np.trace(A))
+        w, V, _ = leading_pairs(A, n_components, k, total, random_state=random_state,
+                                dominant=dominant, dominant_start=template.lowrank)
+        return w, flip_signs(V), 0.0, "eigh-partial", total
     Breg, reg, L = constraint_factor(B, what=f"B of {method}")
     F = template.lowrank
     if template.operator_form and template.xx_coef == 0.0 and F is not None and \
@@ -225,9 +218,10 @@ def _leading(template: TraceTemplate, k: int, random_state: int, t: float | None
             F, lambda R: sla.cho_solve((L, True), R, check_finite=False))
         return w, V, reg, "lowrank-generalized", float(w.sum())
     C, L = cholesky_reduce(symmetrize(A), Breg, L)
-    w, U, _ = leading(C)
+    total = float(np.trace(C))
+    w, U, _ = leading_pairs(C, n_components, k, total, random_state=random_state)
     V = sla.solve_triangular(L, U, lower=True, trans="T", check_finite=False)
-    return w, flip_signs(V), reg, "eigh-generalized-partial", float(np.trace(C))
+    return w, flip_signs(V), reg, "eigh-generalized-partial", total
 
 
 def solve_dense(
@@ -266,8 +260,7 @@ def solve_dense(
         k = nc if isinstance(nc, int) else min(int(max_components), m)
         if k > m:
             raise ValueError(f"n_components={k} must lie between 1 and the problem size {m}")
-        w, V, reg, solver, total = _leading(template, k, random_state,
-                                            None if isinstance(nc, int) else nc)
+        w, V, reg, solver, total = _leading(template, nc, k, random_state)
     elif template.B is None:
         w, V = eigh(template.A)
         solver = "eigh"

@@ -47,12 +47,7 @@ from scipy.linalg.blas import dgemm
 from dmlfe.methods.template import TraceTemplate
 from dmlfe.solvers.dense import REG_EPS, solve_dense
 from dmlfe.solvers.dimension import choose_dimension, n_genuine, warn_null_components
-from dmlfe.solvers.partial import (
-    leading_eigh,
-    leading_eigh_threshold,
-    small_pencil,
-    wants_full_spectrum,
-)
+from dmlfe.solvers.partial import leading_pairs, small_pencil, wants_full_spectrum
 from dmlfe.stats.sufficient import SufficientStats
 
 
@@ -141,12 +136,9 @@ def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int
     total = float(np.trace(M))
     # the label directions lift up to rank(U) eigenvalues far above the rest; M's
     # leading part is about U E (U^T Gs U) E U^T, so span(U) is close to their space
-    kw = dict(random_state=random_state, complete=False,
-              dominant=0 if U is None else U.shape[1], dominant_start=U)
-    if isinstance(n_components, int):
-        w, V, info = leading_eigh(M, k, **kw)
-    else:  # only as many pairs as the threshold needs, at most k
-        w, V, info = leading_eigh_threshold(M, n_components, total, k, **kw)
+    w, V, info = leading_pairs(M, n_components, k, total, random_state=random_state,
+                               complete=False, dominant=0 if U is None else U.shape[1],
+                               dominant_start=U)
     d = choose_dimension(w, n_components, total=total if w.size < m else None)
     warn_null_components(t.method, d, n_genuine(w))
     w_d = w[:d]

@@ -424,6 +424,8 @@ KRYLOV_MEMORY = 2**30
 #: of 8, where 6 needed a restart).
 KRYLOV_DEPTH = 8
 
+#: Default extra columns of the randomized solver's block (``n_oversamples``).
+N_OVERSAMPLES = 10
 #: Relative residual below which the cheap estimate is replaced by a measured one.
 _ESTIMATE_FLOOR = 1e-6
 
@@ -432,7 +434,7 @@ def randomized_eigsh(
     op: ScatterOperator,
     k: int,
     *,
-    n_oversamples: int = 10,
+    n_oversamples: int = N_OVERSAMPLES,
     n_iter: int | None = None,
     max_passes: int = 30,
     tol: float = 1e-5,
@@ -765,7 +767,7 @@ def solve_matrix_free(
             return r.eigenvalues, float(r.trace), r
 
         cap = min(int(max_components), Da)
-        extra = int(solver_options.get("n_oversamples", 10))
+        extra = int(solver_options.get("n_oversamples", N_OVERSAMPLES))
         fits = threshold_memory_cap(Da, D, extra)
         if fits < cap:
             warnings.warn(

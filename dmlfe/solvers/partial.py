@@ -537,6 +537,16 @@ def leading_eigh_threshold(A: np.ndarray, t: float, total: float, max_k: int,
     return w, V, info
 
 
+def leading_pairs(A: np.ndarray, n_components: int | float, k: int, total: float,
+                  **kw: object) -> tuple[np.ndarray, np.ndarray, dict]:
+    """The pairs a fit needs: k of them for a fixed d (an int ``n_components``), for a
+    threshold only as many as it needs, at most k (:func:`leading_eigh_threshold`, with
+    ``total`` = tr(A)). Keyword arguments go to :func:`leading_eigh`."""
+    if isinstance(n_components, int):
+        return leading_eigh(A, k, **kw)
+    return leading_eigh_threshold(A, float(n_components), total, k, **kw)
+
+
 def cholesky_reduce(A: np.ndarray, B: np.ndarray, L: np.ndarray | None = None
                     ) -> tuple[np.ndarray, np.ndarray]:
     """(C, L): B = L L^T and C = L^{-1} A L^{-T}, so A p = lambda B p <=> C u = lambda u.

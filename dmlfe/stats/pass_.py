@@ -96,6 +96,17 @@ def _column_sumsq(xb: Any) -> np.ndarray:
     return np.einsum("ij,ij->j", xb, xb)
 
 
+def _block_xty(xb: Any, y: np.ndarray) -> Any:
+    """X_b^T Y of one block: sparse while that is smaller, for a sparse block of huge D."""
+    if not sp.issparse(xb):
+        return xb.T @ y
+    # A sparse Y keeps X^T Y sparse for huge D (the product of one block is usually far
+    # from dense); small D gets the dense product directly.
+    if xb.shape[1] * y.shape[1] > 2**20:
+        return _maybe_dense(sp.csr_matrix(xb.T @ sp.csr_matrix(y)))
+    return np.asarray(xb.T @ y)
+
+
 def _block_partial(
     xb: Any,
     yb: Any,
@@ -129,17 +140,8 @@ def _block_partial(
         "sum_y": y.sum(axis=0),
         "yty": y.T @ y,
     }
-    if not need_xty:
-        pass
-    elif sp.issparse(xb):
-        # A sparse Y keeps X^T Y sparse for huge D (the product of one block is
-        # usually far from dense); small D gets the dense product directly.
-        if d * y.shape[1] > 2**20:
-            part["xty"] = _maybe_dense(sp.csr_matrix(xb.T @ sp.csr_matrix(y)))
-        else:
-            part["xty"] = np.asarray(xb.T @ y)
-    else:
-        part["xty"] = xb.T @ y
+    if need_xty:
+        part["xty"] = _block_xty(xb, y)
     if (need_xtx or need_xtwx) and d > max_dense_features:
         raise dense_xtx_error(d, max_dense_features)
     if need_xtx:
