@@ -287,8 +287,8 @@ def _fit_estimator(args: argparse.Namespace) -> MultiLabelProjection:
         kw["n_components"] = args.threshold
     if args.max_dense_features is not None:
         kw["max_dense_features"] = args.max_dense_features
-    for name in ("max_components", "max_dual_samples", "max_gather_bytes", "n_oversamples",
-                 "n_iter", "tol", "max_passes", "components_dtype"):
+    for name in ("max_components", "threshold_memory", "max_dual_samples", "max_gather_bytes",
+                 "n_oversamples", "n_iter", "tol", "max_passes", "components_dtype"):
         if getattr(args, name, None) is not None:
             kw[name] = getattr(args, name)
     for param in _RELATION_FLAGS:
@@ -592,6 +592,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="largest D for which a D x D matrix is formed (default 20000)")
     pf.add_argument("--max-components", type=_positive_int, default=None,
                     help="matrix-free solver with a threshold: most eigenpairs (default 500)")
+    pf.add_argument("--threshold-memory", type=_positive_int, default=None,
+                    help="matrix-free solver with a threshold: bytes of driver memory its "
+                    "rounds may take (default 2**32)")
     pf.add_argument("--max-dual-samples", type=_positive_int, default=None,
                     help="largest n for the dual route (an n x n Gram; default 12000)")
     pf.add_argument("--max-gather-bytes", type=int, default=None,

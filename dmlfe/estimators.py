@@ -126,7 +126,8 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
             raise InputError(f"{name} {why}, so it needs at least 2 documents; got 1 sample")
         plan = plan_fit(spec, params, data.shape,
                         Limits(params["max_dense_features"], params["max_components"],
-                               params["max_dual_samples"], params["max_gather_bytes"]))
+                               params["max_dual_samples"], params["max_gather_bytes"],
+                               params["threshold_memory"]))
         fitted = run_fit(plan, data, client=params["client"], progress=params["progress"],
                          cache=params["cache"], components_dtype=params["components_dtype"])
         for key, value in fitted.attributes().items():

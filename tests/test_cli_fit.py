@@ -126,6 +126,20 @@ def test_fit_threshold_and_method_options(work, capsys):
     assert load_model(model_dir)._method == "pca"
 
 
+def test_fit_threshold_memory(work, capsys):
+    # one byte holds one pair: the threshold's rounds stop there, and the warning says why
+    root, store, address = work
+    model_dir = root / "pca-threshold-memory"
+    with pytest.warns(RuntimeWarning, match="threshold_memory = "):
+        rc = main(["fit", str(store), "--method", "pca", "--route", "feature", "--solver",
+                   "randomized", "--threshold", "0.99", "--threshold-memory", "1",
+                   "--out", str(model_dir), "--scheduler", address, "--quiet"])
+    assert rc == 0
+    model = load_model(model_dir)
+    assert model.get_params()["threshold_memory"] == 1
+    assert model.eigenvalues_.size == 1 and model.n_components_ == 1
+
+
 @pytest.mark.parametrize(("extra", "message"), [
     (["--method", "nmf"], "unknown method 'nmf'; choose one of pca, lsi, mddm"),
     (["--method", "pca", "--beta", "0.2"], "--beta does not apply to method pca; it takes no "

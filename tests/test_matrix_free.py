@@ -318,20 +318,42 @@ def test_threshold_rounds_of_passes(t, rounds, monkeypatch):
     np.testing.assert_allclose(res.eigenvalues, lam[:rounds[-1]], rtol=1e-8)
 
 
-def test_threshold_rounds_stay_within_their_memory(monkeypatch):
-    """Rounds never ask for more pairs than THRESHOLD_MEMORY holds, and say so."""
+def test_threshold_rounds_stay_within_their_memory():
+    """Rounds never ask for more pairs than ``threshold_memory`` holds, and say so."""
     from dmlfe.methods import get_method
 
     X, Y = corpus(n=300, D=70, seed=4)
     stats = compute_stats(X, Y)
-    # room for 12 pairs: 8 bytes x (3 x 70 x (k + 10) + 70 k) <= THRESHOLD_MEMORY
-    monkeypatch.setattr(matrix_free, "THRESHOLD_MEMORY", 8 * (3 * 70 * 22 + 70 * 12) + 7)
-    assert matrix_free.threshold_memory_cap(70, 70, 10) == 12
+    # room for 12 pairs: 8 bytes x (3 x 70 x (k + 10) + 70 k) <= memory
+    memory = 8 * (3 * 70 * 22 + 70 * 12) + 7
+    assert matrix_free.threshold_memory_cap(70, 70, 10, memory) == 12
+    assert matrix_free.threshold_memory_cap(70, 70, 10, memory - 8) == 11
     with pytest.warns(RuntimeWarning, match="at most 12 leading pairs"):
         res = matrix_free.solve_matrix_free(get_method("pca").build(stats, dense=False),
                                             X, 0.99, stats=stats, tol=1e-10,
-                                            max_components=70)
+                                            max_components=70, threshold_memory=memory)
     assert res.info["rounds"] == [12] and res.eigenvalues.size == 12
     Xd = X.toarray() - X.toarray().mean(axis=0)
     np.testing.assert_allclose(res.eigenvalues, np.linalg.eigvalsh(Xd.T @ Xd)[::-1][:12],
                                rtol=1e-8)
+
+
+def test_threshold_memory_is_an_estimator_parameter():
+    """The estimators' ``threshold_memory`` reaches the matrix-free rounds."""
+    import warnings
+
+    from dmlfe.estimators import make_estimator
+
+    X, Y = corpus(n=300, D=70, seed=4)
+    memory = 8 * (3 * 70 * 22 + 70 * 12) + 7  # 12 pairs, as above
+    kw = {"n_components": 0.99, "route": "feature", "solver": "randomized", "tol": 1e-10}
+    with pytest.warns(RuntimeWarning, match="threshold_memory = "):
+        small = make_estimator("pca", threshold_memory=memory, **kw).fit(X, Y)
+    assert small.eigenvalues_.size == 12 and small.get_params()["threshold_memory"] == memory
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the default holds every pair
+        big = make_estimator("pca", **kw).fit(X, Y)
+    assert big.eigenvalues_.size > 12
+    np.testing.assert_allclose(small.eigenvalues_, big.eigenvalues_[:12], rtol=1e-8)
+    with pytest.raises(ValueError, match="threshold_memory"):
+        make_estimator("pca", threshold_memory=0, **kw).fit(X, Y)

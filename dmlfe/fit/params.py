@@ -57,6 +57,11 @@ COMMON: tuple[Param, ...] = (
           "the\n    distributed Gram and map-back passes."),
     Param("max_components", 500, interval(1, None, integer=True),
           "int, default 500\n    Matrix-free path with a threshold: most eigenpairs computed."),
+    Param("threshold_memory", 2**32, interval(1, None, integer=True),
+          "int, default 2**32\n    Matrix-free path with a threshold: bytes of driver memory its "
+          "rounds may take\n    (three D' x (k + n_oversamples) blocks and the D x k components, "
+          "8 bytes each;\n    D' the used columns): 120 pairs at D' = D = 2^20. Fewer pairs than "
+          "max_components\n    warn."),
     Param("n_oversamples", 10, interval(0, None, integer=True),
           "int, default 10\n    Matrix-free path: extra columns of the iterated block "
           "(scikit-learn's name)."),

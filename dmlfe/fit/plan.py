@@ -74,6 +74,7 @@ class Limits:
     max_components: int = 500
     max_dual_samples: int = 12_000
     max_gather_bytes: int = 2**30
+    threshold_memory: int = 2**32
 
 
 @dataclass(frozen=True)

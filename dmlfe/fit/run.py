@@ -158,7 +158,8 @@ def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: Sufficie
     if plan.solver in ("randomized", "lanczos"):
         options = plan.solver_options if plan.solver == "randomized" else {}
         return solve_matrix_free(template, data.X, plan.n_components,
-                                 max_components=plan.limits.max_components, solver=plan.solver,
+                                 max_components=plan.limits.max_components,
+                                 threshold_memory=plan.limits.threshold_memory, solver=plan.solver,
                                  client=client, random_state=plan.random_state, stats=stats,
                                  block_fn=None if rmap is None else ship(rmap, data.X),
                                  **options)

@@ -620,16 +620,18 @@ def matrix_free_eigh(
     raise ValueError(f"solver = {solver!r} is not one of 'randomized', 'lanczos'")
 
 
-#: Driver memory a threshold n_components may take on this route: its rounds ask for at
-#: most as many pairs k as fit three D' x (k + n_oversamples) float64 blocks and the
-#: D x k components in it (D' the used columns). The default t = 0.999 on text asks for
-#: max_components = 500 pairs: 15.9 GiB at D' = D = 2^20.
+#: Default driver memory (bytes) a threshold n_components may take on this route (the
+#: estimators' ``threshold_memory``): its rounds ask for at most as many pairs k as fit
+#: three D' x (k + n_oversamples) float64 blocks and the D x k components in it (D' the
+#: used columns). The default t = 0.999 on text asks for max_components = 500 pairs:
+#: 15.9 GiB at D' = D = 2^20.
 THRESHOLD_MEMORY = 2**32
 
 
-def threshold_memory_cap(n_used: int, n_features: int, n_oversamples: int) -> int:
-    """The most pairs a threshold's rounds may ask for within :data:`THRESHOLD_MEMORY`."""
-    room = THRESHOLD_MEMORY // 8 - 3 * n_used * n_oversamples
+def threshold_memory_cap(n_used: int, n_features: int, n_oversamples: int,
+                         memory: int = THRESHOLD_MEMORY) -> int:
+    """The most pairs a threshold's rounds may ask for within ``memory`` bytes (at least 1)."""
+    room = int(memory) // 8 - 3 * n_used * n_oversamples
     return max(1, int(room // (3 * n_used + n_features)))
 
 
@@ -663,6 +665,7 @@ def solve_matrix_free(
     n_components: int | float = DEFAULT_THRESHOLD,
     *,
     max_components: int = 500,
+    threshold_memory: int = THRESHOLD_MEMORY,
     solver: str = "randomized",
     client: Any = None,
     block_fn: BlockFn | None = None,
@@ -689,12 +692,15 @@ def solve_matrix_free(
         An int: d, and exactly d eigenpairs are computed. A float t in (0, 1]: d is
         the smallest number whose eigenvalues hold t * tr(A), found by rounds of
         growing k, at most ``min(max_components, D)`` and at most what
-        :data:`THRESHOLD_MEMORY` holds (a RuntimeWarning says so)
+        ``threshold_memory`` holds (a RuntimeWarning says so)
         (:func:`~dmlfe.solvers.dimension.threshold_rounds`; ``info["rounds"]``, and
         ``n_passes`` counts them all); a RuntimeWarning says when the computed ones
         fall short (d is then all genuine computed).
     max_components : int
         Most eigenpairs computed for a threshold.
+    threshold_memory : int
+        Bytes of driver memory a threshold's rounds may take (:func:`threshold_memory_cap`;
+        default :data:`THRESHOLD_MEMORY`, 4 GiB: 120 pairs at D' = D = 2^20).
     solver : {"randomized", "lanczos"}
         See :func:`matrix_free_eigh`.
     client : distributed.Client, optional
@@ -768,14 +774,15 @@ def solve_matrix_free(
 
         cap = min(int(max_components), Da)
         extra = int(solver_options.get("n_oversamples", N_OVERSAMPLES))
-        fits = threshold_memory_cap(Da, D, extra)
+        fits = threshold_memory_cap(Da, D, extra, threshold_memory)
         if fits < cap:
             warnings.warn(
                 f"{template.method}: the threshold n_components={n_components:g} computes at "
                 f"most {fits} leading pairs here, not max_components={max_components}: more "
-                f"would take over {THRESHOLD_MEMORY / 2**30:g} GiB of driver memory (three "
-                f"{Da:,} x (k + {extra}) blocks and the {D:,} x k components, 8 bytes each). "
-                "Pass an int n_components to choose d yourself",
+                f"would take over threshold_memory = {threshold_memory / 2**30:g} GiB of "
+                f"driver memory (three {Da:,} x (k + {extra}) blocks and the {D:,} x k "
+                "components, 8 bytes each). Raise threshold_memory, or pass an int "
+                "n_components to choose d yourself",
                 RuntimeWarning, stacklevel=2)
             cap = fits
         res, rounds = threshold_rounds(solve, float(n_components), cap)
