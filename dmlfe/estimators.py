@@ -63,8 +63,9 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     ``converged_``, ``max_residual_`` (the largest ||A p_i - lambda_i p_i|| / |lambda_i|
     of the d components where the solver measured it -- the matrix-free route, whose
     ``tol`` is relative to the largest eigenvalue, so that ``converged_`` may hold while
-    components far below it are looser; None for the dense, dual and relation solves,
-    whose pairs meet their tolerance against their own eigenvalue),
+    components far below it are looser -- a RuntimeWarning then says so when one is above
+    ``dmlfe.solvers.matrix_free.LOOSE_RESIDUAL`` = 1 %; None for the dense, dual and
+    relation solves, whose pairs meet their tolerance against their own eigenvalue),
     ``regularization_``, ``n_features_in_``, ``n_genuine_``,
     ``n_samples_``, ``method_params_`` and ``training_store_`` (the training store's
     :meth:`dmlfe.store.Store.provenance`; None when X was not a store path),
