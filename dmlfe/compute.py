@@ -402,27 +402,40 @@ def used_columns(xb: Any) -> tuple[np.ndarray, Any]:
 class SelectColumns:
     """A :data:`BlockFn` keeping the given columns of every row block, renumbered 0..m-1.
 
-    For a matrix whose other columns are empty (every entry of a sparse block must lie
-    in ``columns``; a ValueError says otherwise). Picklable, so it ships to workers.
+    For a matrix whose other columns are empty: every entry of a sparse block must lie
+    in ``columns`` (a ValueError says otherwise) -- unless ``drop_others``, which drops
+    the entries of the other columns (new documents projected on components that are
+    zero there). Picklable, so it ships to workers.
     """
 
-    def __init__(self, columns: np.ndarray, n_features: int) -> None:
+    def __init__(self, columns: np.ndarray, n_features: int, drop_others: bool = False
+                 ) -> None:
         self.columns = np.asarray(columns, dtype=np.int64)
         self.n_features = int(n_features)
+        self.drop_others = bool(drop_others)
 
     def __call__(self, xb: Any) -> Any:
         if not sp.issparse(xb):
             return np.asarray(xb)[:, self.columns]
         xb = sp.csr_matrix(xb)
         pos = np.searchsorted(self.columns, xb.indices)
-        if pos.size and (pos.max() >= self.columns.size
-                         or np.any(self.columns[pos] != xb.indices)):
+        inside = pos < self.columns.size
+        inside[inside] = self.columns[pos[inside]] == xb.indices[inside]
+        if inside.all():
+            return sp.csr_matrix((xb.data, pos, xb.indptr),
+                                 shape=(xb.shape[0], self.columns.size))
+        if not self.drop_others:
             raise ValueError("a row block has entries in columns the statistics found empty: "
                              "the statistics do not describe this X (recompute them)")
-        return sp.csr_matrix((xb.data, pos, xb.indptr), shape=(xb.shape[0], self.columns.size))
+        rows = np.repeat(np.arange(xb.shape[0]), np.diff(xb.indptr))[inside]
+        indptr = np.zeros(xb.shape[0] + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=xb.shape[0]), out=indptr[1:])
+        return sp.csr_matrix((xb.data[inside], pos[inside], indptr),
+                             shape=(xb.shape[0], self.columns.size))
 
     def __dask_tokenize__(self) -> Any:
-        return ("dmlfe.SelectColumns", self.n_features, tokenize(self.columns))
+        return ("dmlfe.SelectColumns", self.n_features, self.drop_others,
+                tokenize(self.columns))
 
 
 def add_column_parts(*parts: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

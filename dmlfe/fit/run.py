@@ -35,12 +35,16 @@ from dmlfe.stats.sufficient import SufficientStats
 
 @dataclass
 class FittedProjection:
-    """The outcome of a fit; each field is the estimator attribute ``<field>_``.
+    """The outcome of a fit; each field is the estimator attribute ``<field>_``, except
+    ``components`` and ``component_columns``, which the estimator keeps as they are and
+    shows as ``components_`` (d x D; built on first use when the components are kept on
+    the used columns only).
 
     See :class:`dmlfe.estimators.MultiLabelProjection` for their meaning.
     """
 
     components: np.ndarray
+    component_columns: np.ndarray | None
     eigenvalues: np.ndarray
     n_components: int
     mean: np.ndarray
@@ -63,9 +67,13 @@ class FittedProjection:
     training_store: dict[str, Any] | None
 
     def attributes(self) -> dict[str, Any]:
-        """``{name_: value}`` for every field (shallow: arrays and maps are not copied)."""
+        """``{name_: value}`` for every field (shallow: arrays and maps are not copied);
+        the components as ``_components`` and ``_component_columns`` (see
+        :meth:`dmlfe.estimators.MultiLabelProjection.components_`)."""
         # dataclasses.asdict would deep-copy every array (0.8 GB of components at 2^20)
-        return {f"{f.name}_": getattr(self, f.name) for f in fields(self)}
+        kept = ("components", "component_columns")
+        out = {f"{f.name}_": getattr(self, f.name) for f in fields(self) if f.name not in kept}
+        return {**out, **{f"_{name}": getattr(self, name) for name in kept}}
 
 
 def label_gram(Y: Any, client: Any = None) -> np.ndarray:
@@ -140,11 +148,14 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
                      build_reduced=build_reduced, max_components=plan.limits.max_components,
                      random_state=plan.random_state)
     del G
-    comps = transpose_product(data.X, sol.alpha, client=client, progress=progress)
+    # P = X^T alpha is zero on the columns no document uses: only the others are formed
+    columns = stats.used_columns()
+    comps = transpose_product(data.X, sol.alpha, columns=columns, client=client,
+                              progress=progress)
     res = EigenResult(components=flip_signs_inplace(comps), eigenvalues=sol.eigenvalues,
                       n_components=sol.n_components, n_genuine=sol.n_genuine,
                       solver=sol.solver, regularization=sol.regularization, n_passes=2,
-                      converged=sol.converged, trace=sol.trace)
+                      converged=sol.converged, trace=sol.trace, columns=columns)
     return res, dict(built[0].params)
 
 
@@ -162,7 +173,7 @@ def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: Sufficie
                                  threshold_memory=plan.limits.threshold_memory, solver=plan.solver,
                                  client=client, random_state=plan.random_state, stats=stats,
                                  block_fn=None if rmap is None else ship(rmap, data.X),
-                                 **options)
+                                 compact=True, **options)
     return solve_dense(template, plan.n_components, max_components=plan.limits.max_components,
                        random_state=plan.random_state)
 
@@ -213,7 +224,7 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
     # are the float64 ones rounded); the float64 one goes with res when this returns
     components = np.ascontiguousarray(res.components, dtype=np.dtype(components_dtype)).T
     return FittedProjection(
-        components=components,
+        components=components, component_columns=res.columns,
         eigenvalues=np.asarray(res.eigenvalues, dtype=np.float64),
         n_components=int(res.n_components), centred=bool(centred),
         mean=stats.mean_x if centred else np.zeros(stats.n_features),

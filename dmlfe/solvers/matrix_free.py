@@ -642,28 +642,19 @@ def threshold_memory_cap(n_used: int, n_features: int, n_oversamples: int,
 LOOSE_RESIDUAL = 1e-2
 
 
-#: Leave out the empty columns when at most this fraction of D is used (below it the
-#: D x k blocks of the solver shrink enough to pay for the renumbering of every block).
-USED_COLUMNS_FRACTION = 0.9
-
-
 def _used_columns(stats: SufficientStats | None, block_fn: BlockFn | None,
                   lowrank: np.ndarray | None, D: int) -> np.ndarray | None:
-    """The columns of X some document uses, when leaving the others out is exact and pays.
-
-    An empty column is a zero row and column of Xc^T Xc (its mean is 0 too) and a zero
-    row of L = Xc^T Yc', so every eigenvector of a nonzero eigenvalue vanishes there.
-    """
-    if stats is None or stats.sumsq_x is None or block_fn is not None:
+    """The columns of X some document uses, when leaving the others out is exact and pays
+    (:meth:`~dmlfe.stats.sufficient.SufficientStats.used_columns`; L = Xc^T Yc' has zero
+    rows there too, which is checked, as ``lowrank`` may come from elsewhere)."""
+    if stats is None or block_fn is not None or stats.n_features != D:
         return None
-    if stats.sumsq_x.shape[0] != D:
-        return None
-    used = stats.sumsq_x > 0
-    if used.sum() > USED_COLUMNS_FRACTION * D or not used.any():
-        return None
-    if lowrank is not None and np.any(lowrank[~used]):
-        return None
-    return np.flatnonzero(used)
+    cols = stats.used_columns()
+    if cols is None or lowrank is None:
+        return cols
+    used = np.zeros(lowrank.shape[0], dtype=bool)
+    used[cols] = True
+    return None if np.any(lowrank[~used]) else cols
 
 
 def solve_matrix_free(
@@ -678,6 +669,7 @@ def solve_matrix_free(
     block_fn: BlockFn | None = None,
     random_state: int = 0,
     stats: SufficientStats | None = None,
+    compact: bool = False,
     **solver_options: Any,
 ) -> EigenResult:
     """Solve a trace template in operator form by passes over X, and choose d.
@@ -718,7 +710,11 @@ def solve_matrix_free(
         Seed of the solver's starting vectors.
     stats : SufficientStats, optional
         The statistics of X; when given, the first pass is cross-checked
-        against them.
+        against them, and the columns they find empty are left out of the solve
+        (:meth:`~dmlfe.stats.sufficient.SufficientStats.used_columns`).
+    compact : bool
+        Return the components on the used columns only (``columns`` of the result says
+        which; the other rows are exactly zero) instead of all D rows.
     **solver_options
         Passed to the solver (:func:`randomized_eigsh`: n_oversamples, n_iter, tol,
         max_passes).
@@ -796,7 +792,9 @@ def solve_matrix_free(
         res, rounds = threshold_rounds(solve, float(n_components), cap)
         res.info = {**(res.info or {}), "rounds": rounds}
         res.n_passes = passes
-    if cols is not None:
+    if cols is not None and compact:
+        res.columns = cols
+    elif cols is not None:
         full = np.zeros((D, res.components.shape[1]))
         full[cols] = res.components
         res.components = full

@@ -126,6 +126,10 @@ class EigenResult:
         computed (it is the denominator of a threshold n_components then).
     info : dict
         Solver details (block width, tolerance, seed, ...).
+    columns : ndarray or None
+        None: ``components`` has all D rows. Otherwise the sorted columns of X (of D)
+        that its rows are; the components are exactly zero on the others (columns no
+        document of the fit uses: the dual and matrix-free routes leave them out).
     """
 
     components: np.ndarray
@@ -139,6 +143,7 @@ class EigenResult:
     residuals: np.ndarray | None = None
     trace: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    columns: np.ndarray | None = None
 
     def max_own_residual(self) -> float | None:
         """max ||A p_i - lambda_i p_i|| / |lambda_i| over the n_components kept, where

@@ -22,6 +22,7 @@ import scipy.sparse as sp
 from dask import delayed
 
 from dmlfe.compute import (
+    SelectColumns,
     check_row_blocks,
     driver_threads,
     in_threads,
@@ -159,8 +160,8 @@ def _add_xt_alpha(out: np.ndarray, xb: Any, ab: np.ndarray) -> None:
     out[cols] += narrow.tocsc().T @ ab
 
 
-def transpose_product(X: Any, alpha: np.ndarray, *, client: Any = None,
-                      progress: bool = False) -> np.ndarray:
+def transpose_product(X: Any, alpha: np.ndarray, *, columns: np.ndarray | None = None,
+                      client: Any = None, progress: bool = False) -> np.ndarray:
     """P = X^T alpha, shape (D, d), C order: one pass over the row blocks of X.
 
     The row blocks come to the driver one at a time, in order (:func:`dmlfe.compute.run`
@@ -169,11 +170,18 @@ def transpose_product(X: Any, alpha: np.ndarray, *, client: Any = None,
     more on R10 at 2^20 with d = 100 (0.69 GB of partials against 24 MB of X), and
     summing those partials on the workers made one more array of the union of their
     columns at each level of the tree. Only one block is held at a time.
+
+    ``columns``: the sorted columns of X that hold every non-zero
+    (:meth:`~dmlfe.stats.sufficient.SufficientStats.used_columns`); P then has only
+    their rows, (len(columns), d), the others being zero (R10 at 2^20, d = 100: 446 MB
+    instead of 838 MB, written in 0.12-0.15 s against 0.44-1.1 s in a fresh process).
     """
     alpha = np.asarray(alpha, dtype=np.float64)
-    out = np.zeros((int(X.shape[1]), alpha.shape[1]))
+    select = None if columns is None else SelectColumns(columns, int(X.shape[1]))
+    rows = int(X.shape[1]) if select is None else int(select.columns.size)
+    out = np.zeros((rows, alpha.shape[1]))
     if not is_dask(X):
-        _add_xt_alpha(out, X, alpha)
+        _add_xt_alpha(out, X if select is None else select(to_float_block(X)), alpha)
         return out
     X = check_row_blocks(X)
     bounds = np.cumsum((0, *X.chunks[0]))
@@ -181,6 +189,8 @@ def transpose_product(X: Any, alpha: np.ndarray, *, client: Any = None,
 
     def add(xb: Any) -> None:
         i = next(index)
+        if select is not None:
+            xb = select(to_float_block(xb))
         _add_xt_alpha(out, xb, alpha[bounds[i]:bounds[i + 1]])
 
     run(*X.to_delayed().ravel(), desc="map-back pass", progress=progress, client=client,

@@ -16,6 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+#: Leave out the columns that are empty in the fit data (the solver's blocks and the
+#: stored components) when at most this fraction of D is used: below it the D x k arrays
+#: shrink enough to pay for renumbering the columns of every row block.
+USED_COLUMNS_FRACTION = 0.9
+
 
 @dataclass
 class SufficientStats:
@@ -95,6 +100,23 @@ class SufficientStats:
                 "need_xtx=True (only possible when D is below the dense-scatter limit)"
             )
         return self.xtx - np.outer(self.sum_x, self.sum_x) / self.n
+
+    def used_columns(self, max_fraction: float = USED_COLUMNS_FRACTION) -> np.ndarray | None:
+        """Sorted indices of the columns some document uses (``sumsq_x > 0``), or None.
+
+        None when that is more than ``max_fraction`` of D (leaving the rest out would
+        not pay), when no column is used, or when ``sumsq_x`` is unknown (statistics
+        cached by an older dmlfe). An empty column is a zero row and column of every
+        scatter of X, centred or not (its mean is 0), and a zero row of X^T Y: every
+        component of a non-zero eigenvalue vanishes there, exactly.
+        """
+        if self.sumsq_x is None or self.sumsq_x.shape[0] != self.n_features:
+            return None
+        used = self.sumsq_x > 0
+        count = int(used.sum())
+        if count == 0 or count > max_fraction * self.n_features:
+            return None
+        return np.flatnonzero(used)
 
     def merge(self, other: SufficientStats) -> SufficientStats:
         """Statistics of the union of two disjoint document sets."""
