@@ -40,6 +40,7 @@ from dmlfe.model_files import save_model
 from dmlfe.params import Param, validate
 from dmlfe.projection import project, project_block, projection_operands
 from dmlfe.relation import ship
+from dmlfe.solvers.result import expand_rows
 from dmlfe.store import open_store
 from dmlfe.validation import checked_matrix
 
@@ -115,10 +116,8 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
             raise AttributeError(f"{type(self).__name__} has no components_ (not fitted)")
         columns = state.get("_component_columns")
         if columns is not None:
-            kept = state["_components"]
             # (D, d) in C order, as a fit leaves it, so that the transpose is F-ordered
-            full = np.zeros((int(self.n_features_in_), kept.shape[0]), dtype=kept.dtype)
-            full[columns] = kept.T
+            full = expand_rows(state["_components"].T, columns, int(self.n_features_in_))
             state["_components"], state["_component_columns"] = full.T, None
         return state["_components"]
 

@@ -74,7 +74,7 @@ from dmlfe.solvers.dimension import (
     threshold_rounds,
 )
 from dmlfe.solvers.partial import block_krylov_eigh, orthonormalize
-from dmlfe.solvers.result import EigenResult, flip_signs, flip_signs_inplace
+from dmlfe.solvers.result import EigenResult, expand_rows, flip_signs, flip_signs_inplace
 from dmlfe.stats.gram import add_sparse_product
 from dmlfe.stats.sufficient import SufficientStats
 
@@ -795,9 +795,7 @@ def solve_matrix_free(
     if cols is not None and compact:
         res.columns = cols
     elif cols is not None:
-        full = np.zeros((D, res.components.shape[1]))
-        full[cols] = res.components
-        res.components = full
+        res.components = expand_rows(res.components, cols, D)
     if not res.converged:
         warnings.warn(
             f"{template.method}: the {res.solver} solver stopped after {res.n_passes} passes "

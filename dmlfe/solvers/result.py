@@ -57,6 +57,15 @@ def _column_extremes(V: np.ndarray, r0: int, r1: int, rows: int
     return best, signs
 
 
+def expand_rows(kept: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
+    """The (n_rows, d) C-ordered array, in ``kept``'s dtype, whose rows ``rows`` are
+    ``kept`` (len(rows) x d) and whose other rows are zero: components kept on the used
+    columns (:attr:`EigenResult.columns`) made whole."""
+    full = np.zeros((int(n_rows), kept.shape[1]), dtype=kept.dtype)
+    full[rows] = kept
+    return full
+
+
 def flip_signs_inplace(V: np.ndarray, rows: int = 1 << 13) -> np.ndarray:
     """:func:`flip_signs` of a D x k float64 V in place (0.8 GB at D = 2^20, k = 100).
 
