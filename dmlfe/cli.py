@@ -598,9 +598,10 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--max-dual-samples", type=_positive_int, default=None,
                     help="largest n for the dual route (an n x n Gram; default 12000)")
     pf.add_argument("--max-gather-bytes", type=int, default=None,
-                    help="dual route on a store: read X to the driver when its sparse "
-                         "arrays are at most this size and the cluster has no more "
-                         "threads than the driver (default 2**30; 0: never)")
+                    help="dual route, and relation route with a dense p x p solve, on a "
+                         "store: read X to the driver when its sparse arrays are at most "
+                         "this size and the cluster has no more threads than the driver "
+                         "(default 2**30; 0: never)")
     pf.add_argument("--n-oversamples", type=int, default=None,
                     help="matrix-free solver: extra block columns (default 10)")
     pf.add_argument("--n-iter", type=_positive_int, default=None,

@@ -58,3 +58,19 @@ def test_profile_errors(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="not both"):
         with get_client(scheduler="tcp://127.0.0.1:1", cluster="local"):
             pass
+
+
+def test_modules_of_worker_tasks_do_not_import_scikit_learn():
+    """A fresh worker imports the modules of the tasks it unpickles: scikit-learn costs
+    about 1 s there (a store fit on a new LocalCluster paid it before its first block)."""
+    import subprocess
+    import sys
+
+    modules = ("dmlfe.relation.features", "dmlfe.relation.prototypes", "dmlfe.stats.pass_",
+               "dmlfe.stats.gram", "dmlfe.solvers.matrix_free", "dmlfe.store.reader",
+               "dmlfe.projection")
+    code = (f"import sys; import {', '.join(modules)}; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 import scipy.sparse as sp
-from conftest import labels_dask, sparse_dask
+from conftest import labels_dask, scheduler_graphs, sparse_dask, write_store
 
 from dmlfe.cli import main
 from dmlfe.estimators import CCA, MDDM, MVMD, OPLS, PCA, KernelMDDM, make_estimator
@@ -315,3 +315,61 @@ def test_cli_relation_route(tmp_path, cluster_client, capsys):
     X_all = sp.vstack([b for b in (s.X.blocks[i].compute(scheduler="sync")
                                    for i in range(s.X.numblocks[0]))]).tocsr()
     np.testing.assert_allclose(Z, ref.transform(X_all), rtol=1e-8, atol=1e-10)
+
+
+# --------------------------------------------------------------------------- store fits
+def _relation_fit(method, X, Y, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return make_estimator(method, n_components=3, route="relation", n_prototypes=30,
+                              prototype_selection="random", random_state=4, **kw).fit(X, Y)
+
+
+@pytest.mark.parametrize("how", ["passes", "gathered", "cluster-wider", "too-big",
+                                 "matrix-free"])
+@pytest.mark.parametrize("method", ["cca", "pca"])
+def test_relation_on_store_and_cluster_equals_in_memory(tmp_path, cluster_client, monkeypatch,
+                                                        how, method):
+    X, Y = _data(n=90, D=300, seed=6, density=0.05)
+    store = tmp_path / "s.zarr"
+    write_store(store, X, Y, ["train"] * X.shape[0], chunk_rows=17)
+    kw = {"max_dense_features": 20, "solver": "randomized", "n_iter": 6} \
+        if how == "matrix-free" else {}
+    if how == "matrix-free" and method == "cca":
+        pytest.skip("CCA has no matrix-free solver")
+    mem = _relation_fit(method, X, Y, **kw)
+    # the cluster has 2 threads: the driver reads X itself when it has as many, X's 12
+    # bytes per value (+ 8 per row) fit in max_gather_bytes and the p x p solve is dense
+    monkeypatch.setenv("DMLFE_DRIVER_THREADS", "1" if how == "cluster-wider" else "2")
+    limit = {"passes": 0, "too-big": 12 * X.nnz + 8 * 91 - 1}.get(how, 2**30)
+    graphs = scheduler_graphs(cluster_client)
+    on_store = _relation_fit(method, str(store), None, client=cluster_client, cache=False,
+                             max_gather_bytes=limit, **kw)
+    graphs = scheduler_graphs(cluster_client) - graphs
+    np.testing.assert_array_equal(on_store.prototype_indices_, mem.prototype_indices_)
+    np.testing.assert_allclose(on_store.eigenvalues_[:3], mem.eigenvalues_[:3], rtol=1e-10)
+    np.testing.assert_allclose(on_store.components_, mem.components_, atol=1e-10)
+    assert on_store.solver_.startswith("randomized") == (how == "matrix-free")
+    gathered = "read by the driver" in on_store.route_reason_
+    assert gathered == (how == "gathered")
+    if gathered:  # X and Y read once by the driver's threads; nothing reaches the cluster
+        assert graphs == 0
+        assert "30 x 30 partial per row block" in on_store.route_reason_
+        assert on_store.n_passes_ == 2  # the read and the statistics (in memory)
+    else:  # the prototypes' rows, the statistics (and the solver's passes) on the cluster
+        assert graphs >= 2
+
+
+def test_relation_read_to_the_driver_shares_the_statistics_cache(tmp_path, cluster_client,
+                                                                 monkeypatch):
+    X, Y = _data(n=90, D=300, seed=6, density=0.05)
+    store = tmp_path / "s.zarr"
+    write_store(store, X, Y, ["train"] * X.shape[0], chunk_rows=17)
+    monkeypatch.setenv("DMLFE_DRIVER_THREADS", "2")
+    # the same prototypes (global row indices), so the same cache key either way
+    first = _relation_fit("cca", str(store), None, client=cluster_client)
+    again = _relation_fit("cca", str(store), None, client=cluster_client, max_gather_bytes=0)
+    assert "read by the driver" in first.route_reason_
+    assert "read by the driver" not in again.route_reason_
+    assert [first.stats_from_cache_, again.stats_from_cache_] == [False, True]
+    np.testing.assert_allclose(again.eigenvalues_[:3], first.eigenvalues_[:3], rtol=1e-12)

@@ -416,3 +416,37 @@ def test_real_store_split_and_sibling_cache(tmp_path):
     full = load_or_compute_stats(path)
     assert_stats(full, X, Y, with_xtx=False)
     assert open_store(path).n_docs == 90
+
+
+class _WideMap:
+    """A block map to dense rows of ``width`` columns that records each block's rows."""
+
+    def __init__(self, width: int, D: int) -> None:
+        self.W = np.random.default_rng(3).standard_normal((D, width))
+        self.rows: list[int] = []
+
+    def __call__(self, xb):
+        self.rows.append(xb.shape[0])
+        return np.asarray(xb @ self.W)
+
+
+def test_in_memory_slices_of_a_wide_block_map_stay_small(monkeypatch):
+    import dmlfe.stats.pass_ as pass_
+
+    rng = np.random.default_rng(0)
+    X = sp.random(1000, 40, density=0.2, random_state=1, format="csr")
+    Y = (rng.uniform(size=(1000, 3)) < 0.4).astype(np.uint8)
+    width = 50
+    # a slice's dense output may take 8 * 50 * 100 bytes: 100 rows at a time
+    monkeypatch.setattr(pass_, "IN_MEMORY_BLOCK_BYTES", 8 * width * 100)
+    fn = _WideMap(width, 40)
+    got = compute_stats(X, Y, need_xtx=True, block_fn=fn)
+    assert max(fn.rows) == 100 and sum(fn.rows[1:]) == 1000  # (the first: the width probe)
+    R = X @ fn.W
+    np.testing.assert_allclose(got.xtx, R.T @ R, rtol=1e-12)
+    np.testing.assert_allclose(got.sum_x, R.sum(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(got.xty, R.T @ Y, rtol=1e-12)
+    # at least 64 rows, at most IN_MEMORY_ROWS; a map that cannot be probed: 4,096
+    assert pass_.slice_rows(10**9, 8) == 64
+    assert pass_.slice_rows(1, 2**40) == pass_.IN_MEMORY_ROWS
+    assert pass_.slice_rows(None, 2**27) == 4096

@@ -60,17 +60,21 @@ class FitData:
         return FitData(view.X, view.Y, view)
 
 
-def gather_reason(data: FitData, client: Any, max_bytes: int) -> str | None:
-    """Why the dual route reads X to the driver instead of its Gram and map-back passes,
+def gather_reason(data: FitData, client: Any, max_bytes: int,
+                  n_prototypes: int | None = None) -> str | None:
+    """Why the fit reads X to the driver instead of running its passes on the cluster,
     or None to keep the passes.
 
-    Only for a store (whose non-zero count is known without a pass) whose sparse arrays
-    (12 bytes per stored value and 8 per row) fit in ``max_bytes``, when the cluster has
-    no more threads than the driver's own sparse products use
-    (:func:`dmlfe.compute.driver_threads`): the tiles of the Gram would then be computed
-    with no more parallelism than on the driver, and each would still have to travel
-    there (8 n^2 bytes in all, against X's bytes read once). The driver holds the n x n
-    Gram on this route anyway; X beside it is what the in-memory fit holds.
+    For the dual route (the Gram and map-back passes) and, given ``n_prototypes``, the
+    relation route with its dense p x p solve (the relation features and their
+    statistics). Only for a store (whose non-zero count is known without a pass) whose
+    sparse arrays (12 bytes per stored value and 8 per row) fit in ``max_bytes``, when
+    the cluster has no more threads than the driver's own products use
+    (:func:`dmlfe.compute.driver_threads`): the blocks would then be computed with no
+    more parallelism than on the driver, and each result would still have to travel
+    there (the dual route's 8 n^2 bytes of Gram tiles; the relation route's p x p
+    partial per row block), against X's bytes read once. The driver holds the n x n
+    Gram or p x p statistics anyway; X beside it is what the in-memory fit holds.
     """
     if data.store is None or max_bytes <= 0:
         return None
@@ -82,9 +86,15 @@ def gather_reason(data: FitData, client: Any, max_bytes: int) -> str | None:
     if nbytes > max_bytes:
         return None
     where = "dask's local scheduler" if workers is None else f"the cluster's {workers} threads"
+    if n_prototypes is None:
+        ran, sent = "the Gram, solve and map back", f"{8 * n * n / 2**20:.0f} MiB of Gram tiles"
+    else:
+        ran = "the relation features, their statistics and the solve"
+        sent = (f"a {n_prototypes:,} x {n_prototypes:,} partial per row block "
+                f"({8 * n_prototypes ** 2 / 2**20:.0f} MiB each)")
     return (f"X ({nbytes / 2**20:.1f} MiB <= max_gather_bytes) was read by the driver in one "
-            f"pass and the Gram, solve and map back ran there ({own} threads; "
-            f"{where} would add only the transfer of {8 * n * n / 2**20:.0f} MiB of Gram tiles)")
+            f"pass and {ran} ran there ({own} threads; {where} would add only the transfer "
+            f"of {sent})")
 
 
 def is_path(X: Any) -> bool:

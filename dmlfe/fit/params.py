@@ -49,12 +49,14 @@ COMMON: tuple[Param, ...] = (
           "int, default 12000\n    Largest n for the dual route (an n x n Gram on the driver, "
           "n^2 x 8 bytes;\n    about 3 such matrices at once: 3.5 GB at the default)."),
     Param("max_gather_bytes", 2**30, interval(0, None, integer=True),
-          "int, default 2**30\n    Dual route on a store: when X's sparse arrays (12 bytes per "
-          "stored value)\n    are at most this size and the cluster has no more threads than "
-          "the driver\n    (dmlfe.compute.driver_threads), the driver reads X itself in one pass "
-          "and the\n    Gram, solve and map back run there: the cluster would add only "
-          "transfers\n    (R10 at 2^20: 22 MiB of X against 321 MiB of Gram tiles). 0: always "
-          "the\n    distributed Gram and map-back passes."),
+          "int, default 2**30\n    Dual route, and relation route with a dense p x p solve, on "
+          "a store: when X's\n    sparse arrays (12 bytes per stored value) are at most this "
+          "size and the cluster\n    has no more threads than the driver "
+          "(dmlfe.compute.driver_threads), the driver\n    reads X itself in one pass and the "
+          "Gram, solve and map back (or the relation\n    features, their statistics and the "
+          "solve) run there: the cluster would add only\n    transfers (R10 at 2^20: 22 MiB of X "
+          "against 321 MiB of Gram tiles, or a 31 MiB\n    partial per row block at p = 2,000). "
+          "0: always the distributed passes."),
     Param("max_components", 500, interval(1, None, integer=True),
           "int, default 500\n    Matrix-free path with a threshold: most eigenpairs computed."),
     Param("threshold_memory", 2**32, interval(1, None, integer=True),

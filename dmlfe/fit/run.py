@@ -1,7 +1,10 @@
 """Carry out a :class:`~dmlfe.fit.plan.FitPlan`: statistics -> template -> solve.
 
-Hop by hop: the relation map (relation route only: prototypes chosen and gathered, the
-store view re-blocked so that dense relation blocks stay small) -> the statistics, from
+Hop by hop: a store read to the driver when a small cluster would add only transfers
+(:func:`dmlfe.fit.data.gather_reason`: the dual route, and the relation route with a
+dense p x p solve) -> the relation map (relation route only: prototypes chosen and
+gathered, a store view still on the cluster re-blocked so that dense relation blocks
+stay small) -> the statistics, from
 the cache beside the store or from one distributed pass -> the method's trace template
 (its builder, :mod:`dmlfe.methods`) -> the dense, thin-SVD or matrix-free eigensolver
 (:mod:`dmlfe.solvers`) -> a :class:`FittedProjection`, whose fields are the estimator's
@@ -31,6 +34,9 @@ from dmlfe.stats.cache import load_or_compute_stats
 from dmlfe.stats.gram import gram_matrix, transpose_product
 from dmlfe.stats.pass_ import compute_stats
 from dmlfe.stats.sufficient import SufficientStats
+
+#: The solvers that make passes over X (or R) of their own.
+MATRIX_FREE = ("randomized", "lanczos")
 
 
 @dataclass
@@ -166,7 +172,7 @@ def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: Sufficie
     On the relation route the matrix-free passes map every row block to its relation
     features first (``rmap``), so R is never held whole.
     """
-    if plan.solver in ("randomized", "lanczos"):
+    if plan.solver in MATRIX_FREE:
         options = plan.solver_options if plan.solver == "randomized" else {}
         return solve_matrix_free(template, data.X, plan.n_components,
                                  max_components=plan.limits.max_components,
@@ -187,21 +193,23 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
     """
     rmap, proto_idx, relation = None, None, None
     n_features_in = int(data.X.shape[1])
+    gather_note = None
+    if plan.route == "dual" or (plan.relation is not None and plan.solver not in MATRIX_FREE):
+        # not with a matrix-free solve on R: in memory, it holds the n x p features whole
+        gather_note = gather_reason(data, client, plan.limits.max_gather_bytes,
+                                    None if plan.relation is None else plan.relation.n_prototypes)
+        if gather_note is not None:
+            data = data.gathered(progress)
     if plan.relation is not None:
         r = plan.relation
         rmap, proto_idx = build_relation_map(
             data.X, data.Y, n_prototypes=r.n_prototypes, selection=r.selection,
             similarity_name=r.similarity, tau=r.tau, n_neighbors=r.n_neighbors,
             random_state=r.random_state, client=client)
-        if data.store is not None:
+        if data.store is not None and is_dask(data.X):
             data = data.reblocked(relation_block_rows(rmap.n_prototypes, data.store.chunk_rows))
         relation = {**rmap.params(), "prototype_selection": r.selection,
                     "random_state": r.random_state}
-    gather_note = None
-    if plan.route == "dual":
-        gather_note = gather_reason(data, client, plan.limits.max_gather_bytes)
-        if gather_note is not None:
-            data = data.gathered(progress)
     if plan.spec.needs_graph:  # graph methods: labels + K-NN graph -> one products pass
         stats, template, data_passes = graph_fit(
             plan.spec, plan.params, data.X, data.Y, data.store, rmap,

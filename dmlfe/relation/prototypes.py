@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from dask import delayed
-from sklearn.cluster import kmeans_plusplus
 
 from dmlfe.compute import compute_one, is_dask
 
@@ -105,6 +104,10 @@ def _kmeanspp(X: Any, n: int, p: int, rng: np.random.Generator, seed: int,
     else:
         pool = np.sort(rng.choice(n, size=max(pool_size, p), replace=False))
     Xp = gather_rows(X, pool, client)
+    # imported here: sklearn.cluster costs ~1 s to import, paid by every fresh worker that
+    # unpickles a task from this module (gather_rows runs on the workers)
+    from sklearn.cluster import kmeans_plusplus
+
     _, picked = kmeans_plusplus(Xp, n_clusters=p, random_state=seed, n_local_trials=1)
     picked = np.unique(np.asarray(picked, dtype=np.int64))
     if picked.size < p:

@@ -43,6 +43,9 @@ from dmlfe.stats.sufficient import SufficientStats
 
 #: Rows per slice when an in-memory X is reduced on the driver.
 IN_MEMORY_ROWS = 65_536
+#: ... and fewer when ``block_fn`` makes dense rows: a slice's output stays about this
+#: size (relation features at p = 20,000 would be 10 GB per 65,536 rows).
+IN_MEMORY_BLOCK_BYTES = 2**27
 
 #: A sparse partial is densified once its CSR storage (~12 bytes per stored
 #: value) would exceed this fraction of the dense float64 array.
@@ -291,9 +294,12 @@ def compute_stats(
             )
 
     if not is_dask(X):
+        rows = IN_MEMORY_ROWS
+        if block_fn is not None:
+            rows = slice_rows(n_out, IN_MEMORY_BLOCK_BYTES)
         return _compute_in_memory(
-            X, Y, row_mask, need_xtx, block_fn, max_dense_features, label_fn, need_xtwx,
-            need_xty
+            X, Y, row_mask, rows, need_xtx, block_fn, max_dense_features, label_fn,
+            need_xtwx, need_xty
         )
 
     x_blocks = X.to_delayed().ravel()
@@ -322,10 +328,20 @@ def compute_stats(
                                  desc="statistics pass"))
 
 
+def slice_rows(width: int | None, max_bytes: int) -> int:
+    """Rows of an in-memory slice whose dense float64 output of ``width`` columns stays
+    within ``max_bytes`` (at least 64, at most :data:`IN_MEMORY_ROWS`; 4,096 when the
+    width is unknown, a map that could not be probed on an empty block)."""
+    if width is None:
+        return 4096
+    return max(64, min(IN_MEMORY_ROWS, max_bytes // (8 * max(int(width), 1))))
+
+
 def _compute_in_memory(
     X: Any,
     Y: Any,
     row_mask: Any,
+    slice_size: int,
     *block_args: Any,
 ) -> SufficientStats:
     if sp.issparse(X):
@@ -337,8 +353,8 @@ def _compute_in_memory(
     acc: dict[str, Any] | None = None
     n = X.shape[0]
     # Row slices bound the memory of block_fn's output and of dense Y blocks.
-    for start in range(0, max(n, 1), IN_MEMORY_ROWS):
-        stop = min(start + IN_MEMORY_ROWS, n)
+    for start in range(0, max(n, 1), slice_size):
+        stop = min(start + slice_size, n)
         mb = None if mask is None else mask[start:stop]
         part = _block_partial(X[start:stop], Y[start:stop], mb, *block_args)
         acc = part if acc is None else _combine(acc, part)
