@@ -132,6 +132,12 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
                 "_components": state["components_"], "_component_columns": None}
         super().__setstate__(state)
 
+    def _keep_components(self, components: np.ndarray, columns: np.ndarray | None) -> None:
+        """Keep the components as a fit or a saved model holds them (see
+        :meth:`_kept_components`)."""
+        self.__dict__["_components"] = components
+        self.__dict__["_component_columns"] = columns
+
     def _kept_components(self) -> tuple[np.ndarray, np.ndarray | None]:
         """(components, columns) as kept: d x D and None, or d x len(columns) and the
         sorted columns of D they are (zero elsewhere)."""

@@ -8,8 +8,12 @@ A saved model is a directory::
                       ``client``), the fitted scalars (n_components_, solver_, ...)
                       and, when fitted from a store, the training provenance
       arrays.npz   -- components_ (float64, or float32 for a model fitted with
-                      components_dtype="float32"), eigenvalues_, mean_ (float64)
-                      and any array-valued
+                      components_dtype="float32"), eigenvalues_, mean_ (float64);
+                      since format version 2, when the fit kept its components on
+                      the columns some training document uses, components_ holds
+                      those columns only and component_columns names them (the
+                      others are zero: R10 at 2^20, d = 100, 446 MB instead of
+                      838 MB); and any array-valued
                       parameter (e.g. an explicit MDDM label kernel); for the relation
                       route also the prototypes as CSR parts
                       (relation.prototypes.data / .indices / .indptr), their training
@@ -22,10 +26,10 @@ selection, seed) are the fitted scalar ``relation_`` in model.json, next to
 
 Every key of model.json and every array of arrays.npz is declared once, below
 (:data:`META_SCHEMA`, :data:`FITTED_SCHEMA`, :data:`RELATION_SCHEMA`,
-:data:`TRAINING_STORE_SCHEMA`; :data:`ARRAY_SCHEMA`, :data:`RELATION_ARRAY_SCHEMA`,
-:data:`PARAM_ARRAY`): its JSON type or dtype kind, its range or shape, and, for a key
-that models written before it existed lack, the value such models load with.
-:func:`check_model` checks a model against it, both before it is written
+:data:`TRAINING_STORE_SCHEMA`; :data:`ARRAY_SCHEMA`, :data:`COLUMNS_SPEC`,
+:data:`RELATION_ARRAY_SCHEMA`, :data:`PARAM_ARRAY`): its JSON type or dtype kind, its
+range or shape, and, for a key that models written before it existed lack, the value
+such models load with. :func:`check_model` checks a model against it, both before it is written
 (:func:`save_model`) and when it is read (:func:`read_model_files`); the constructor
 parameters are checked with the estimator class's own declarations
 (:func:`model_params`). Every failure is a :class:`dmlfe.errors.ModelFormatError` whose
@@ -67,8 +71,8 @@ from dmlfe.tempfiles import move_into_place, remove_stale, temp_sibling
 #: Name written into every model.json, so that other JSON files are not mistaken for models.
 FORMAT_NAME = "dmlfe-model"
 #: Bumped whenever the meaning or layout of a saved model changes; load_model reads
-#: every version up to this one.
-FORMAT_VERSION = 1
+#: every version up to this one (2: components_ may be kept on component_columns).
+FORMAT_VERSION = 2
 
 MODEL_JSON = "model.json"
 ARRAYS_NPZ = "arrays.npz"
@@ -253,6 +257,7 @@ DIMENSIONS = {
     "d": "fitted.n_components_",
     "D": "fitted.n_features_in_ on the feature route, fitted.relation_.n_prototypes on the "
          "relation route",
+    "c": "the length of component_columns",
     "k": "any, at least d",
     "p": "fitted.relation_.n_prototypes",
     "p+1": "fitted.relation_.n_prototypes + 1",
@@ -266,8 +271,25 @@ ARRAY_SCHEMA: dict[str, ArraySpec] = {
                               check=_enough_eigenvalues),
     "mean_": ArraySpec("f", ("D",), "the training mean (zeros when not centred)"),
 }
-#: Fitted arrays kept in arrays.npz.
+#: Fitted arrays kept in arrays.npz (components_ first).
 FITTED_ARRAYS = tuple(ARRAY_SCHEMA)
+
+
+def _sorted_columns(a: np.ndarray, dims: dict[str, int]) -> str | None:
+    if a.min() < 0 or a.max() >= dims["D"]:
+        return f"holds columns outside [0, {dims['D']})"
+    if a.size > 1 and np.any(np.diff(a) <= 0):
+        return "is not strictly increasing"
+    return None
+
+
+#: The columns components_ holds when it is kept on them (format version 2; optional).
+COLUMNS_ARRAY = "component_columns"
+COLUMNS_SPEC = ArraySpec("iu", ("c",), "the columns of D that components_ holds, "
+                         "increasing (the others are zero)", check=_sorted_columns)
+#: components_ kept on those columns.
+KEPT_COMPONENTS_SPEC = ArraySpec("f", ("d", "c"), "the projection's rows on "
+                                 "component_columns (float32 kept as such)")
 
 #: The relation route's arrays (only there); (spec, required).
 RELATION_ARRAY_SCHEMA: dict[str, tuple[ArraySpec, bool]] = {
@@ -480,6 +502,12 @@ def check_model(meta: Any, arrays: Mapping[str, np.ndarray],
             _fail(js, "arrays", f"lists {name} with shape {listed.get(name)} but {nz} holds "
                   f"one of shape {list(arrays[name].shape)}")
     specs: dict[str, ArraySpec] = dict(ARRAY_SCHEMA)
+    if COLUMNS_ARRAY in arrays:
+        if meta["format_version"] < 2:
+            _fail(js, "format_version", f"= {meta['format_version']}, but {nz} holds "
+                  f"{COLUMNS_ARRAY}, which format version 2 introduced")
+        specs[COLUMNS_ARRAY] = COLUMNS_SPEC
+        specs["components_"] = KEPT_COMPONENTS_SPEC
     if relation is not None:
         for name, (aspec, required) in RELATION_ARRAY_SCHEMA.items():
             if name in arrays or required:
@@ -495,6 +523,8 @@ def check_model(meta: Any, arrays: Mapping[str, np.ndarray],
     d = fitted["n_components_"]
     dims = {"d": d, "D": n_features, "n": fitted["n_samples_"]}
     names = {"d": "fitted.n_components_", "D": "fitted.n_features_in_"}
+    if COLUMNS_ARRAY in arrays:
+        dims["c"] = int(arrays[COLUMNS_ARRAY].shape[0]) if arrays[COLUMNS_ARRAY].ndim else -1
     if relation is not None:
         p = relation["n_prototypes"]
         dims.update({"D": p, "p": p, "p+1": p + 1, "n_features": relation["n_features"]})
@@ -624,16 +654,21 @@ def save_model(estimator: Any, path: str | os.PathLike[str], *, overwrite: bool 
     name = type(estimator).__name__
     if name not in names or type(estimator).__module__ != "dmlfe.estimators":
         raise TypeError(f"save_model saves dmlfe estimators ({', '.join(names)}); got {name}")
-    if not hasattr(estimator, "components_"):
+    if "_components" not in estimator.__dict__:  # components_ itself may build d x D
         raise ValueError(f"this {name} is not fitted yet; call fit before saving it")
     out = Path(path)
     _check_target(out, overwrite)
 
     arrays: dict[str, np.ndarray] = {}
-    for k in FITTED_ARRAYS:
-        a = np.asarray(getattr(estimator, k))
-        arrays[k] = np.ascontiguousarray(
-            a, dtype=kept_float_dtype(a) if k == "components_" else np.float64)
+    # as kept: on the used columns when the fit kept them so (no d x D array is built)
+    components, columns = estimator._kept_components()
+    # components_ in its own layout (a fit's is the transpose of a C-ordered D x d
+    # array): np.savez writes a Fortran-ordered array as such, without a copy
+    arrays["components_"] = np.asarray(components, dtype=kept_float_dtype(components))
+    for k in FITTED_ARRAYS[1:]:
+        arrays[k] = np.ascontiguousarray(getattr(estimator, k), dtype=np.float64)
+    if columns is not None:
+        arrays[COLUMNS_ARRAY] = np.asarray(columns, dtype=np.int64)
     rmap = getattr(estimator, "relation_map_", None)
     if rmap is not None:
         arrays.update(rmap.to_arrays(RELATION_PREFIX))

@@ -20,6 +20,7 @@ from dmlfe.errors import InputError, ModelFormatError
 from dmlfe.estimators import estimator_classes
 from dmlfe.model_files import (
     ARRAYS_NPZ,
+    COLUMNS_ARRAY,
     FITTED_ARRAYS,
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -104,7 +105,9 @@ def load_model(path: str | os.PathLike[str]) -> Any:
         raise ModelFormatError(f"{where}: method: {meta['method']!r} does not match {name} "
                                f"with these parameters ({est._method!r})")
 
-    for key in FITTED_ARRAYS:
+    # kept as saved: on component_columns, components_ builds the d x D array on first use
+    est._keep_components(arrays["components_"], arrays.get(COLUMNS_ARRAY))
+    for key in FITTED_ARRAYS[1:]:
         setattr(est, key, arrays[key])
     for key, value in meta["fitted"].items():
         setattr(est, key, value)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from conftest import sparse_dask, write_store
 from test_estimators import sparse_data
 
@@ -50,6 +51,11 @@ def fit_model(kind: str):
                     n_neighbors=4).fit(Xs, Y)
     if kind == "kernel":
         return MDDM(n_components=2, label_kernel=KERNEL).fit(Xs, Y)
+    if kind == "compact":  # the dual route keeps the components on the used columns
+        wide = sp.hstack([Xs, sp.csr_matrix((Xs.shape[0], 40))]).tocsr()
+        est = MVMD(n_components=3, route="dual").fit(wide, Y)
+        assert est._kept_components()[1].size == Xs.shape[1] - np.sum(Xs.getnnz(axis=0) == 0)
+        return est
     raise AssertionError(kind)
 
 
@@ -57,7 +63,8 @@ def fit_model(kind: str):
 def saved(tmp_path_factory) -> dict[str, Path]:
     """One saved model of each kind; cases copy them before damaging them."""
     root = tmp_path_factory.mktemp("models")
-    return {kind: fit_model(kind).save(root / kind) for kind in ("feature", "relation", "kernel")}
+    return {kind: fit_model(kind).save(root / kind)
+            for kind in ("feature", "relation", "kernel", "compact")}
 
 
 # --------------------------------------------------------------------------- tampering
@@ -292,6 +299,25 @@ CASES: list[tuple[str, str, Callable[[Path], None], str, str]] = [
      "payload"),
     ("manifest-disagrees", "feature", edit_npz(_arr("mean_", lambda a: a[:-1]),
                                                manifest=False), MODEL_JSON, "arrays"),
+    # components kept on the used columns (format version 2)
+    ("columns-out-of-range", "compact",
+     edit_npz(_arr("component_columns", lambda a: _with(a, -1, 10_000))), ARRAYS_NPZ,
+     "component_columns"),
+    ("columns-negative", "compact",
+     edit_npz(_arr("component_columns", lambda a: _with(a, 0, -1))), ARRAYS_NPZ,
+     "component_columns"),
+    ("columns-not-increasing", "compact",
+     edit_npz(_arr("component_columns", lambda a: _with(a, 1, a[0]))), ARRAYS_NPZ,
+     "component_columns"),
+    ("columns-float", "compact",
+     edit_npz(_arr("component_columns", lambda a: a.astype(float))), ARRAYS_NPZ,
+     "component_columns"),
+    ("columns-fewer-than-components", "compact",
+     edit_npz(_arr("component_columns", lambda a: a[:-1])), ARRAYS_NPZ, "components_"),
+    ("columns-missing", "compact", edit_npz(_del_arr("component_columns")), ARRAYS_NPZ,
+     "components_"),
+    ("columns-in-format-1", "compact", edit_json(_set("format_version", 1)), MODEL_JSON,
+     "format_version"),
     # the relation route
     ("relation-indptr-short", "relation",
      edit_npz(_arr("relation.prototypes.indptr", lambda a: a[:-1])), ARRAYS_NPZ,

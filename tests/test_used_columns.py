@@ -8,6 +8,7 @@ with dense numpy references and with fits that keep every column.
 
 from __future__ import annotations
 
+import json
 import pickle
 import warnings
 
@@ -129,15 +130,33 @@ def test_kept_columns_survive_pickle_save_and_float32(tmp_path):
     clone = pickle.loads(pickle.dumps(est))
     assert clone._kept_components()[1] is not None
     np.testing.assert_array_equal(clone.transform(new), est.transform(new))
-    est.save(tmp_path / "m")  # written whole, d x D
+    kept, columns = est._kept_components()
+    est.save(tmp_path / "m")  # written as kept (format 2): no d x D array is built
+    assert est._kept_components()[1] is columns
+    with np.load(tmp_path / "m" / "arrays.npz", allow_pickle=False) as z:
+        np.testing.assert_array_equal(z["component_columns"], columns)
+        np.testing.assert_array_equal(z["components_"], kept)
+    meta = json.loads((tmp_path / "m" / "model.json").read_text())
+    assert meta["format_version"] == 2
+    assert meta["arrays"]["components_"] == [4, columns.size] < [4, 500]
     loaded = load_model(tmp_path / "m")
-    assert loaded._kept_components()[1] is None
-    np.testing.assert_array_equal(loaded.components_, est.components_)
+    np.testing.assert_array_equal(loaded._kept_components()[1], columns)
     np.testing.assert_allclose(loaded.transform(new), clone.transform(new), atol=1e-13)
+    np.testing.assert_array_equal(loaded.components_, est.components_)
+    assert loaded._kept_components()[1] is None  # built on first use, as after a fit
+    loaded.save(tmp_path / "whole")  # now d x D: written so, without component_columns
+    with np.load(tmp_path / "whole" / "arrays.npz", allow_pickle=False) as z:
+        assert "component_columns" not in z.files and z["components_"].shape == (4, 500)
+    np.testing.assert_array_equal(load_model(tmp_path / "whole").transform(new),
+                                  loaded.transform(new))
     f32 = _quiet(make_estimator("mvmd", n_components=4, route="dual",
                                 components_dtype="float32"), X, Y)
     assert f32._kept_components()[0].dtype == np.float32
     assert f32.transform(new).dtype == np.float32
+    f32.save(tmp_path / "f32")
+    back32 = load_model(tmp_path / "f32")
+    assert back32._kept_components()[0].dtype == np.float32
+    np.testing.assert_array_equal(back32.transform(new), f32.transform(new))
     np.testing.assert_array_equal(f32.components_, est.components_.astype(np.float32))
     # a pickle from when components_ was a plain attribute
     old = est.__getstate__()
