@@ -21,6 +21,9 @@ Parts (``--parts``, comma list):
 * ``relation``: the relation route with p = 2,000 random prototypes on the same data,
   in memory and from the store (a new LocalCluster of 2 x 1 threads per fit),
   after and before, each ``--repeat`` times.
+* ``save``: a fitted MVMD (d = 100) saved and loaded as the fit keeps it (the used
+  columns, model format 2) against the whole d x D array (format 1's layout; built
+  first): seconds and file sizes, in fresh processes.
 * ``ngrams``: micro-F1 of MVMD, CCA and MDDMf (defaults, the exact dual route) on R10
   hashed to 2^20 with 1..n-grams, n = 1, 2, 3, beside the unigram-3000 reference: how
   much of the gap to that reference the n-gram features make.
@@ -141,6 +144,8 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
         if Xt is not None:
             rec["micro_f1"] = ridge_micro_f1(Z, Y, est.transform(Xt), Yt)
         return rec
+    if case["kind"] == "save":
+        return save_case(rec, X, Y, Xt)
     from dmlfe.cluster import get_client
     from dmlfe.estimators import make_estimator
 
@@ -167,6 +172,53 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
                                          np.asarray(est.transform(Xt)), Yt)
     stack.close()
     return rec
+
+
+def save_case(rec: dict[str, Any], X: Any, Y: np.ndarray, Xt: Any) -> dict[str, Any]:
+    """Save and load a fitted model as kept (on the used columns, model format 2), then
+    build the d x D ``components_`` and save and load that (what format 1 wrote)."""
+    from dmlfe.estimators import make_estimator
+    from dmlfe.model_io import load_model
+
+    def size(path: Path) -> float:
+        return round(sum(f.stat().st_size for f in path.iterdir()) / 2**20, 1)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = make_estimator(rec["method"], n_components=rec["n_components"]).fit(X, Y)
+    out = WORK / f"save-{os.getpid()}"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    try:
+        steps: dict[str, Any] = {}
+        for name, fn in (("save_kept", lambda: est.save(out / "kept")),
+                         ("load_kept", lambda: load_model(out / "kept")),
+                         ("build_components_", lambda: est.components_),
+                         ("save_whole", lambda: est.save(out / "whole")),
+                         ("load_whole", lambda: load_model(out / "whole"))):
+            t0 = time.perf_counter()
+            steps[name] = fn()
+            rec[f"{name}_seconds"] = round(time.perf_counter() - t0, 3)
+        rec["size_kept_mib"], rec["size_whole_mib"] = size(out / "kept"), size(out / "whole")
+        rec["columns_kept"] = int(steps["load_kept"]._kept_components()[1].size)
+        rec["transform_max_abs_difference"] = float(np.max(np.abs(
+            np.asarray(steps["load_kept"].transform(Xt))
+            - np.asarray(steps["load_whole"].transform(Xt)))))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return rec
+
+
+def part_save(args: argparse.Namespace) -> dict[str, Any]:
+    """A fitted MVMD (d = 100, R10 at 2^20) saved and loaded as kept (model format 2) and
+    whole (the d x D array built first, as format 1 wrote it), in fresh processes."""
+    store = str(r10_store(2**20))
+    runs = [child({"kind": "save", "store": store, "method": "mvmd", "n_components": 100,
+                   "repeat": rep}, timeout=args.timeout) for rep in range(args.repeat)]
+    keys = [k for k in runs[0] if k.endswith("_seconds") and k != "process_seconds"] \
+        if runs and "save_kept_seconds" in runs[0] else []
+    medians = {k: float(np.median([r[k] for r in runs if k in r])) for k in keys}
+    return {"runs": runs, "median_seconds": medians}
 
 
 def child(case: dict[str, Any], pythonpath: str | None = None, timeout: float = 900) -> dict:

@@ -165,7 +165,7 @@ def test_kept_columns_survive_pickle_save_and_float32(tmp_path):
     restored = type(est).__new__(type(est))
     restored.__setstate__(old)
     np.testing.assert_array_equal(restored.transform(new), loaded.transform(new))
-    est.components_ = np.zeros((4, 500))  # a setter, as load_model uses
+    est.components_ = np.zeros((4, 500))  # the setter keeps a whole d x D array
     assert est._kept_components()[1] is None and not est.transform(new).any()
 
 
@@ -183,3 +183,25 @@ def test_store_on_the_cluster_keeps_the_used_columns(tmp_path, cluster_client):
     Znew = on_store.transform(sparse_dask(new, 3)).compute()
     np.testing.assert_allclose(Znew, _dense_embedding(mem, new), atol=1e-12)
     np.testing.assert_allclose(on_store.components_, mem.components_, atol=1e-12)
+
+
+def test_command_line_saves_and_applies_the_kept_columns(tmp_path, cluster_client, capsys):
+    from dmlfe.cli import main
+    from dmlfe.projection import read_embeddings
+
+    X, Y, cols, _ = _sparse_text(80, 700, 250, seed=4)
+    store = tmp_path / "s.zarr"
+    write_store(store, X, Y, ["train"] * X.shape[0], chunk_rows=19)
+    address = cluster_client.scheduler.address
+    model = tmp_path / "model"
+    assert main(["fit", str(store), "--method", "mvmd", "--dim", "4", "--route", "dual",
+                 "--out", str(model), "--scheduler", address, "--quiet"]) == 0
+    with np.load(model / "arrays.npz", allow_pickle=False) as z:
+        np.testing.assert_array_equal(z["component_columns"], cols)
+        assert z["components_"].shape == (4, cols.size)
+    emb = tmp_path / "emb.zarr"
+    assert main(["transform", str(model), str(store), "--out", str(emb), "--scheduler",
+                 address, "--quiet"]) == 0
+    capsys.readouterr()
+    mem = _quiet(make_estimator("mvmd", n_components=4, route="dual"), X, Y)
+    np.testing.assert_allclose(read_embeddings(emb), _dense_embedding(mem, X), atol=1e-10)
