@@ -327,7 +327,7 @@ def _relation_fit(method, X, Y, **kw):
 
 @pytest.mark.parametrize("how", ["passes", "gathered", "cluster-wider", "too-big",
                                  "matrix-free"])
-@pytest.mark.parametrize("method", ["cca", "pca"])
+@pytest.mark.parametrize("method", ["cca", "pca", "mope"])
 def test_relation_on_store_and_cluster_equals_in_memory(tmp_path, cluster_client, monkeypatch,
                                                         how, method):
     X, Y = _data(n=90, D=300, seed=6, density=0.05)
@@ -335,8 +335,12 @@ def test_relation_on_store_and_cluster_equals_in_memory(tmp_path, cluster_client
     write_store(store, X, Y, ["train"] * X.shape[0], chunk_rows=17)
     kw = {"max_dense_features": 20, "solver": "randomized", "n_iter": 6} \
         if how == "matrix-free" else {}
-    if how == "matrix-free" and method == "cca":
-        pytest.skip("CCA has no matrix-free solver")
+    if how == "matrix-free" and method != "pca":
+        pytest.skip(f"{method} has no matrix-free solver")
+    if method == "mope":  # a graph method: the K-NN graph of a store is searched there
+        if how in ("cluster-wider", "too-big"):
+            pytest.skip("the passes case covers it")
+        kw |= {"similarity": "gaussian", "n_neighbors": 5}
     mem = _relation_fit(method, X, Y, **kw)
     # the cluster has 2 threads: the driver reads X itself when it has as many, X's 12
     # bytes per value (+ 8 per row) fit in max_gather_bytes and the p x p solve is dense
@@ -352,10 +356,12 @@ def test_relation_on_store_and_cluster_equals_in_memory(tmp_path, cluster_client
     assert on_store.solver_.startswith("randomized") == (how == "matrix-free")
     gathered = "read by the driver" in on_store.route_reason_
     assert gathered == (how == "gathered")
-    if gathered:  # X and Y read once by the driver's threads; nothing reaches the cluster
-        assert graphs == 0
+    if gathered:  # X and Y read once by the driver's threads; nothing else reaches the
+        # cluster but a graph method's K-NN search of the store (cached beside it)
+        assert graphs == (method == "mope")
         assert "30 x 30 partial per row block" in on_store.route_reason_
-        assert on_store.n_passes_ == 2  # the read and the statistics (in memory)
+        # the read and the statistics (in memory), and the K-NN search
+        assert on_store.n_passes_ == 2 + (method == "mope")
     else:  # the prototypes' rows, the statistics (and the solver's passes) on the cluster
         assert graphs >= 2
 
