@@ -123,8 +123,7 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
 
     @components_.setter
     def components_(self, value: np.ndarray) -> None:
-        self.__dict__["_components"] = value
-        self.__dict__["_component_columns"] = None
+        self._keep_components(value, None)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         if "components_" in state:  # pickled when components_ was a plain attribute

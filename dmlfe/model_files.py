@@ -524,7 +524,7 @@ def check_model(meta: Any, arrays: Mapping[str, np.ndarray],
     dims = {"d": d, "D": n_features, "n": fitted["n_samples_"]}
     names = {"d": "fitted.n_components_", "D": "fitted.n_features_in_"}
     if COLUMNS_ARRAY in arrays:
-        dims["c"] = int(arrays[COLUMNS_ARRAY].shape[0]) if arrays[COLUMNS_ARRAY].ndim else -1
+        dims["c"] = len(arrays[COLUMNS_ARRAY]) if arrays[COLUMNS_ARRAY].ndim == 1 else -1
     if relation is not None:
         p = relation["n_prototypes"]
         dims.update({"D": p, "p": p, "p+1": p + 1, "n_features": relation["n_features"]})

@@ -15,7 +15,9 @@ from dmlfe.relation.kernels import DEFAULT_NEIGHBORS, SIMILARITIES, canonical_si
 from dmlfe.relation.prototypes import SELECTIONS
 from dmlfe.solvers.dimension import DEFAULT_THRESHOLD, check_n_components
 
-SOLVERS = ("auto", "dense", "randomized", "lanczos")
+#: The solvers that make passes over X (or R) of their own.
+MATRIX_FREE = ("randomized", "lanczos")
+SOLVERS = ("auto", "dense", *MATRIX_FREE)
 ROUTES = ("feature", "relation", "dual", "auto")
 #: Storage dtypes of ``components_``; the solve itself is always float64.
 COMPONENTS_DTYPES = ("float64", "float32")

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dmlfe.errors import InputError
+from dmlfe.fit.params import MATRIX_FREE
 from dmlfe.graph.knn import require_nndescent, resolve_method
 from dmlfe.methods.registry import MethodSpec
 
@@ -214,7 +215,7 @@ def choose_route(spec: MethodSpec, route: str, solver: str, shape: DataShape, p:
                         "n-dimensional row space of X, smaller than the D x D problem")
     if D <= limit:
         return "feature", f"D = {D} <= max_dense_features = {limit}: the dense D x D route fits"
-    if solver in ("randomized", "lanczos"):
+    if solver in MATRIX_FREE:
         return "feature", f"solver={solver!r} (matrix-free on X) was asked for"
     if solver == "dense":
         return "feature", "solver='dense' (the D x D problem on the driver) was asked for"
@@ -246,7 +247,7 @@ def choose_solver(spec: MethodSpec, params: dict[str, Any], solver: str, route: 
                         "(dmlfe.solvers.dual)")
     dense_ok = D <= limit
     lowrank = spec.lowrank_only and spec.has_lowrank_form(params)
-    if solver in ("randomized", "lanczos"):
+    if solver in MATRIX_FREE:
         if not spec.operator_form:
             raise ValueError(f"solver={solver!r} is available for PCA, LSI, MVMD, MDDMp and "
                              f"PLS only; {name} needs the dense solver")

@@ -21,6 +21,7 @@ import numpy as np
 from dmlfe.compute import compute_one, is_dask
 from dmlfe.fit.data import FitData, gather_reason
 from dmlfe.fit.graph import graph_fit
+from dmlfe.fit.params import MATRIX_FREE
 from dmlfe.fit.plan import FitPlan
 from dmlfe.labels import dense_labels
 from dmlfe.methods.mlda import WeightedLabels, label_correlation
@@ -34,9 +35,6 @@ from dmlfe.stats.cache import load_or_compute_stats
 from dmlfe.stats.gram import gram_matrix, transpose_product
 from dmlfe.stats.pass_ import compute_stats
 from dmlfe.stats.sufficient import SufficientStats
-
-#: The solvers that make passes over X (or R) of their own.
-MATRIX_FREE = ("randomized", "lanczos")
 
 
 @dataclass
