@@ -85,26 +85,17 @@ def ridge_micro_f1(Z_train: np.ndarray, Y_train: np.ndarray, Z_test: np.ndarray,
     return round(float(f1_score(Y_test, pred, average="micro", zero_division=0)), 4)
 
 
-def r10_store(n_features: int) -> Path:
+def r10_store(n_features: int, max_n: int = R10["ngram_range"][1]) -> Path:
+    """R10 hashed to ``n_features`` columns, with 1..``max_n``-grams (the ``r10`` part's
+    store: 2^20 and 1..3)."""
     import dmlfe
 
-    path = WORK / f"r10_hashed_{n_features}.zarr"
+    suffix = "" if max_n == R10["ngram_range"][1] else f"_ngram{max_n}"
+    path = WORK / f"r10_hashed_{n_features}{suffix}.zarr"
     if not path.exists():
         dmlfe.ingest(REUTERS, format="reuters21578", out=path, overwrite=True,
-                     chunk_rows=2000, n_features=n_features, **R10)
-    return path
-
-
-def r10_ngram_store(max_n: int) -> Path:
-    """R10 hashed to 2^20 as the ``r10`` part's store, with 1..``max_n``-grams."""
-    if max_n == R10["ngram_range"][1]:
-        return r10_store(2**20)
-    import dmlfe
-
-    path = WORK / f"r10_hashed_1048576_ngram{max_n}.zarr"
-    if not path.exists():
-        dmlfe.ingest(REUTERS, format="reuters21578", out=path, overwrite=True,
-                     chunk_rows=2000, n_features=2**20, **{**R10, "ngram_range": (1, max_n)})
+                     chunk_rows=2000, n_features=n_features,
+                     **{**R10, "ngram_range": (1, max_n)})
     return path
 
 
@@ -215,9 +206,9 @@ def part_save(args: argparse.Namespace) -> dict[str, Any]:
     store = str(r10_store(2**20))
     runs = [child({"kind": "save", "store": store, "method": "mvmd", "n_components": 100,
                    "repeat": rep}, timeout=args.timeout) for rep in range(args.repeat)]
-    keys = [k for k in runs[0] if k.endswith("_seconds") and k != "process_seconds"] \
-        if runs and "save_kept_seconds" in runs[0] else []
-    medians = {k: float(np.median([r[k] for r in runs if k in r])) for k in keys}
+    steps = ("save_kept", "load_kept", "build_components_", "save_whole", "load_whole")
+    medians = {f"{k}_seconds": float(np.median(v)) for k in steps
+               if (v := [r[f"{k}_seconds"] for r in runs if f"{k}_seconds" in r])}
     return {"runs": runs, "median_seconds": medians}
 
 
@@ -325,7 +316,7 @@ def part_ngrams(args: argparse.Namespace) -> dict[str, Any]:
     supervised = [(m, d) for m, d in METHODS if m != "pca"]
     runs = []
     for max_n in (1, 2, 3):
-        store = str(r10_ngram_store(max_n))
+        store = str(r10_store(2**20, max_n))
         runs += [child({"kind": "dmlfe", "store": store, "method": m, "n_components": d,
                         "version": f"hashed-2^20-1..{max_n}-grams"}, timeout=args.timeout)
                  for m, d in supervised]
