@@ -507,12 +507,19 @@ def test_solve_dense_above_the_full_spectrum_limit_is_partial_and_exact(krylov_m
     real = partial.block_krylov_eigh
     monkeypatch.setattr(partial, "block_krylov_eigh",
                         lambda *a, **k: calls.append(k["depth"]) or real(*a, **k))
+    checks = []
+    real_check = partial.rayleigh_ritz
+    monkeypatch.setattr(partial, "rayleigh_ritz",
+                        lambda *a, **k: checks.append(a[2]) or real_check(*a, **k))
     m = FULL_SPECTRUM_LIMIT + 200
     A = _psd(m, 400, 0.99, seed=1)
     res = solve_dense(_template(A), 12)
     assert res.solver == "eigh-partial" and res.eigenvalues.size == 12
-    # LAPACK's subset in float32 makes one float64 check of depth 1; Krylov goes deeper
-    assert calls == [1] if krylov_min is None else partial.DENSE_KRYLOV_DEPTH in calls
+    # LAPACK's subset in float32 makes one float64 Rayleigh-Ritz check; Krylov goes deeper
+    if krylov_min is None:
+        assert checks == [12] and calls == []
+    else:
+        assert checks == [] and partial.DENSE_KRYLOV_DEPTH in calls
     w_ref = sla.eigh(A, subset_by_index=[m - 12, m - 1], eigvals_only=True)[::-1]
     np.testing.assert_allclose(res.eigenvalues, w_ref, rtol=1e-10)
     # a threshold: d from the computed values and the trace
@@ -608,13 +615,17 @@ def _spd(m: int, smallest: float, seed: int = 0) -> np.ndarray:
 
 
 def test_large_constraint_is_checked_without_its_whole_spectrum(monkeypatch):
-    # above FULL_SPECTRUM_LIMIT the constraint's conditioning is estimated by block power
-    # iteration on B and B^{-1}; its whole spectrum is not computed when B is clearly fine
+    # above FULL_SPECTRUM_LIMIT the constraint's conditioning is estimated by LAPACK's
+    # dpocon; its whole spectrum is not computed when B is clearly fine
     m = FULL_SPECTRUM_LIMIT + 100
     B = _spd(m, 1e-3)
     ev = sla.eigvalsh(B)
-    lo, hi = dense.extreme_eigenvalue_bounds(B, sla.cholesky(B, lower=True))
-    assert ev[0] <= lo <= 1.1 * ev[0] and 0.9 * ev[-1] <= hi <= ev[-1] * (1 + 1e-12)
+    rc = dense.reciprocal_condition(B, sla.cholesky(B, lower=True))
+    exact_1norm = 1.0 / np.linalg.cond(B, 1)
+    # the estimate of ||B^-1||_1 is a lower bound, so rc is at least the exact 1-norm
+    # reciprocal condition, which is at most the eigenvalue ratio
+    assert exact_1norm * (1 - 1e-9) <= rc <= 3 * exact_1norm
+    assert exact_1norm <= ev[0] / ev[-1] * (1 + 1e-9)
     calls = []
     real = dense.sla.eigvalsh
     monkeypatch.setattr(dense.sla, "eigvalsh", lambda *a, **k: calls.append(1) or real(*a, **k))
@@ -622,7 +633,7 @@ def test_large_constraint_is_checked_without_its_whole_spectrum(monkeypatch):
     assert r == 0.0 and calls == [] and Breg is not B
     np.testing.assert_allclose(L @ L.T, B, atol=1e-12)
     # a ratio within ESTIMATE_MARGIN of cond_rtol: the exact check decides (still no ridge)
-    near = _spd(m, 1e-8, seed=1)
+    near = _spd(m, 1e-9, seed=1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Breg, r, L = dense.constraint_factor(near)

@@ -36,6 +36,9 @@ def test_dense_outer_equals_the_sparse_product(seed, threads):
     a, b = _zipf_rows(300, 5000, seed), _zipf_rows(170, 5000, seed + 10)
     heavy, light = _both_kinds_of_column(a, b)
     assert heavy > 0 and light > 0  # both halves of the split are exercised
+    # and columns that only one block uses, which the split leaves out
+    assert np.any((np.bincount(a.indices, minlength=5000) > 0)
+                  != (np.bincount(b.indices, minlength=5000) > 0))
     ref = (a @ b.T).toarray()
     out = dense_outer(a, b, threads=threads)
     assert out.flags.c_contiguous and out.dtype == np.float64

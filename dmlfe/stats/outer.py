@@ -55,16 +55,39 @@ def _column_counts(m: sp.csr_matrix) -> np.ndarray:
     return np.bincount(m.indices, minlength=m.shape[1])
 
 
-def _split(m: sp.csr_matrix, position: np.ndarray, width: int) -> tuple[np.ndarray, Any]:
-    """(F-ordered dense block of the heavy columns, CSR of the others) of ``m``."""
-    pos = position[m.indices]
-    heavy = pos >= 0
+def _column_codes(used: np.ndarray, heavy: np.ndarray) -> np.ndarray:
+    """Each column's place in :func:`_split`'s output: heavy column i -> i, the other
+    columns where ``used`` (a boolean mask) is true -> len(heavy) + their rank, the
+    rest -> -1."""
+    light = used.copy()
+    light[heavy] = False
+    code = np.full(used.size, -1, dtype=np.int64)
+    code[heavy] = np.arange(heavy.size)
+    light = np.flatnonzero(light)
+    code[light] = heavy.size + np.arange(light.size)
+    return code
+
+
+def _split(m: sp.csr_matrix, code: np.ndarray, width: int) -> tuple[np.ndarray, Any]:
+    """(F-ordered dense block of the heavy columns, CSR of the light ones) of ``m``.
+
+    ``code`` from :func:`_column_codes` (``width`` heavy columns): the CSR keeps only
+    the light columns, renumbered in their order. Dropping the columns the other block
+    does not use changes no product term (those would multiply stored values by
+    absent ones), and the narrower column space speeds scipy's sparse product (R10 at
+    2^20 against 2,000 prototypes: the light part's 1,048,576 columns narrowed to
+    262,471, 0.10-0.11 s instead of 0.14-0.17 s).
+    """
+    pos = code[m.indices]
+    heavy = (pos >= 0) & (pos < width)
     rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
     dense = np.zeros((m.shape[0], width), order="F")
     dense[rows[heavy], pos[heavy]] = m.data[heavy]
-    light = ~heavy
+    light = pos >= width
     indptr = np.concatenate(([0], np.cumsum(np.bincount(rows[light], minlength=m.shape[0]))))
-    rest = sp.csr_matrix((m.data[light], m.indices[light], indptr), shape=m.shape)
+    n_light = int(code.max(initial=width - 1)) + 1 - width
+    rest = sp.csr_matrix((m.data[light], pos[light] - width, indptr),
+                         shape=(m.shape[0], max(n_light, 0)))
     return dense, rest
 
 
@@ -107,11 +130,10 @@ def dense_gram(a: Any, threads: int | None = None) -> np.ndarray:
         return G
     counts = _column_counts(a)
     heavy = _heavy_columns(counts, counts, n, n)
-    ad, light = None, a
-    if heavy.size:
-        position = np.full(a.shape[1], -1, dtype=np.int64)
-        position[heavy] = np.arange(heavy.size)
-        ad, light = _split(a, position, heavy.size)
+    code = _column_codes(counts > 0, heavy)
+    ad, light = _split(a, code, heavy.size)
+    if heavy.size == 0:
+        ad = None
     step = -(-n // GRAM_ROW_BLOCKS)
 
     def light_rows(start: int) -> None:
@@ -179,10 +201,9 @@ def dense_outer(a: Any, b: Any, threads: int | None = None) -> np.ndarray:
     if heavy.size == 0:
         t = a @ b.T
         return np.ascontiguousarray(t.toarray() if sp.issparse(t) else t, dtype=np.float64)
-    position = np.full(a.shape[1], -1, dtype=np.int64)
-    position[heavy] = np.arange(heavy.size)
-    ad, al = _split(a, position, heavy.size)
-    bd, bl = (ad, al) if same else _split(b, position, heavy.size)
+    code = _column_codes((ca > 0) & (cb > 0), heavy)
+    ad, al = _split(a, code, heavy.size)
+    bd, bl = (ad, al) if same else _split(b, code, heavy.size)
     out = _sparse_product(al, bl, threads)  # C-ordered: out.T is the F-ordered B A^T
     if out.size:
         # out^T += Bd Ad^T, in place (F-ordered c and overwrite_c: no copy of the tile)
