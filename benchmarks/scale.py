@@ -19,8 +19,9 @@ Parts (``--parts``, comma list):
   reference: the same methods on the feature route of the 3,000 most frequent train
   unigrams (tf-idf), in memory.
 * ``relation``: the relation route with p = 2,000 random prototypes on the same data,
-  in memory and from the store (a new LocalCluster of 2 x 1 threads per fit),
-  after and before, each ``--repeat`` times.
+  in memory and from the store (a new LocalCluster of 2 x 1 threads per fit), each
+  case after and before in turn, ``--repeat`` rounds (every child of every part starts
+  after a pause of SETTLE_SECONDS, once the last one's cluster has gone).
 * ``save``: a fitted MVMD (d = 100) saved and loaded as the fit keeps it (the used
   columns, model format 2) against the whole d x D array (format 1's layout; built
   first): seconds and file sizes, in fresh processes.
@@ -240,11 +241,18 @@ def child(case: dict[str, Any], pythonpath: str | None = None, timeout: float = 
 METHODS = (("pca", 100), ("mvmd", 100), ("cca", 10), ("mddm_f", 10))
 
 
-def _repeated(cases: list[dict[str, Any]], repeat: int, path: str | None,
+#: Seconds of pause before each child: a store case's LocalCluster workers are still
+#: shutting down when its child returns, and the next fit would share the cores with them.
+SETTLE_SECONDS = 2.0
+
+
+def _repeated(cases: list[dict[str, Any]], repeat: int, paths: dict[str, str | None],
               timeout: float) -> list[dict[str, Any]]:
     """Each case ``repeat`` times, each time in a fresh child, round by round (A B C A B
     C ...), so that a slow spell of this shared machine falls on every case alike; F1
     (which needs transforms outside the timed fit) is measured in the first round only.
+    ``paths`` maps a case's ``version`` to the PYTHONPATH its child runs with (cases
+    of several versions are then interleaved too: A-after A-before B-after ...).
     """
     runs = []
     for rep in range(repeat):
@@ -252,7 +260,8 @@ def _repeated(cases: list[dict[str, Any]], repeat: int, path: str | None,
             c = {**case, "repeat": rep}
             if rep:
                 c["f1"] = False
-            runs.append(child(c, path, timeout=timeout))
+            time.sleep(SETTLE_SECONDS)
+            runs.append(child(c, paths.get(case.get("version", "after")), timeout=timeout))
     return runs
 
 
@@ -293,7 +302,7 @@ def part_r10(args: argparse.Namespace) -> dict[str, Any]:
     for source in ("memory", "store"):
         cases += [{"kind": "dmlfe", "store": store, "method": method, "n_components": d,
                    "source": source, "version": "after"} for method, d in METHODS]
-    runs = _repeated(cases, args.repeat, None, args.timeout)
+    runs = _repeated(cases, args.repeat, {}, args.timeout)
     if args.before:  # the old code's fits are ~10 x slower: once is enough to compare
         runs += [child({"kind": "dmlfe", "store": store, "method": method, "n_components": d,
                         "source": "memory", "version": "before"}, args.before,
@@ -403,16 +412,14 @@ def exactness(store: str) -> dict[str, Any]:
 def part_relation(args: argparse.Namespace) -> dict[str, Any]:
     store = str(r10_store(2**20))
     rel = {"route": "relation", "n_prototypes": 2000, "prototype_selection": "random"}
-    runs = []
-    for version, path in (("after", None), ("before", args.before)):
-        if version == "before" and not path:
-            continue
-        # in memory, and from the store on a new LocalCluster of 2 x 1 threads (the
-        # relation benchmark's set-up, where the issue's figures come from)
-        cases = [{"kind": "dmlfe", "store": store, "method": method, "n_components": d,
-                  "params": rel, "version": version, "source": source}
-                 for source in ("memory", "store") for method, d in METHODS]
-        runs += _repeated(cases, args.repeat, path, args.timeout)
+    versions = {"after": None} if not args.before else {"after": None, "before": args.before}
+    # in memory, and from the store on a new LocalCluster of 2 x 1 threads (the
+    # relation benchmark's set-up, where the issue's figures come from); each case after
+    # and before in turn
+    cases = [{"kind": "dmlfe", "store": store, "method": method, "n_components": d,
+              "params": rel, "version": version, "source": source}
+             for source in ("memory", "store") for method, d in METHODS for version in versions]
+    runs = _repeated(cases, args.repeat, versions, args.timeout)
     rows = summary(runs)
     after = {(r["method"], r["source"]): r for r in rows if r["version"] == "after"}
     for r in rows:

@@ -134,3 +134,18 @@ def test_in_threads_runs_every_call_and_reraises(threads):
 
     with pytest.raises(KeyError, match="call 2"):
         in_threads(fail, range(4), threads=threads)
+
+
+@pytest.mark.parametrize("shape", [(60, 9), (0, 4), (4, 0), (1, 1)])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_dense_crossprods_are_numpy_products(shape, order):
+    rng = np.random.default_rng(3)
+    x = np.asarray(rng.normal(size=shape), order=order)
+    y = np.asarray(rng.normal(size=(shape[0], 3)), order=order)
+    g = outer.dense_crossprod(x)
+    assert g.shape == (shape[1], shape[1]) and g.flags.c_contiguous
+    np.testing.assert_allclose(g, x.T @ x, rtol=1e-13, atol=1e-13)
+    np.testing.assert_array_equal(g, g.T)  # exactly symmetric
+    h = outer.dense_crossprod_with(x, y)
+    assert h.shape == (shape[1], 3) and h.flags.c_contiguous
+    np.testing.assert_allclose(h, x.T @ y, rtol=1e-13, atol=1e-13)

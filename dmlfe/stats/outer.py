@@ -109,6 +109,35 @@ def _mirror_upper(G: np.ndarray, step: int = MIRROR_STEP) -> np.ndarray:
     return G
 
 
+def dense_crossprod(x: np.ndarray) -> np.ndarray:
+    """X^T X of a dense block as an exactly symmetric C-ordered float64 ndarray.
+
+    Scipy's ``dsyrk``, not numpy's ``x.T @ x`` (also a syrk): on the relation route the
+    block comes from the relation map, whose last product is scipy's ``dgemm``, and the
+    solver that follows is scipy's LAPACK. numpy's OpenBLAS is another library, whose
+    threads and scipy's then spun against each other on the two cores after each
+    switch (R10, 6,490 x 2,000 relation features: R^T R, centring and the float32
+    subset eigensolver took 0.56 s with numpy's product, 0.46 s with scipy's; medians
+    of 8).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.size == 0:  # BLAS refuses a zero leading dimension
+        return np.zeros((x.shape[1], x.shape[1]))
+    # x.T is F-ordered for a C-ordered x (no copy); the upper triangle of the F-ordered
+    # result, mirrored; its transpose is the C-ordered product
+    return _mirror_upper(dsyrk(1.0, x.T, trans=0)).T
+
+
+def dense_crossprod_with(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """X^T Y of dense blocks by scipy's ``dgemm`` (as :func:`dense_crossprod`: the
+    relation route's products stay in one BLAS library)."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if x.size == 0 or y.size == 0:
+        return np.zeros((x.shape[1], y.shape[1]))
+    return np.ascontiguousarray(dgemm(1.0, x.T, y.T, trans_b=True))
+
+
 def dense_gram(a: Any, threads: int | None = None) -> np.ndarray:
     """A A^T as an exactly symmetric C-ordered float64 ndarray (r x r).
 

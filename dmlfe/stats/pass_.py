@@ -39,6 +39,7 @@ from dmlfe.compute import (
     to_float_block,
     tree_reduce,
 )
+from dmlfe.stats.outer import dense_crossprod, dense_crossprod_with
 from dmlfe.stats.sufficient import SufficientStats
 
 #: Rows per slice when an in-memory X is reduced on the driver.
@@ -102,7 +103,7 @@ def _column_sumsq(xb: Any) -> np.ndarray:
 def _block_xty(xb: Any, y: np.ndarray) -> Any:
     """X_b^T Y of one block: sparse while that is smaller, for a sparse block of huge D."""
     if not sp.issparse(xb):
-        return xb.T @ y
+        return dense_crossprod_with(xb, y)
     # A sparse Y keeps X^T Y sparse for huge D (the product of one block is usually far
     # from dense); small D gets the dense product directly.
     if xb.shape[1] * y.shape[1] > 2**20:
@@ -141,7 +142,7 @@ def _block_partial(
         "sum_x": np.asarray(xb.sum(axis=0), dtype=np.float64).ravel(),
         "sumsq_x": _column_sumsq(xb),
         "sum_y": y.sum(axis=0),
-        "yty": y.T @ y,
+        "yty": dense_crossprod(y),
     }
     if need_xty:
         part["xty"] = _block_xty(xb, y)
@@ -151,7 +152,7 @@ def _block_partial(
         if sp.issparse(xb):
             part["xtx"] = _maybe_dense(sp.csr_matrix(xb.T @ xb))
         else:
-            part["xtx"] = xb.T @ xb
+            part["xtx"] = dense_crossprod(xb)
     if need_xtwx:
         w = y.sum(axis=1)  # row weights w = Y 1 of the (mapped) labels
         if sp.issparse(xb):
