@@ -149,3 +149,13 @@ def test_dense_crossprods_are_numpy_products(shape, order):
     h = outer.dense_crossprod_with(x, y)
     assert h.shape == (shape[1], 3) and h.flags.c_contiguous
     np.testing.assert_allclose(h, x.T @ y, rtol=1e-13, atol=1e-13)
+
+
+def test_split_with_int64_indices_gives_the_same_products(monkeypatch):
+    # int32 per-value temporaries unless a size needs int64: both ways the same result
+    a, b = _zipf_rows(200, 3000, 5), _zipf_rows(90, 3000, 6)
+    with_int32 = dense_outer(a, b), dense_gram(a)
+    monkeypatch.setattr(outer, "_index_dtype", lambda *sizes: np.int64)
+    for got, ref in zip((dense_outer(a, b), dense_gram(a)), with_int32, strict=True):
+        np.testing.assert_array_equal(got, ref)
+    np.testing.assert_allclose(with_int32[0], (a @ b.T).toarray(), rtol=1e-12, atol=1e-12)

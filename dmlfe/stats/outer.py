@@ -37,6 +37,10 @@ DENSE_RATIO = 2e-3
 #: blocks pay more for transposing the rows each one needs: on R10, 1.5 s at 4 blocks,
 #: 1.6 at 2 and 6, 2.2 at 1).
 GRAM_ROW_BLOCKS = 4
+#: Most bytes of the CSR product of one slab of rows in :func:`dense_outer`'s sparse part
+#: (the slab is then written into the dense result): 6 MiB, 262 rows against 2,000
+#: prototypes.
+SPARSE_SLAB_BYTES = 6 * 2**20
 #: Square blocks in which :func:`dense_gram` mirrors its upper triangle (cache-sized).
 MIRROR_STEP = 512
 
@@ -55,13 +59,18 @@ def _column_counts(m: sp.csr_matrix) -> np.ndarray:
     return np.bincount(m.indices, minlength=m.shape[1])
 
 
+def _index_dtype(*sizes: int) -> type:
+    """int32 while every size fits (half the bytes of the split's per-value arrays)."""
+    return np.int32 if max(sizes, default=0) < np.iinfo(np.int32).max else np.int64
+
+
 def _column_codes(used: np.ndarray, heavy: np.ndarray) -> np.ndarray:
     """Each column's place in :func:`_split`'s output: heavy column i -> i, the other
     columns where ``used`` (a boolean mask) is true -> len(heavy) + their rank, the
     rest -> -1."""
     light = used.copy()
     light[heavy] = False
-    code = np.full(used.size, -1, dtype=np.int64)
+    code = np.full(used.size, -1, dtype=_index_dtype(used.size))
     code[heavy] = np.arange(heavy.size)
     light = np.flatnonzero(light)
     code[light] = heavy.size + np.arange(light.size)
@@ -76,18 +85,23 @@ def _split(m: sp.csr_matrix, code: np.ndarray, width: int) -> tuple[np.ndarray, 
     does not use changes no product term (those would multiply stored values by
     absent ones), and the narrower column space speeds scipy's sparse product (R10 at
     2^20 against 2,000 prototypes: the light part's 1,048,576 columns narrowed to
-    262,471, 0.10-0.11 s instead of 0.14-0.17 s).
+    262,471, 0.10-0.11 s instead of 0.14-0.17 s). The per-value temporaries are int32
+    where the sizes allow: each is new memory for a fresh process to map.
     """
+    idx = _index_dtype(m.nnz, m.shape[0], code.size)
     pos = code[m.indices]
     heavy = (pos >= 0) & (pos < width)
-    rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
+    rows = np.repeat(np.arange(m.shape[0], dtype=idx), np.diff(m.indptr))[heavy]
     dense = np.zeros((m.shape[0], width), order="F")
-    dense[rows[heavy], pos[heavy]] = m.data[heavy]
+    dense[rows, pos[heavy]] = m.data[heavy]
     light = pos >= width
-    indptr = np.concatenate(([0], np.cumsum(np.bincount(rows[light], minlength=m.shape[0]))))
+    # light values before each row's start: the CSR's indptr, with no row index per value
+    before = np.concatenate((np.zeros(1, dtype=idx), np.cumsum(light, dtype=idx)))
+    indptr = before[m.indptr]
     n_light = int(code.max(initial=width - 1)) + 1 - width
-    rest = sp.csr_matrix((m.data[light], pos[light] - width, indptr),
-                         shape=(m.shape[0], max(n_light, 0)))
+    pos = pos[light]
+    pos -= width
+    rest = sp.csr_matrix((m.data[light], pos, indptr), shape=(m.shape[0], max(n_light, 0)))
     return dense, rest
 
 
@@ -184,11 +198,18 @@ def dense_gram(a: Any, threads: int | None = None) -> np.ndarray:
 
 
 def _sparse_product(a: sp.csr_matrix, b: sp.csr_matrix, threads: int | None) -> np.ndarray:
-    """(a @ b^T) as a dense C-ordered array; a's rows in up to ``threads`` threads."""
+    """(a @ b^T) as a dense C-ordered array; a's rows in up to ``threads`` threads.
+
+    Slabs of a's rows whose sparse product (up to r_b stored values per row, 12 bytes
+    each) stays within :data:`SPARSE_SLAB_BYTES`: one slab per thread made scipy's CSR
+    product of R10 against 2,000 prototypes 78 MB per thread, new memory each time,
+    which the freshly started process of a command-line fit had to have mapped first.
+    """
     out = np.empty((a.shape[0], b.shape[0]))
     bt = b.T.tocsr()  # once, not per thread
     threads = driver_threads() if threads is None else threads
-    step = max(1, -(-a.shape[0] // max(1, threads)))
+    step = max(1, min(-(-a.shape[0] // max(1, threads)),
+                      SPARSE_SLAB_BYTES // (12 * max(b.shape[0], 1))))
 
     def rows(start: int) -> None:
         (a[start:start + step] @ bt).toarray(out=out[start:start + step])
