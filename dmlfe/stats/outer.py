@@ -249,6 +249,8 @@ def dense_outer(a: Any, b: Any, threads: int | None = None) -> np.ndarray:
     b = a if same else _as_csr(b)
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"row blocks of {a.shape[1]} and {b.shape[1]} columns")
+    if a.shape[0] == 0 or b.shape[0] == 0:  # e.g. a pass probing a map's output width
+        return np.zeros((a.shape[0], b.shape[0]))
     ca = _column_counts(a)
     cb = ca if same else _column_counts(b)
     ra, rb = a.shape[0], b.shape[0]
