@@ -159,3 +159,15 @@ def test_split_with_int64_indices_gives_the_same_products(monkeypatch):
     for got, ref in zip((dense_outer(a, b), dense_gram(a)), with_int32, strict=True):
         np.testing.assert_array_equal(got, ref)
     np.testing.assert_allclose(with_int32[0], (a @ b.T).toarray(), rtol=1e-12, atol=1e-12)
+
+
+def test_blocks_without_heavy_columns_take_the_same_split():
+    # every column rare: no dense part, the light CSR (narrowed, in slabs) does it all
+    rng = np.random.default_rng(7)
+    a = sp.random(300, 100_000, density=5e-4, format="csr", random_state=rng)
+    b = sp.random(40, 100_000, density=5e-4, format="csr", random_state=rng)
+    assert _both_kinds_of_column(a, b)[0] == 0 and _both_kinds_of_column(a, a)[0] == 0
+    np.testing.assert_allclose(dense_outer(a, b), (a @ b.T).toarray(), rtol=1e-13, atol=1e-15)
+    G = dense_gram(a)
+    np.testing.assert_allclose(G, (a @ a.T).toarray(), rtol=1e-13, atol=1e-15)
+    np.testing.assert_array_equal(G, G.T)

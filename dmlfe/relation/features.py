@@ -131,9 +131,7 @@ class RelationMap:
             raise ValueError(f"a row block has {xb.shape[1]} features but the prototypes have "
                              f"{self.n_features}: use documents of the training feature space")
         G = dense_outer(xb, self.prototypes)
-        if self.similarity == "linear":  # G itself: no pass over the rows for their norms
-            return G
-        return similarity(self.similarity, G, row_sq_norms(xb), self._psq, tau=self.tau,
+        return similarity(self.similarity, G, xb, self._psq, tau=self.tau,
                           proto_scales=self.prototype_scales, n_neighbors=self.n_neighbors)
 
     def transform(self, X: Any, rows: int = DRIVER_ROWS) -> np.ndarray:

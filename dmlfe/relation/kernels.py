@@ -93,16 +93,19 @@ def kth_neighbour_distance(d2: np.ndarray, k: int) -> np.ndarray:
 def similarity(
     kind: str,
     G: np.ndarray,
-    xsq: np.ndarray,
+    xb: Any,
     psq: np.ndarray,
     *,
     tau: float | None = None,
     proto_scales: np.ndarray | None = None,
     n_neighbors: int = DEFAULT_NEIGHBORS,
 ) -> np.ndarray:
-    """The m x p similarity block of ``kind`` from G = X_b P^T and the squared norms."""
+    """The m x p similarity block of ``kind`` from G = X_b P^T, the row block X_b itself
+    and the prototypes' squared norms ``psq``. The rows' norms are computed only for the
+    kinds that use them (not "linear", which is G itself)."""
     if kind == "linear":
         return G
+    xsq = row_sq_norms(xb)
     if kind == "cosine":
         nx, npr = np.sqrt(xsq), np.sqrt(psq)
         den = nx[:, None] * npr[None, :]

@@ -176,8 +176,6 @@ def dense_gram(a: Any, threads: int | None = None) -> np.ndarray:
     heavy = _heavy_columns(counts, counts, n, n)
     code = _column_codes(counts > 0, heavy)
     ad, light = _split(a, code, heavy.size)
-    if heavy.size == 0:
-        ad = None
     step = -(-n // GRAM_ROW_BLOCKS)
 
     def light_rows(start: int) -> None:
@@ -196,7 +194,7 @@ def dense_gram(a: Any, threads: int | None = None) -> np.ndarray:
     # scipy's sparse kernels release the GIL; each block writes its own rows of G
     in_threads(light_rows, range(0, n, step),
                threads=driver_threads() if threads is None else threads)
-    if ad is not None:
+    if heavy.size:  # BLAS refuses an empty inner dimension
         # G^T is F-ordered: its lower triangle is G's upper one, += Ad Ad^T in place
         dsyrk(1.0, ad, beta=1.0, c=G.T, lower=True, overwrite_c=True)
     return _mirror_upper(G)
@@ -255,14 +253,11 @@ def dense_outer(a: Any, b: Any, threads: int | None = None) -> np.ndarray:
     cb = ca if same else _column_counts(b)
     ra, rb = a.shape[0], b.shape[0]
     heavy = _heavy_columns(ca, cb, ra, rb)
-    if heavy.size == 0:
-        t = a @ b.T
-        return np.ascontiguousarray(t.toarray() if sp.issparse(t) else t, dtype=np.float64)
     code = _column_codes((ca > 0) & (cb > 0), heavy)
     ad, al = _split(a, code, heavy.size)
     bd, bl = (ad, al) if same else _split(b, code, heavy.size)
     out = _sparse_product(al, bl, threads)  # C-ordered: out.T is the F-ordered B A^T
-    if out.size:
+    if heavy.size:  # BLAS refuses an empty inner dimension
         # out^T += Bd Ad^T, in place (F-ordered c and overwrite_c: no copy of the tile)
         dgemm(1.0, bd, ad, beta=1.0, c=out.T, trans_b=True, overwrite_c=True)
     return out
