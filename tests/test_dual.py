@@ -630,8 +630,20 @@ def test_large_constraint_is_checked_without_its_whole_spectrum(monkeypatch):
     real = dense.sla.eigvalsh
     monkeypatch.setattr(dense.sla, "eigvalsh", lambda *a, **k: calls.append(1) or real(*a, **k))
     Breg, r, L = dense.constraint_factor(B)
+    # (Q w) Q^T is symmetric only to round-off: the symmetrised copy is factorised
+    assert not np.array_equal(B, B.T)
     assert r == 0.0 and calls == [] and Breg is not B
+    np.testing.assert_array_equal(Breg, 0.5 * (B + B.T))
     np.testing.assert_allclose(L @ L.T, B, atol=1e-12)
+    # an exactly symmetric B (as the builders give) is used as it is, without a copy
+    Bs = 0.5 * (B + B.T)
+    Breg_s, r_s, L_s = dense.constraint_factor(Bs)
+    assert Breg_s is Bs and r_s == 0.0
+    np.testing.assert_array_equal(L_s, L)
+    # the 1-norm is read in place from a C-ordered B; any other layout gives the same
+    assert dense.reciprocal_condition(np.asfortranarray(Bs), L_s) == \
+        pytest.approx(dense.reciprocal_condition(Bs, L_s), rel=1e-12)
+    assert dense.reciprocal_condition(Bs, L_s) == pytest.approx(rc, rel=1e-9)
     # a ratio within ESTIMATE_MARGIN of cond_rtol: the exact check decides (still no ridge)
     near = _spd(m, 1e-9, seed=1)
     with warnings.catch_warnings():

@@ -151,6 +151,24 @@ def test_dense_crossprods_are_numpy_products(shape, order):
     np.testing.assert_allclose(h, x.T @ y, rtol=1e-13, atol=1e-13)
 
 
+@pytest.mark.parametrize("width", [0, 1, 7])
+def test_add_crossprod_updates_in_place_and_stays_exactly_symmetric(width):
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(40, width))
+    s = rng.normal(size=(40, 40))
+    c = np.ascontiguousarray(s @ s.T)
+    c = 0.5 * (c + c.T)
+    ref = c - 0.3 * (x @ x.T)
+    got = outer.add_crossprod(c, x.T, -0.3)
+    assert got is c
+    np.testing.assert_allclose(c, ref, rtol=1e-13, atol=1e-12)
+    np.testing.assert_array_equal(c, c.T)
+    # dense_crossprod of the transpose is F F^T for the factor F = x
+    np.testing.assert_allclose(outer.dense_crossprod(x.T), x @ x.T, atol=1e-12)
+    with pytest.raises(ValueError, match="in place"):
+        outer.add_crossprod(np.asfortranarray(c[:, :39]), x.T)
+
+
 def test_split_with_int64_indices_gives_the_same_products(monkeypatch):
     # int32 per-value temporaries unless a size needs int64: both ways the same result
     a, b = _zipf_rows(200, 3000, 5), _zipf_rows(90, 3000, 6)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dmlfe.methods.template import TraceTemplate, check_nonneg, inv_sqrt_pd, symmetrize
+from dmlfe.methods.template import TraceTemplate, check_nonneg, factor_product, inv_sqrt_pd
 from dmlfe.stats.sufficient import SufficientStats
 
 
@@ -37,7 +37,7 @@ def cca(stats: SufficientStats, gamma_x: float = 0.1, gamma_y: float = 0.1) -> T
         params={"gamma_x": gx, "gamma_y": gy},
         centred=True,
         n_features=stats.n_features,
-        A=symmetrize(F @ F.T),
+        A=factor_product(F),
         B=B,
         xx_coef=0.0,
         lowrank=F,
@@ -59,7 +59,7 @@ def pls(stats: SufficientStats, dense: bool = True) -> TraceTemplate:
         params={},
         centred=True,
         n_features=stats.n_features,
-        A=symmetrize(F @ F.T) if dense else None,
+        A=factor_product(F) if dense else None,
         xx_coef=0.0,
         lowrank=F,
         operator_form=True,
@@ -86,7 +86,7 @@ def opls(stats: SufficientStats, gamma_x: float = 0.0) -> TraceTemplate:
         params={"gamma_x": gx},
         centred=True,
         n_features=stats.n_features,
-        A=symmetrize(F @ F.T),
+        A=factor_product(F),
         B=B,
         xx_coef=0.0,
         lowrank=F,

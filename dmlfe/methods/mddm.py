@@ -19,6 +19,7 @@ from dmlfe.methods.template import (
     TraceTemplate,
     check_fraction,
     check_nonneg,
+    factor_product,
     psd_sqrt,
     symmetrize,
 )
@@ -90,7 +91,7 @@ def _dependence_parts(
 def _dependence_matrix(xty: np.ndarray, Bl: np.ndarray | None) -> np.ndarray:
     """X^T H L H X = Xc^T Yc B Yc^T Xc (D x D)."""
     if Bl is None:
-        return symmetrize(xty @ xty.T)
+        return factor_product(xty)
     return symmetrize(xty @ Bl @ xty.T)
 
 
@@ -162,7 +163,8 @@ def mddm_f(
     if mu == 0.0:
         B = None
     else:
-        B = mu * stats.centred_xtx()
+        B = stats.centred_xtx()  # a new array: scaled in place
+        B *= mu
         B[np.diag_indices_from(B)] += 1.0 - mu
     params = {"mu": mu, **_params(label_kernel, rbf_gamma)}
     return TraceTemplate(

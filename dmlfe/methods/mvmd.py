@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dmlfe.methods.template import TraceTemplate, check_fraction, symmetrize
+from dmlfe.methods.template import TraceTemplate, check_fraction
+from dmlfe.stats.outer import add_crossprod
 from dmlfe.stats.sufficient import SufficientStats
 
 
@@ -28,7 +29,9 @@ def mvmd(stats: SufficientStats, beta: float = 0.5, dense: bool = True) -> Trace
     F = np.sqrt(beta) * (2.0 * stats.centred_xty())
     A = None
     if dense:
-        A = (1.0 - beta) * stats.centred_xtx() + symmetrize(F @ F.T)
+        A = stats.centred_xtx()  # a new array: updated in place, exactly symmetric
+        A *= 1.0 - beta
+        add_crossprod(A, F.T)
     return TraceTemplate(
         method="mvmd",
         params={"beta": beta},

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from dmlfe.stats.outer import dense_crossprod
 from dmlfe.stats.sufficient import SufficientStats
 
 
@@ -131,6 +132,12 @@ def raw_xtx(stats: SufficientStats) -> np.ndarray:
 def symmetrize(M: np.ndarray) -> np.ndarray:
     """(M + M^T) / 2: removes the round-off asymmetry of products such as F G F^T."""
     return 0.5 * (M + M.T)
+
+
+def factor_product(F: np.ndarray) -> np.ndarray:
+    """F F^T (D x D from D x r), exactly symmetric, in one array (no symmetrising average:
+    :func:`~dmlfe.stats.outer.dense_crossprod`'s ``dsyrk``, mirrored)."""
+    return dense_crossprod(np.asarray(F, dtype=np.float64).T)
 
 
 def cancellation_to_zero(M: np.ndarray, *terms: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
