@@ -399,6 +399,11 @@ def used_columns(xb: Any) -> tuple[np.ndarray, Any]:
     return cols, narrow
 
 
+#: Most bytes of :class:`SelectColumns`' lookup table (one int32 per feature: 4 MiB at
+#: 2^20 features); above it, a binary search per stored value.
+SELECT_TABLE_BYTES = 64 * 2**20
+
+
 class SelectColumns:
     """A :data:`BlockFn` keeping the given columns of every row block, renumbered 0..m-1.
 
@@ -413,14 +418,37 @@ class SelectColumns:
         self.columns = np.asarray(columns, dtype=np.int64)
         self.n_features = int(n_features)
         self.drop_others = bool(drop_others)
+        self._table: np.ndarray | None = None
+
+    def __getstate__(self) -> dict:
+        # the lookup table is rebuilt where it is used, not shipped to the workers
+        return {**self.__dict__, "_table": None}
+
+    def _positions(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(each index's position in ``columns``, whether it is one of them).
+
+        Through a table of one int32 per feature while that is at most
+        :data:`SELECT_TABLE_BYTES`: a gather per stored value, where a binary search of
+        each (R10 at 2^20: 2.4M values in 557,713 columns) took 0.1 s."""
+        m = self.columns.size
+        if 4 * self.n_features <= SELECT_TABLE_BYTES and m < 2**31 - 1 and \
+                int(indices.max(initial=-1)) < self.n_features:
+            if self._table is None:
+                table = np.full(self.n_features, -1, dtype=np.int32)
+                table[self.columns] = np.arange(m, dtype=np.int32)
+                self._table = table
+            pos = self._table[indices]
+            return pos, pos >= 0
+        pos = np.searchsorted(self.columns, indices)
+        inside = pos < m
+        inside[inside] = self.columns[pos[inside]] == indices[inside]
+        return pos, inside
 
     def __call__(self, xb: Any) -> Any:
         if not sp.issparse(xb):
             return np.asarray(xb)[:, self.columns]
         xb = sp.csr_matrix(xb)
-        pos = np.searchsorted(self.columns, xb.indices)
-        inside = pos < self.columns.size
-        inside[inside] = self.columns[pos[inside]] == xb.indices[inside]
+        pos, inside = self._positions(xb.indices)
         if inside.all():
             return sp.csr_matrix((xb.data, pos, xb.indptr),
                                  shape=(xb.shape[0], self.columns.size))

@@ -17,6 +17,7 @@ import pytest
 import scipy.sparse as sp
 from conftest import sparse_dask, write_store
 
+from dmlfe import compute
 from dmlfe.compute import SelectColumns
 from dmlfe.estimators import make_estimator
 from dmlfe.model_io import load_model
@@ -66,7 +67,11 @@ def test_used_columns_rule():
     assert stats.used_columns() is None
 
 
-def test_select_columns_drops_other_entries_only_when_asked():
+@pytest.mark.parametrize("table", [True, False])
+def test_select_columns_drops_other_entries_only_when_asked(table, monkeypatch):
+    # a lookup table per feature, or (above SELECT_TABLE_BYTES) a binary search: the same
+    if not table:
+        monkeypatch.setattr(compute, "SELECT_TABLE_BYTES", 0)
     X, _, _, new = _sparse_text(40, 300, 120)
     cols = np.flatnonzero(X.getnnz(axis=0))
     assert set(np.flatnonzero(new.getnnz(axis=0))) - set(cols)  # the test's premise
@@ -77,6 +82,13 @@ def test_select_columns_drops_other_entries_only_when_asked():
         SelectColumns(cols, 300)(new)
     dense = SelectColumns(cols, 300, drop_others=True)(new.toarray())
     np.testing.assert_array_equal(dense, new.toarray()[:, cols])
+    select = SelectColumns(cols, 300)
+    select(X)
+    assert (select._table is not None) == table
+    # the table is not shipped: a pickled copy rebuilds it and selects the same
+    copy = pickle.loads(pickle.dumps(select))
+    assert copy._table is None
+    np.testing.assert_array_equal(copy(X).toarray(), X.toarray()[:, cols])
 
 
 @pytest.mark.parametrize("lazy", [False, True], ids=["memory", "dask"])

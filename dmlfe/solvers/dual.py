@@ -181,7 +181,10 @@ def _lowrank(t: TraceTemplate, Gc: np.ndarray, Yc: np.ndarray, n_features: int,
     block = _null_candidates(Gc, GcPhi, b, c, d_fixed, random_state) \
         if d_fixed > np.linalg.matrix_rank(GcPhi) else None
     Gc[np.diag_indices_from(Gc)] += c / b
-    factor = sla.cho_factor(Gc, lower=True, check_finite=False, overwrite_a=True)
+    # the symmetric Gc's transpose is F-ordered: LAPACK factorises it in place, where a
+    # C-ordered Gc was first copied (336 MB of new pages at n = 6,490)
+    factor = sla.cho_factor(Gc.T if Gc.flags.c_contiguous else Gc, lower=True,
+                            check_finite=False, overwrite_a=True)
     Psi = sla.cho_solve(factor, Phi, check_finite=False) / b
     w, alpha = small_pencil(GcPhi.T @ Psi, Psi)  # the q x q problem Phi^T Gc Psi
     if block is not None and d_fixed > n_genuine(w):

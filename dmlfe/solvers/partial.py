@@ -440,8 +440,10 @@ def _float32_subset(A: np.ndarray, k: int, tol: float, locked: np.ndarray | None
     """
     m = A.shape[0]
     g = 0 if locked is None else locked.shape[1]
-    _, V32 = sla.eigh(_float32_copy(A, locked), subset_by_index=[m - k + g, m - 1],
-                      check_finite=False)
+    # the copy's transpose is F-ordered: LAPACK works in it, without another copy (its
+    # lower triangle is the copy's upper one: the same matrix to float32 round-off)
+    _, V32 = sla.eigh(_float32_copy(A, locked).T, subset_by_index=[m - k + g, m - 1],
+                      check_finite=False, overwrite_a=True)
     checked = rayleigh_ritz(A, _after_locked(locked, V32[:, ::-1]), k, tol)
     if checked is None or not checked[2]["converged"] or checked[1].shape[1] < k:
         return None
