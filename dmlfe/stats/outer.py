@@ -143,10 +143,11 @@ def dense_crossprod(x: np.ndarray) -> np.ndarray:
 
 
 def add_crossprod(c: np.ndarray, x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
-    """c += alpha X^T X in place, for an exactly symmetric C-ordered float64 c; returns c.
+    """c += alpha X^T X in place for a symmetric C-ordered float64 c; returns c.
 
-    One ``dsyrk`` into c's upper triangle (c's transpose is F-ordered: no copy of c),
-    then mirrored, so c stays exactly symmetric. A template's A = a S + F F^T (MVMD)
+    One ``dsyrk`` into one triangle of c (c's transpose is F-ordered: no copy of c),
+    then mirrored onto the other, so c comes back exactly symmetric (an asymmetry of
+    c's own round-off is not kept: only that triangle is read). A template's A = a S + F F^T (MVMD)
     is then one p x p array instead of the four temporaries of ``a * S + F @ F.T``
     and a symmetrising average (each 32 MB at p = 2,000, paid again in page faults by
     every fresh process).
