@@ -120,11 +120,10 @@ def reciprocal_condition(B: np.ndarray, L: np.ndarray) -> float:
     on B and B^{-1} took 0.16-0.35 s (two BLAS libraries, numpy's and scipy's, took
     turns and each waited for the other's spinning threads).
     """
-    # B's transpose is F-ordered: LAPACK's 1-norm reads it in place (||B^T||_inf =
-    # ||B||_1; the absolute-value copy it replaces was a fresh p x p array)
-    norm = float(sla.lapack.dlange("I", B.T)) if B.flags.c_contiguous else \
-        float(np.abs(B).sum(axis=0).max())
-    rcond, info = sla.lapack.dpocon(L, norm, uplo="L")
+    # LAPACK's 1-norm of B read in place, with no |B| copy: a C-ordered B as its
+    # F-ordered transpose, whose infinity norm is ||B||_1
+    norm = sla.lapack.dlange("I", B.T) if B.flags.c_contiguous else sla.lapack.dlange("1", B)
+    rcond, info = sla.lapack.dpocon(L, float(norm), uplo="L")
     if info != 0:
         raise np.linalg.LinAlgError(f"dpocon returned info={info}")
     return float(rcond)

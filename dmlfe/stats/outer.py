@@ -145,22 +145,19 @@ def dense_crossprod(x: np.ndarray) -> np.ndarray:
 def add_crossprod(c: np.ndarray, x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     """c += alpha X^T X in place for a symmetric C-ordered float64 c; returns c.
 
-    One ``dsyrk`` into one triangle of c (c's transpose is F-ordered: no copy of c),
-    then mirrored onto the other, so c comes back exactly symmetric (an asymmetry of
-    c's own round-off is not kept: only that triangle is read). A template's A = a S + F F^T (MVMD)
-    is then one p x p array instead of the four temporaries of ``a * S + F @ F.T``
-    and a symmetrising average (each 32 MB at p = 2,000, paid again in page faults by
-    every fresh process).
+    One ``dsyrk`` into one triangle of c (c's transpose is F-ordered, so f2py writes
+    into c itself), then mirrored onto the other: c comes back exactly symmetric (an
+    asymmetry of c's own round-off is not kept, only that triangle is read). A
+    template's A = a S + F F^T (MVMD) is then one p x p array instead of the four
+    temporaries of ``a * S + F @ F.T`` and a symmetrising average (each 32 MB at
+    p = 2,000, paid again in page faults by every fresh process).
     """
     if c.dtype != np.float64 or not c.flags.c_contiguous or c.shape[0] != c.shape[1]:
         raise ValueError("add_crossprod updates a square C-ordered float64 array in place")
     x = np.asarray(x, dtype=np.float64)
-    if x.size == 0:
-        return c
-    out = dsyrk(alpha, x.T, beta=1.0, c=c.T, trans=0, overwrite_c=1)
-    if not np.shares_memory(out, c):  # not expected: f2py copies only a non-F-ordered c
-        c[...] = out.T
-    _mirror_upper(c.T)
+    if x.size:
+        dsyrk(alpha, x.T, beta=1.0, c=c.T, trans=0, overwrite_c=1)
+        _mirror_upper(c.T)
     return c
 
 
@@ -203,8 +200,7 @@ def dense_gram(a: Any, threads: int | None = None) -> np.ndarray:
     def light_rows(start: int) -> None:
         stop = min(start + step, n)
         right = light[start:].T.tocsr()  # once per block, for every slab of its rows
-        # slabs whose CSR product stays small (as in _sparse_product)
-        slab = max(1, SPARSE_SLAB_BYTES // (12 * max(n - start, 1)))
+        slab = _slab_rows(n - start)
         for s in range(start, stop, slab):
             tile = (light[s:min(s + slab, stop)] @ right).tocsr()
             # the tile's columns are G's columns from ``start`` on: shifted, it is the
@@ -222,6 +218,12 @@ def dense_gram(a: Any, threads: int | None = None) -> np.ndarray:
     return _mirror_upper(G)
 
 
+def _slab_rows(width: int) -> int:
+    """Rows of a slab whose sparse product with ``width`` columns (at most one stored
+    value of 12 bytes each per row and column) stays within :data:`SPARSE_SLAB_BYTES`."""
+    return max(1, SPARSE_SLAB_BYTES // (12 * max(width, 1)))
+
+
 def _sparse_product(a: sp.csr_matrix, b: sp.csr_matrix, threads: int | None) -> np.ndarray:
     """(a @ b^T) as a dense C-ordered array; a's rows in up to ``threads`` threads.
 
@@ -233,8 +235,7 @@ def _sparse_product(a: sp.csr_matrix, b: sp.csr_matrix, threads: int | None) -> 
     out = np.empty((a.shape[0], b.shape[0]))
     bt = b.T.tocsr()  # once, not per thread
     threads = driver_threads() if threads is None else threads
-    step = max(1, min(-(-a.shape[0] // max(1, threads)),
-                      SPARSE_SLAB_BYTES // (12 * max(b.shape[0], 1))))
+    step = max(1, min(-(-a.shape[0] // max(1, threads)), _slab_rows(b.shape[0])))
 
     def rows(start: int) -> None:
         (a[start:start + step] @ bt).toarray(out=out[start:start + step])
