@@ -22,6 +22,8 @@ Parts (``--parts``, comma list):
   in memory and from the store (a new LocalCluster of 2 x 1 threads per fit), each
   case after and before in turn, ``--repeat`` rounds (every child of every part starts
   after a pause of SETTLE_SECONDS, once the last one's cluster has gone).
+* ``selection``: the relation route with p = 2,000 prototypes chosen by k-means++
+  seeding and by label strata (PCA, d = 100, in memory), after and before in turn.
 * ``save``: a fitted MVMD (d = 100) saved and loaded as the fit keeps it (the used
   columns, model format 2) against the whole d x D array (format 1's layout; built
   first): seconds and file sizes, in fresh processes.
@@ -277,10 +279,11 @@ def summary(runs: list[dict[str, Any]], reference: str = "sklearn") -> list[dict
     ref = [r["seconds"] for r in runs if r.get("kind") == reference and "seconds" in r]
     ref_median = float(np.median(ref)) if ref else None
     out = []
-    for (version, kind, method, source, _), rs in groups.items():
+    for (version, kind, method, source, params), rs in groups.items():
         secs = [r["seconds"] for r in rs if "seconds" in r]
         row: dict[str, Any] = {"version": version, "kind": kind, "method": method,
-                               "source": source, "repeats": len(rs), "seconds_each": secs}
+                               "source": source, "params": json.loads(params),
+                               "repeats": len(rs), "seconds_each": secs}
         if secs:
             med = float(np.median(secs))
             row.update(median_seconds=round(med, 3), min_seconds=min(secs),
@@ -420,14 +423,37 @@ def part_relation(args: argparse.Namespace) -> dict[str, Any]:
               "params": rel, "version": version, "source": source}
              for source in ("memory", "store") for method, d in METHODS for version in versions]
     runs = _repeated(cases, args.repeat, versions, args.timeout)
-    rows = summary(runs)
-    after = {(r["method"], r["source"]): r for r in rows if r["version"] == "after"}
+    return {"repeat": args.repeat, "summary": _before_ratios(summary(runs)), "runs": runs}
+
+
+def _before_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` (from :func:`summary`) with each "after" row's before / after median."""
+    def key(r: dict[str, Any]) -> tuple:
+        return r["method"], r["source"], json.dumps(r["params"], sort_keys=True)
+
+    after = {key(r): r for r in rows if r["version"] == "after"}
     for r in rows:
-        key = (r["method"], r["source"])
-        if r["version"] == "before" and key in after and "median_seconds" in r:
-            a = after[key]
-            a["before_median_over_median"] = round(r["median_seconds"] / a["median_seconds"], 2)
-    return {"repeat": args.repeat, "summary": rows, "runs": runs}
+        if r["version"] == "before" and key(r) in after and "median_seconds" in r:
+            a = after[key(r)]
+            if "median_seconds" in a:
+                a["before_median_over_median"] = round(r["median_seconds"]
+                                                       / a["median_seconds"], 2)
+    return rows
+
+
+def part_selection(args: argparse.Namespace) -> dict[str, Any]:
+    """The relation route's prototypes chosen from the data (p = 2,000; PCA, d = 100, in
+    memory): ``prototype_selection`` "kmeans++" and "stratified", after and before in
+    turn, ``--repeat`` rounds (the before's kmeans++ takes ~2 minutes a fit)."""
+    store = str(r10_store(2**20))
+    versions = {"after": None} if not args.before else {"after": None, "before": args.before}
+    cases = [{"kind": "dmlfe", "store": store, "method": "pca", "n_components": 100,
+              "params": {"route": "relation", "n_prototypes": 2000,
+                         "prototype_selection": selection},
+              "version": version, "source": "memory"}
+             for selection in ("kmeans++", "stratified") for version in versions]
+    runs = _repeated(cases, args.repeat, versions, args.timeout)
+    return {"repeat": args.repeat, "summary": _before_ratios(summary(runs)), "runs": runs}
 
 
 def part_imdb(args: argparse.Namespace) -> dict[str, Any]:

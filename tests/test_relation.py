@@ -121,6 +121,27 @@ def test_prototypes_independent_of_chunks_and_workers(cluster_client):
         select_prototypes(X, n_prototypes=30, selection="all")
 
 
+def test_kmeanspp_seeding_draws_as_scikit_learn_does():
+    """The rows of sklearn's kmeans_plusplus (one trial per step, same seed), for sparse
+    and dense rows, and a pool with duplicate rows still gives p distinct prototypes."""
+    from sklearn.cluster import kmeans_plusplus
+
+    from dmlfe.relation.prototypes import kmeanspp_seeding
+
+    for seed in range(4):
+        A = sp.random(120, 30, density=0.25, random_state=seed, format="csr")
+        for X in (A, A.toarray()):
+            want = kmeans_plusplus(X, 25, random_state=seed, n_local_trials=1)[1]
+            np.testing.assert_array_equal(kmeanspp_seeding(X, 25, seed), want)
+    # 6 distinct rows, each 5 times: after 6 picks every distance is 0 and rows repeat
+    base = sp.random(6, 10, density=0.5, random_state=1, format="csr")
+    X = sp.vstack([base] * 5, format="csr")
+    first = kmeanspp_seeding(X, 8, 3)
+    assert len({tuple(X[i].toarray().ravel()) for i in first[:6]}) == 6
+    got = select_prototypes(X, n_prototypes=8, selection="kmeans++", random_state=3)
+    assert got.shape == (8,) and np.all(np.diff(got) > 0)
+
+
 def test_relation_statistics_on_the_cluster(cluster_client):
     """R^T R, R^T Y and the sums from the chunk-wise pass equal dense numpy on R."""
     X, Y = _data(n=150, D=30, seed=8, density=0.3)

@@ -12,9 +12,11 @@ prototypes").
   Y), p allocated to the groups in proportion to their sizes (largest remainders,
   ties to the larger group, then the earlier one), uniform within a group.
 * ``"kmeans++"``: k-means++ seeding (Arthur & Vassilvitskii 2007) on the sparse
-  vectors, by :func:`sklearn.cluster.kmeans_plusplus` with one trial per step. It
-  runs on the driver over a candidate pool (every document when n <= ``pool_size``,
-  else a seeded uniform sample of ``pool_size`` of them) gathered as one CSR matrix.
+  vectors, one trial per step (:func:`kmeanspp_seeding`: the draws of
+  :func:`sklearn.cluster.kmeans_plusplus` with ``n_local_trials=1``, without its dense
+  p x D centres). It runs on the driver over a candidate pool (every document when
+  n <= ``pool_size``, else a seeded uniform sample of ``pool_size`` of them) gathered
+  as one CSR matrix.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import scipy.sparse as sp
 from dask import delayed
 
 from dmlfe.compute import compute_one, is_dask
+from dmlfe.relation.kernels import row_sq_norms, sq_distances
 
 SELECTIONS = ("all", "random", "stratified", "kmeans++")
 
@@ -97,19 +100,67 @@ def _stratified(Y: np.ndarray, p: int, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
 
 
+def kmeanspp_seeding(X: Any, p: int, seed: int) -> np.ndarray:
+    """Row indices of p k-means++ centres of the rows of X (D^2 sampling, one trial a step).
+
+    Arthur & Vassilvitskii (2007): the first row uniformly, each next one with
+    probability proportional to its squared distance to the nearest row chosen so far.
+    The draws are those of :func:`sklearn.cluster.kmeans_plusplus` with
+    ``n_local_trials=1`` and ``random_state=seed`` (the same ``RandomState`` calls in
+    the same order), so the same rows come out up to round-off of the distances; the
+    distances are :func:`dmlfe.relation.kernels.sq_distances` (a duplicate row is at
+    distance 0). scikit-learn keeps every centre as a dense row: p x D float64, 16.8 GB
+    for p = 2,000 at D = 2^20, written one 8 MB row per step (R10's 6,490 stories: 105 s).
+    Here a step is one sparse product of the chosen row with the pool's transpose, built
+    once (R10, p = 2,000: 1.1 s). Indices may repeat when rows do (every remaining
+    distance 0); the caller tops them up.
+
+    Parameters
+    ----------
+    X : scipy.sparse matrix or ndarray, shape (m, D)
+        The candidate rows (m >= p >= 1).
+    p : int
+        How many centres.
+    seed : int
+        Seed of the ``numpy.random.RandomState`` that draws them.
+
+    Returns
+    -------
+    ndarray of int64, shape (p,)
+        Row indices into X in the order they were chosen.
+    """
+    X = sp.csr_matrix(X, dtype=np.float64)
+    X.sort_indices()
+    m = X.shape[0]
+    rs = np.random.RandomState(seed)
+    sq = row_sq_norms(X)
+    right = X.T.tocsr()  # D x m: a row's dot products with every row are row @ right
+
+    def to_all(i: int) -> np.ndarray:
+        return sq_distances((X[i] @ right).toarray(), sq[i:i + 1], sq)[0]
+
+    weight = np.ones(m)
+    picked = np.empty(p, dtype=np.int64)
+    picked[0] = rs.choice(m, p=weight / weight.sum())
+    closest = to_all(int(picked[0]))
+    potential = closest @ weight
+    for c in range(1, p):
+        draw = rs.uniform(size=1) * potential
+        # round-off can put the draw past the last cumulative sum
+        i = min(int(np.searchsorted(np.cumsum(weight * closest), draw)[0]), m - 1)
+        closest = np.minimum(closest, to_all(i))
+        potential = closest @ weight
+        picked[c] = i
+    return picked
+
+
 def _kmeanspp(X: Any, n: int, p: int, rng: np.random.Generator, seed: int,
               pool_size: int, client: Any) -> np.ndarray:
     if n <= pool_size:
         pool = np.arange(n, dtype=np.int64)
     else:
         pool = np.sort(rng.choice(n, size=max(pool_size, p), replace=False))
-    Xp = gather_rows(X, pool, client)
-    # imported here: sklearn.cluster costs ~1 s to import, paid by every fresh worker that
-    # unpickles a task from this module (gather_rows runs on the workers)
-    from sklearn.cluster import kmeans_plusplus
-
-    _, picked = kmeans_plusplus(Xp, n_clusters=p, random_state=seed, n_local_trials=1)
-    picked = np.unique(np.asarray(picked, dtype=np.int64))
+    picked = np.unique(kmeanspp_seeding(gather_rows(X, pool, client), p, seed))
     if picked.size < p:
         # identical documents can be drawn twice: top up uniformly from the rest
         rest = np.setdiff1d(np.arange(pool.size), picked)
