@@ -482,3 +482,24 @@ def test_mlsi_beta_one_uses_woodbury_branch():
     B_ref = Xc.T @ np.linalg.inv(Yc @ Yc.T + 0.2 * np.eye(n)) @ Xc + 0.3 * np.eye(6)
     t = mlsi(make_stats(X, Y), beta=1.0, gamma_x=0.3, gamma_xy=0.2)
     np.testing.assert_allclose(t.B, B_ref, rtol=1e-8, atol=1e-10 * np.abs(B_ref).max())
+
+
+@pytest.mark.parametrize("m", [0, 1, 9, 200])
+def test_spd_inverse_in_place_and_exactly_symmetric(m):
+    from dmlfe.methods.template import spd_inverse
+
+    rng = np.random.default_rng(m)
+    W = rng.standard_normal((m, m + 2))
+    M = W @ W.T + 0.1 * np.eye(m)
+    ref = np.linalg.inv(M) if m else np.zeros((0, 0))
+    work = M.copy()
+    work[np.tril_indices(m, -1)] = np.nan  # only the upper triangle is read
+    got = spd_inverse(work)
+    assert got is work
+    np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-10 * (np.abs(ref).max() if m else 1))
+    np.testing.assert_array_equal(got, got.T)
+    if m > 1:
+        with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
+            spd_inverse(-M.copy())
+        with pytest.raises(ValueError, match="in place"):
+            spd_inverse(np.asfortranarray(M))

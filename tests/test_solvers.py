@@ -250,3 +250,32 @@ def test_solve_matrix_free_warnings_and_refusals(monkeypatch):
         solve_matrix_free(cca(compute_stats(X, Y, need_xtx=True)), X, 2)
     with pytest.raises(ValueError, match="n_components"):
         solve_matrix_free(template, X, 0)
+
+
+@pytest.mark.parametrize("m", [1, 7, 300])
+def test_cholesky_reduce_is_the_standard_form_of_the_pencil(m):
+    """C = L^-1 A L^-T against numpy's solves; exactly symmetric; the pencil's eigenvalues;
+    A untouched unless overwrite_a, which reduces in A's memory."""
+    import scipy.linalg as sla
+
+    from dmlfe.solvers.partial import cholesky_reduce
+
+    rng = np.random.default_rng(m)
+    X = rng.standard_normal((m, m + 3))
+    A = X @ X.T - 0.5 * np.eye(m)  # indefinite
+    A = 0.5 * (A + A.T)
+    W = rng.standard_normal((m, 2 * m))
+    B = W @ W.T / m + 0.1 * np.eye(m)
+    A0 = A.copy()
+    C, L = cholesky_reduce(A, B)
+    np.testing.assert_array_equal(A, A0)
+    np.testing.assert_allclose(L @ L.T, B, rtol=1e-12, atol=1e-12)
+    Li = np.linalg.inv(L)
+    np.testing.assert_allclose(C, Li @ A0 @ Li.T, rtol=1e-10, atol=1e-10 * np.abs(A0).max())
+    np.testing.assert_array_equal(C, C.T)
+    assert C.flags.c_contiguous
+    np.testing.assert_allclose(np.linalg.eigvalsh(C), sla.eigh(A0, B, eigvals_only=True),
+                               rtol=1e-9, atol=1e-9 * np.abs(A0).max())
+    C2, _ = cholesky_reduce(A, B, L, overwrite_a=True)
+    assert np.shares_memory(C2, A)
+    np.testing.assert_array_equal(C2, C)

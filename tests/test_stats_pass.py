@@ -360,6 +360,15 @@ def test_label_fn_and_weighted_scatter():
         ref = Xd.T @ (Xd * w[:, None])
         np.testing.assert_allclose(stats.xtwx, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
         assert stats.xtx is None
+    # dense rows (the dual route's reduced data is F-ordered), with weights >= 0 (one
+    # weighted syrk) and with a negative one (the general product)
+    for label_fn in (label_map, lambda yb: label_map(yb) - 0.3):
+        wd = label_fn(Y).sum(axis=1)
+        assert (wd < 0).any() == (label_fn is not label_map)
+        ref = Xd.T @ (Xd * wd[:, None])
+        for dense in (Xd, np.asfortranarray(Xd)):
+            got = compute_stats(dense, Y, label_fn=label_fn, need_xtwx=True).xtwx
+            np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
     assert compute_stats(X, Y).xtwx is None
     with pytest.raises(ValueError, match="D = 23"):
         compute_stats(X, Y, need_xtwx=True, max_dense_features=10)

@@ -27,6 +27,7 @@ from dmlfe.methods.template import (
     raw_xtx,
     symmetrize,
 )
+from dmlfe.stats.outer import weighted_crossprod
 from dmlfe.stats.sufficient import SufficientStats
 
 
@@ -76,12 +77,8 @@ class WeightedLabels:
 
 def weighted_scatter(X: np.ndarray | sp.spmatrix, w: np.ndarray) -> np.ndarray:
     """X^T diag(w) X (D x D, float64) for one block of rows; sum it over blocks."""
-    w = np.asarray(w, dtype=np.float64).ravel()
-    if sp.issparse(X):
-        Xw = sp.diags(w) @ X
-        return np.asarray((X.T @ Xw).toarray(), dtype=np.float64)
-    Xd = np.asarray(X, dtype=np.float64)
-    return Xd.T @ (Xd * w[:, None])
+    out = weighted_crossprod(X, w)
+    return np.asarray(out.toarray() if sp.issparse(out) else out, dtype=np.float64)
 
 
 def _inv_counts(counts: np.ndarray) -> np.ndarray:

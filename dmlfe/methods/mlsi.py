@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg as sla
 
-from dmlfe.methods.template import TraceTemplate, check_fraction, check_nonneg, symmetrize
+from dmlfe.methods.template import (
+    TraceTemplate,
+    check_fraction,
+    check_nonneg,
+    spd_inverse,
+    symmetrize,
+)
 from dmlfe.stats.sufficient import SufficientStats
 
 
@@ -27,16 +33,25 @@ def _xt_minv_x(stats: SufficientStats, beta: float, gamma_xy: float) -> np.ndarr
     g = gamma_xy
     if beta < 1.0:
         c = np.sqrt(beta * (1.0 - beta))
-        Z = np.empty((D + q, D + q))
-        Z[:D, :D] = (1.0 - beta) * S
-        Z[:D, D:] = c * xty
-        Z[D:, :D] = c * xty.T
-        Z[D:, D:] = beta * yty
-        Z[np.diag_indices_from(Z)] += g
-        inv = sla.inv(symmetrize(Z), check_finite=False)
-        M = -g * inv[:D, :D]
-        M[np.diag_indices_from(M)] += 1.0
-        return symmetrize(M / (1.0 - beta))
+
+        def middle() -> np.ndarray:  # Z^T Z + g I, exactly symmetric
+            Z = np.empty((D + q, D + q))
+            np.multiply(S, 1.0 - beta, out=Z[:D, :D])
+            Z[:D, D:] = c * xty
+            Z[D:, :D] = c * xty.T
+            Z[D:, D:] = beta * symmetrize(yty)
+            Z[np.diag_indices_from(Z)] += g
+            return Z
+
+        try:
+            inv = spd_inverse(middle())
+        except np.linalg.LinAlgError:  # positive definite in exact arithmetic only
+            inv = symmetrize(sla.inv(symmetrize(middle()), check_finite=False))
+        # (I - g inv_DD) / (1 - beta), written into S (no further D x D array)
+        np.multiply(inv[:D, :D], -g / (1.0 - beta), out=S)
+        del inv
+        S[np.diag_indices_from(S)] += 1.0 / (1.0 - beta)
+        return S
     # beta = 1: (Yc Yc^T + g I)^{-1} = (I - Yc (Yc^T Yc + g I)^{-1} Yc^T) / g
     K = yty.copy()
     K[np.diag_indices_from(K)] += g

@@ -213,7 +213,7 @@ def _leading(template: TraceTemplate, n_components: int | float, k: int, random_
         w, V = lowrank_generalized(
             F, lambda R: sla.cho_solve((L, True), R, check_finite=False))
         return w, V, reg, "lowrank-generalized", float(w.sum())
-    C, L = cholesky_reduce(symmetrize(A), Breg, L)
+    C, L = cholesky_reduce(A, Breg, L)  # a copy of A (its upper triangle is read)
     total = float(np.trace(C))
     w, U, _ = leading_pairs(C, n_components, k, total, random_state=random_state)
     V = sla.solve_triangular(L, U, lower=True, trans="T", check_finite=False)

@@ -256,7 +256,10 @@ def reduced_data(G: np.ndarray, overwrite: bool = False
     diag). L11 = Z[:r] is triangular and non-singular. With ``overwrite`` the factor
     is computed in G's memory (Z is then a view of G).
     """
-    L, piv, r, info = sla.lapack.dpstrf(G, lower=1, overwrite_a=int(overwrite))
+    # the symmetric G's transpose is F-ordered: LAPACK works in it (a C-ordered G was
+    # first copied, 337 MB at n = 6,490: 2.6 s against 1.5 s), and Z is F-ordered
+    L, piv, r, info = sla.lapack.dpstrf(G.T if G.flags.c_contiguous else G, lower=1,
+                                        overwrite_a=int(overwrite))
     if info < 0:
         raise ValueError(f"pivoted Cholesky of the Gram failed (LAPACK info {info})")
     for i in range(L.shape[0] - 1):  # LAPACK leaves the input in the strict upper part

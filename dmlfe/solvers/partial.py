@@ -36,6 +36,7 @@ from scipy.linalg import blas
 
 from dmlfe.solvers.dimension import threshold_rounds
 from dmlfe.solvers.result import flip_signs
+from dmlfe.stats.outer import mirror_upper
 
 #: Problems up to this size are solved completely (all m eigenpairs) by LAPACK.
 FULL_SPECTRUM_LIMIT = 1_000
@@ -585,17 +586,27 @@ def leading_pairs(A: np.ndarray, n_components: int | float, k: int, total: float
     return leading_eigh_threshold(A, float(n_components), total, k, **kw)
 
 
-def cholesky_reduce(A: np.ndarray, B: np.ndarray, L: np.ndarray | None = None
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def cholesky_reduce(A: np.ndarray, B: np.ndarray, L: np.ndarray | None = None,
+                    overwrite_a: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(C, L): B = L L^T and C = L^{-1} A L^{-T}, so A p = lambda B p <=> C u = lambda u.
 
+    LAPACK's ``dsygst`` forms C from one triangle of the symmetric A (its upper one, as
+    stored in C order) at about half the flops of two triangular solves with m
+    right-hand sides, and in A's memory: R10's 6,490 x 6,490 reduced problem (MLSI,
+    MLDA, DMLDA on the dual route) took 3.6-4.2 s against 7.1-9.1 s and three m x m
+    temporaries. C comes back C-ordered and exactly symmetric.
+
     ``L``, B's lower Cholesky factor when the caller has it, is not computed again.
+    ``overwrite_a``: A (C-ordered float64) may hold C on return (no copy of it).
     """
     if L is None:
         L = sla.cholesky(B, lower=True, check_finite=False)
-    C = sla.solve_triangular(L, A, lower=True, check_finite=False)
-    C = sla.solve_triangular(L, C.T, lower=True, check_finite=False)
-    return 0.5 * (C + C.T), L
+    C = np.array(A, dtype=np.float64, order="C", copy=not overwrite_a)
+    # C^T is F-ordered: LAPACK's lower triangle of it is C's upper one, reduced in place
+    _, info = sla.lapack.dsygst(C.T, L, itype=1, lower=1, overwrite_a=1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"LAPACK dsygst failed (info {info})")
+    return mirror_upper(C), L
 
 
 def small_pencil(S: np.ndarray, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -111,7 +111,7 @@ def _heavy_columns(counts_a: np.ndarray, counts_b: np.ndarray, ra: int, rb: int
                           >= DENSE_RATIO * max(ra * rb, 1))
 
 
-def _mirror_upper(G: np.ndarray, step: int = MIRROR_STEP) -> np.ndarray:
+def mirror_upper(G: np.ndarray, step: int = MIRROR_STEP) -> np.ndarray:
     """Copy the upper triangle of the square G onto its lower one, in place."""
     n = G.shape[0]
     for i in range(0, n, step):
@@ -137,9 +137,12 @@ def dense_crossprod(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     if x.size == 0:  # BLAS refuses a zero leading dimension
         return np.zeros((x.shape[1], x.shape[1]))
-    # x.T is F-ordered for a C-ordered x (no copy); the upper triangle of the F-ordered
-    # result, mirrored; its transpose is the C-ordered product
-    return _mirror_upper(dsyrk(1.0, x.T, trans=0)).T
+    # BLAS reads x in the order it is stored, never a copy: x.T of a C-ordered x is
+    # F-ordered (an F-ordered x, e.g. the dual route's reduced data, is read as it is);
+    # the upper triangle of the F-ordered result, mirrored; its transpose is C-ordered
+    if x.flags.f_contiguous and not x.flags.c_contiguous:
+        return mirror_upper(dsyrk(1.0, x, trans=1)).T
+    return mirror_upper(dsyrk(1.0, x.T, trans=0)).T
 
 
 def add_crossprod(c: np.ndarray, x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
@@ -157,8 +160,22 @@ def add_crossprod(c: np.ndarray, x: np.ndarray, alpha: float = 1.0) -> np.ndarra
     x = np.asarray(x, dtype=np.float64)
     if x.size:
         dsyrk(alpha, x.T, beta=1.0, c=c.T, trans=0, overwrite_c=1)
-        _mirror_upper(c.T)
+        mirror_upper(c.T)
     return c
+
+
+def weighted_crossprod(x: Any, w: np.ndarray) -> Any:
+    """X^T diag(w) X of one row block (D x D): a CSR product for a sparse block (sparse),
+    for a dense one float64 (C-ordered), by one ``dsyrk`` of sqrt(w) X when w >= 0
+    (MLDA's weights: half the flops of a GEMM, exactly symmetric), else by a GEMM."""
+    w = np.asarray(w, dtype=np.float64).ravel()
+    if sp.issparse(x):
+        x = _as_csr(x)
+        return sp.csr_matrix(x.T @ (sp.diags(w) @ x))
+    x = np.asarray(x, dtype=np.float64)
+    if np.all(w >= 0):
+        return dense_crossprod(x * np.sqrt(w)[:, None])
+    return np.ascontiguousarray(x.T @ (x * w[:, None]))
 
 
 def dense_crossprod_with(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -168,6 +185,8 @@ def dense_crossprod_with(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     y = np.asarray(y, dtype=np.float64)
     if x.size == 0 or y.size == 0:
         return np.zeros((x.shape[1], y.shape[1]))
+    if x.flags.f_contiguous and not x.flags.c_contiguous:  # read as stored (no copy)
+        return np.ascontiguousarray(dgemm(1.0, x, y, trans_a=True))
     return np.ascontiguousarray(dgemm(1.0, x.T, y.T, trans_b=True))
 
 
@@ -185,7 +204,7 @@ def dense_gram(a: Any, threads: int | None = None) -> np.ndarray:
     """
     if not sp.issparse(a):
         a = _as_dense(a)
-        return _mirror_upper(np.ascontiguousarray(a @ a.T))
+        return mirror_upper(np.ascontiguousarray(a @ a.T))
     a = _as_csr(a)
     n = a.shape[0]
     G = np.empty((n, n))
@@ -215,7 +234,7 @@ def dense_gram(a: Any, threads: int | None = None) -> np.ndarray:
     if heavy.size:  # BLAS refuses an empty inner dimension
         # G^T is F-ordered: its lower triangle is G's upper one, += Ad Ad^T in place
         dsyrk(1.0, ad, beta=1.0, c=G.T, lower=True, overwrite_c=True)
-    return _mirror_upper(G)
+    return mirror_upper(G)
 
 
 def _slab_rows(width: int) -> int:

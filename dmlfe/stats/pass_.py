@@ -39,7 +39,7 @@ from dmlfe.compute import (
     to_float_block,
     tree_reduce,
 )
-from dmlfe.stats.outer import dense_crossprod, dense_crossprod_with
+from dmlfe.stats.outer import dense_crossprod, dense_crossprod_with, weighted_crossprod
 from dmlfe.stats.sufficient import SufficientStats
 
 #: Rows per slice when an in-memory X is reduced on the driver.
@@ -154,11 +154,8 @@ def _block_partial(
         else:
             part["xtx"] = dense_crossprod(xb)
     if need_xtwx:
-        w = y.sum(axis=1)  # row weights w = Y 1 of the (mapped) labels
-        if sp.issparse(xb):
-            part["xtwx"] = _maybe_dense(sp.csr_matrix(xb.T @ (sp.diags(w) @ xb)))
-        else:
-            part["xtwx"] = xb.T @ (xb * w[:, None])
+        # row weights w = Y 1 of the (mapped) labels
+        part["xtwx"] = _maybe_dense(weighted_crossprod(xb, y.sum(axis=1)))
     return part
 
 
