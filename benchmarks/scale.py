@@ -24,6 +24,8 @@ Parts (``--parts``, comma list):
   after a pause of SETTLE_SECONDS, once the last one's cluster has gone).
 * ``selection``: the relation route with p = 2,000 prototypes chosen by k-means++
   seeding and by label strata (PCA, d = 100, in memory), after and before in turn.
+* ``reduced``: MLSI, MLDA and DMLDA (d = 10, defaults: the dual route's reduced form)
+  on the same data in memory, after and before in turn.
 * ``save``: a fitted MVMD (d = 100) saved and loaded as the fit keeps it (the used
   columns, model format 2) against the whole d x D array (format 1's layout; built
   first): seconds and file sizes, in fresh processes.
@@ -452,6 +454,19 @@ def part_selection(args: argparse.Namespace) -> dict[str, Any]:
                          "prototype_selection": selection},
               "version": version, "source": "memory"}
              for selection in ("kmeans++", "stratified") for version in versions]
+    runs = _repeated(cases, args.repeat, versions, args.timeout)
+    return {"repeat": args.repeat, "summary": _before_ratios(summary(runs)), "runs": runs}
+
+
+def part_reduced(args: argparse.Namespace) -> dict[str, Any]:
+    """MLSI, MLDA and DMLDA (d = 10, defaults: the dual route's reduced form, an n x n
+    dense problem at n = 6,490) on R10 at 2^20 in memory, after and before in turn,
+    ``--repeat`` rounds."""
+    store = str(r10_store(2**20))
+    versions = {"after": None} if not args.before else {"after": None, "before": args.before}
+    cases = [{"kind": "dmlfe", "store": store, "method": method, "n_components": 10,
+              "version": version, "source": "memory"}
+             for method in ("mlsi", "mlda", "dmlda") for version in versions]
     runs = _repeated(cases, args.repeat, versions, args.timeout)
     return {"repeat": args.repeat, "summary": _before_ratios(summary(runs)), "runs": runs}
 
