@@ -34,16 +34,16 @@ def _xt_minv_x(stats: SufficientStats, beta: float, gamma_xy: float) -> np.ndarr
     if beta < 1.0:
         c = np.sqrt(beta * (1.0 - beta))
 
-        def middle() -> np.ndarray:  # Z^T Z + g I, exactly symmetric
+        def middle() -> np.ndarray:  # Z^T Z + g I
             Z = np.empty((D + q, D + q))
             np.multiply(S, 1.0 - beta, out=Z[:D, :D])
             Z[:D, D:] = c * xty
             Z[D:, :D] = c * xty.T
-            Z[D:, D:] = beta * symmetrize(yty)
+            Z[D:, D:] = beta * yty
             Z[np.diag_indices_from(Z)] += g
             return Z
 
-        try:
+        try:  # one triangle read
             inv = spd_inverse(middle())
         except np.linalg.LinAlgError:  # positive definite in exact arithmetic only
             inv = symmetrize(sla.inv(symmetrize(middle()), check_finite=False))

@@ -139,17 +139,14 @@ def kmeanspp_seeding(X: Any, p: int, seed: int) -> np.ndarray:
     def to_all(i: int) -> np.ndarray:
         return sq_distances((X[i] @ right).toarray(), sq[i:i + 1], sq)[0]
 
-    weight = np.ones(m)
     picked = np.empty(p, dtype=np.int64)
-    picked[0] = rs.choice(m, p=weight / weight.sum())
+    picked[0] = rs.choice(m, p=np.full(m, 1.0 / m))  # as sklearn: by probabilities
     closest = to_all(int(picked[0]))
-    potential = closest @ weight
     for c in range(1, p):
-        draw = rs.uniform(size=1) * potential
-        # round-off can put the draw past the last cumulative sum
-        i = min(int(np.searchsorted(np.cumsum(weight * closest), draw)[0]), m - 1)
+        cumulative = np.cumsum(closest)
+        # round-off can put the draw at the last cumulative sum
+        i = min(int(np.searchsorted(cumulative, rs.uniform() * cumulative[-1])), m - 1)
         closest = np.minimum(closest, to_all(i))
-        potential = closest @ weight
         picked[c] = i
     return picked
 

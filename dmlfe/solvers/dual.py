@@ -91,6 +91,12 @@ def label_only(stats: SufficientStats) -> SufficientStats:
                    xtwx=None if stats.xtwx is None else np.zeros((0, 0)))
 
 
+def _lapack_view(G: np.ndarray) -> np.ndarray:
+    """The symmetric G as LAPACK works in it without a copy: a C-ordered G's transpose
+    (F-ordered; its lower triangle is G's upper one), an F-ordered G itself."""
+    return G.T if G.flags.c_contiguous else G
+
+
 def centre_gram(G: np.ndarray) -> np.ndarray:
     """H G H in place (H = I - 11^T/n): the Gram of the centred rows, Xc Xc^T."""
     r = G.mean(axis=0)
@@ -181,10 +187,9 @@ def _lowrank(t: TraceTemplate, Gc: np.ndarray, Yc: np.ndarray, n_features: int,
     block = _null_candidates(Gc, GcPhi, b, c, d_fixed, random_state) \
         if d_fixed > np.linalg.matrix_rank(GcPhi) else None
     Gc[np.diag_indices_from(Gc)] += c / b
-    # the symmetric Gc's transpose is F-ordered: LAPACK factorises it in place, where a
-    # C-ordered Gc was first copied (336 MB of new pages at n = 6,490)
-    factor = sla.cho_factor(Gc.T if Gc.flags.c_contiguous else Gc, lower=True,
-                            check_finite=False, overwrite_a=True)
+    # in place, where a C-ordered Gc was first copied (336 MB of new pages at n = 6,490)
+    factor = sla.cho_factor(_lapack_view(Gc), lower=True, check_finite=False,
+                            overwrite_a=True)
     Psi = sla.cho_solve(factor, Phi, check_finite=False) / b
     w, alpha = small_pencil(GcPhi.T @ Psi, Psi)  # the q x q problem Phi^T Gc Psi
     if block is not None and d_fixed > n_genuine(w):
@@ -256,10 +261,9 @@ def reduced_data(G: np.ndarray, overwrite: bool = False
     diag). L11 = Z[:r] is triangular and non-singular. With ``overwrite`` the factor
     is computed in G's memory (Z is then a view of G).
     """
-    # the symmetric G's transpose is F-ordered: LAPACK works in it (a C-ordered G was
-    # first copied, 337 MB at n = 6,490: 2.6 s against 1.5 s), and Z is F-ordered
-    L, piv, r, info = sla.lapack.dpstrf(G.T if G.flags.c_contiguous else G, lower=1,
-                                        overwrite_a=int(overwrite))
+    # a C-ordered G was first copied (337 MB at n = 6,490: 2.6 s against 1.5 s); Z is
+    # F-ordered
+    L, piv, r, info = sla.lapack.dpstrf(_lapack_view(G), lower=1, overwrite_a=int(overwrite))
     if info < 0:
         raise ValueError(f"pivoted Cholesky of the Gram failed (LAPACK info {info})")
     for i in range(L.shape[0] - 1):  # LAPACK leaves the input in the strict upper part
