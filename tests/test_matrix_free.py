@@ -13,6 +13,7 @@ from scipy.linalg import subspace_angles
 
 from dmlfe.solvers import matrix_free
 from dmlfe.solvers.matrix_free import ScatterOperator, matrix_free_eigh
+from dmlfe.solvers.result import expand_rows
 from dmlfe.solvers.result import flip_signs
 from dmlfe.stats.pass_ import compute_stats
 
@@ -280,10 +281,13 @@ def test_flip_signs_and_argument_errors():
 
 
 @pytest.mark.parametrize("method", ["pca", "mvmd"])
-def test_empty_columns_are_left_out_exactly(method, monkeypatch):
+@pytest.mark.parametrize("route", ["n-space", "store"])
+def test_empty_columns_are_left_out_exactly(method, route, monkeypatch):
     # Hashed text: most of the D columns are empty. The solver works on the used ones
-    # (statistics' sumsq_x > 0) and gives the dense solution of the full D x D problem.
+    # (statistics' sumsq_x > 0, or the tiles' own) and gives the dense solution of the
+    # full D x D problem. n < D here, so the n-space route takes it unless refused.
     from dmlfe.methods import get_method
+    from dmlfe.solvers import nspace
 
     X, Y = corpus(n=200, D=40, seed=3)
     D = 400
@@ -296,19 +300,25 @@ def test_empty_columns_are_left_out_exactly(method, monkeypatch):
     real = matrix_free.matrix_free_eigh
     monkeypatch.setattr(matrix_free, "matrix_free_eigh",
                         lambda *a, **kw: seen.append(kw["n_features"]) or real(*a, **kw))
+    if route == "store":
+        monkeypatch.setattr(nspace, "unavailable", lambda *a, **kw: "refused by the test")
     lean = compute_stats(Xw, Y)
     res = matrix_free.solve_matrix_free(get_method(method).build(lean, dense=False),
                                         sparse_dask(Xw, 45), 5,
-                                        stats=lean, tol=1e-10)
+                                        stats=lean, tol=1e-10, Y=Y, compact=True)
+    np.testing.assert_array_equal(res.columns, cols)
+    res.components = expand_rows(res.components, res.columns, D)
     check(res, w, V, 5)
     assert not np.any(res.components[np.setdiff1d(np.arange(D), cols)])
     # statistics without column sums of squares (an older cache): every column, same answer
     lean.sumsq_x = None
     again = matrix_free.solve_matrix_free(get_method(method).build(lean, dense=False), Xw, 5,
-                                          stats=lean,
-                                          tol=1e-10)
+                                          stats=lean, tol=1e-10, Y=Y)
     check(again, w, V, 5)
-    assert seen == [40, D]
+    if route == "store":
+        assert seen == [40, D]
+    else:  # the tiles keep only the used columns themselves
+        assert seen == [] and res.info["route"] == again.info["route"] == "n-space"
 
 
 @pytest.mark.parametrize(("t", "rounds"), [(0.5, [32]), (0.99, [32, 70])])

@@ -67,19 +67,22 @@ COMMON: tuple[Param, ...] = (
           "8 bytes each;\n    D' the used columns): 120 pairs at D' = D = 2^20. Fewer pairs than "
           "max_components\n    warn."),
     Param("n_oversamples", 10, interval(0, None, integer=True),
-          "int, default 10\n    Matrix-free path: extra columns of the iterated block "
-          "(scikit-learn's name)."),
+          "int, default 10\n    Matrix-free path when X stays in the store (see "
+          "dmlfe.solvers.matrix_free): extra\n    columns of the iterated block (scikit-learn's "
+          "name). The n-space route's block\n    Lanczos does not use it."),
     Param("n_iter", None, optional(interval(1, None, integer=True)),
           "int, optional\n    Matrix-free path: a fixed number of passes (scikit-learn's "
           "name); None: iterate\n    until the residuals meet ``tol``, at most ``max_passes``. "
           "``converged_`` says\n    whether they did."),
     Param("tol", 1e-5, interval(0.0, None, closed="neither"),
           "float, default 1e-5\n    Matrix-free path: stop when every wanted pair has "
-          "||A u - theta u|| <= tol * theta_1\n    (eigenvalues are then accurate to about "
-          "tol^2)."),
-    Param("max_passes", 30, interval(1, None, integer=True),
-          "int, default 30\n    Matrix-free path: most passes over X when ``n_iter`` is "
-          "None."),
+          "||A u - theta u|| <= tol * theta,\n    its own eigenvalue, on the n-space route "
+          "(dmlfe.solvers.nspace), and\n    <= tol * theta_1 when X stays in the store; "
+          "``max_residual_`` reports the\n    largest relative to its own eigenvalue."),
+    Param("max_passes", 300, interval(1, None, integer=True),
+          "int, default 300\n    Matrix-free path: most passes over X when ``n_iter`` is "
+          "None (the n-space\n    route's block Lanczos makes about 40 for 100 components of "
+          "text)."),
     Param("split", None, optional(split_names),
           "str or list of str, optional\n    When X is a store path: fit on (and transform) "
           "the documents of these splits."),

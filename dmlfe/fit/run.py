@@ -13,12 +13,13 @@ fitted attributes (each with a trailing underscore).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
-from dmlfe.compute import compute_one, is_dask
+from dmlfe.compute import compute_one, computing_client, driver_threads, is_dask
 from dmlfe.fit.data import FitData, gather_reason
 from dmlfe.fit.graph import graph_fit
 from dmlfe.fit.params import MATRIX_FREE
@@ -27,14 +28,18 @@ from dmlfe.labels import dense_labels
 from dmlfe.methods.mlda import WeightedLabels, label_correlation
 from dmlfe.methods.template import TraceTemplate
 from dmlfe.relation import RelationMap, build_relation_map, relation_block_rows, ship
+from dmlfe.shards import ShardLostError, Slots, TiledMatrix, tile_blocks
 from dmlfe.solvers.dense import solve_dense
 from dmlfe.solvers.dual import label_only, solve_dual
+from dmlfe.solvers.krylov import block_width
 from dmlfe.solvers.matrix_free import solve_matrix_free
+from dmlfe.solvers.nspace import MEMORY_FRACTION, capacity, nspace_bytes
 from dmlfe.solvers.result import EigenResult, flip_signs_inplace
 from dmlfe.stats.cache import load_or_compute_stats
 from dmlfe.stats.gram import gram_matrix, transpose_product
 from dmlfe.stats.pass_ import compute_stats
 from dmlfe.stats.sufficient import SufficientStats
+from dmlfe.stats.tiled import tiled_stats
 
 
 @dataclass
@@ -96,8 +101,14 @@ def _label_fn(labels: str, Y: Any, client: Any) -> WeightedLabels | None:
 
 
 def statistics(plan: FitPlan, data: FitData, rmap: RelationMap | None, *, client: Any = None,
-               progress: bool = False, cache: bool = True) -> SufficientStats:
-    """The sufficient statistics the plan asks for: cached beside the store, or one pass."""
+               progress: bool = False, cache: bool = True,
+               tiled: TiledMatrix | None = None) -> SufficientStats:
+    """The sufficient statistics the plan asks for: cached beside the store, or one pass
+    (or, when X is in ``tiled``, from the tiles without a pass)."""
+    if tiled is not None:
+        if data.store is not None and cache:
+            return load_or_compute_stats(data.store, compute=lambda: tiled_stats(tiled))
+        return tiled_stats(tiled)
     label_fn = _label_fn(plan.stats.labels, data.Y, client)
     kw: dict[str, Any] = dict(need_xtx=plan.stats.need_xtx, need_xtwx=plan.stats.need_xtwx,
                               max_dense_features=plan.limits.max_dense_features, client=client,
@@ -164,7 +175,8 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
 
 
 def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: SufficientStats, *,
-          client: Any = None, rmap: RelationMap | None = None) -> EigenResult:
+          client: Any = None, rmap: RelationMap | None = None,
+          tiled: TiledMatrix | None = None) -> EigenResult:
     """The plan's eigensolver on the template; d chosen by the one dimension rule.
 
     On the relation route the matrix-free passes map every row block to its relation
@@ -177,7 +189,7 @@ def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: Sufficie
                                  threshold_memory=plan.limits.threshold_memory, solver=plan.solver,
                                  client=client, random_state=plan.random_state, stats=stats,
                                  block_fn=None if rmap is None else ship(rmap, data.X),
-                                 compact=True, **options)
+                                 compact=True, Y=data.Y, tiled=tiled, **options)
     return solve_dense(template, plan.n_components, max_components=plan.limits.max_components,
                        random_state=plan.random_state)
 
@@ -208,21 +220,73 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
             data = data.reblocked(relation_block_rows(rmap.n_prototypes, data.store.chunk_rows))
         relation = {**rmap.params(), "prototype_selection": r.selection,
                     "random_state": r.random_state}
+    for attempt in range(1 + SHARD_RETRIES):
+        tiled = held_tiles(plan, data, rmap, client)
+        try:
+            return _fit(plan, data, rmap, proto_idx, relation, n_features_in, gather_note,
+                        tiled, client=client, progress=progress, cache=cache,
+                        components_dtype=components_dtype)
+        except ShardLostError as exc:
+            if tiled is None or attempt == SHARD_RETRIES:
+                raise
+            # X is read again onto the workers there are now; the fit is deterministic,
+            # so it ends as it would have (up to round-off if their number changed)
+            warnings.warn(f"{exc}; the fit starts again from the store on the workers "
+                          "the cluster has now", RuntimeWarning, stacklevel=2)
+        finally:
+            if tiled is not None:
+                tiled.release()
+                tiled.slots.close()
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+#: Times a fit on the n-space route starts again after a worker holding its tiles left.
+SHARD_RETRIES = 1
+
+
+def held_tiles(plan: FitPlan, data: FitData, rmap: RelationMap | None,
+               client: Any) -> TiledMatrix | None:
+    """X and Y read once into tiles on the workers (:mod:`dmlfe.shards.tiles`) when the
+    plan solves on the n-space route (:mod:`dmlfe.solvers.nspace`): the statistics then
+    come from the tiles and every pass of the solve reads them in memory; None otherwise
+    (a statistics pass, and the solver's passes read X where it is)."""
+    if plan.solver != "randomized" or rmap is not None or plan.spec.needs_graph \
+            or plan.route != "feature":
+        return None
+    n, D = (int(v) for v in data.X.shape)
+    k = plan.n_components if isinstance(plan.n_components, int) else plan.limits.max_components
+    if n >= D or k >= n:
+        return None
+    slots = Slots(computing_client(client), n_local=driver_threads())
+    nnz = data.store.nnz if data.store is not None else \
+        (int(data.X.nnz) if hasattr(data.X, "nnz") else n * D)
+    need = nspace_bytes(nnz, n, int(k), block_width(int(k), slots.n))
+    if need > MEMORY_FRACTION * capacity(slots):
+        slots.close()
+        return None
+    return tile_blocks(data.X, data.Y, slots)
+
+
+def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
+         relation: Any, n_features_in: int, gather_note: str | None,
+         tiled: TiledMatrix | None, *, client: Any, progress: bool, cache: bool,
+         components_dtype: str) -> FittedProjection:
     if plan.spec.needs_graph:  # graph methods: labels + K-NN graph -> one products pass
         stats, template, data_passes = graph_fit(
             plan.spec, plan.params, data.X, data.Y, data.store, rmap,
             n_neighbors=int(plan.graph_neighbors), knn_search=plan.graph_search,
             random_state=plan.random_state, client=client, progress=progress, cache=cache)
     else:
-        stats = statistics(plan, data, rmap, client=client, progress=progress, cache=cache)
-        data_passes = 0 if stats.from_cache else 1
+        stats = statistics(plan, data, rmap, client=client, progress=progress, cache=cache,
+                           tiled=tiled)
+        data_passes = 0 if stats.from_cache and tiled is None else 1
         # the dual route builds its templates in the row space (solve_dual_route)
         template = None if plan.route == "dual" else build_template(plan, stats, rmap)
     if template is None:
         res, params = solve_dual_route(plan, data, stats, client=client, progress=progress)
         centred = plan.spec.centred
     else:
-        res = solve(plan, template, data, stats, client=client, rmap=rmap)
+        res = solve(plan, template, data, stats, client=client, rmap=rmap, tiled=tiled)
         centred, params = template.centred, dict(template.params)
     # (D, d) in C order, so components_ is its transpose without a copy (0.8 GB at
     # 2^20 and d = 100) and projecting, X components_^T, reads it as written; a float32

@@ -66,6 +66,7 @@ from dmlfe.compute import (
     used_columns,
 )
 from dmlfe.methods.template import TraceTemplate
+from dmlfe.solvers import nspace
 from dmlfe.solvers.dimension import (
     DEFAULT_THRESHOLD,
     check_n_components,
@@ -670,6 +671,8 @@ def solve_matrix_free(
     random_state: int = 0,
     stats: SufficientStats | None = None,
     compact: bool = False,
+    Y: Any = None,
+    tiled: Any = None,
     **solver_options: Any,
 ) -> EigenResult:
     """Solve a trace template in operator form by passes over X, and choose d.
@@ -747,6 +750,15 @@ def solve_matrix_free(
             "B = I, which the matrix-free solver needs; solve it with the dense solver"
         )
     D = int(template.n_features)
+    why_not = nspace.unavailable(template, X, Y, block_fn=block_fn, solver=solver,
+                                 n_components=n_components, max_components=max_components)
+    if why_not is None:
+        res = nspace.solve_nspace(
+            template, X, Y, n_components, stats=stats, client=client, tiled=tiled,
+            max_components=max_components, threshold_memory=threshold_memory,
+            random_state=random_state, **{k: v for k, v in solver_options.items()
+                                          if k in ("tol", "max_passes", "n_iter", "block")})
+        return _finish(template, res, n_components, D, compact, solver_options)
     lowrank = template.lowrank
     cols = _used_columns(stats, block_fn, lowrank, D)
     if cols is not None and isinstance(n_components, numbers.Integral) \
@@ -792,10 +804,15 @@ def solve_matrix_free(
         res, rounds = threshold_rounds(solve, float(n_components), cap)
         res.info = {**(res.info or {}), "rounds": rounds}
         res.n_passes = passes
-    if cols is not None and compact:
+    if cols is not None:
         res.columns = cols
-    elif cols is not None:
-        res.components = expand_rows(res.components, cols, D)
+    return _finish(template, res, n_components, D, compact, solver_options)
+
+
+def _finish(template: TraceTemplate, res: EigenResult, n_components: int | float, D: int,
+            compact: bool, solver_options: dict[str, Any]) -> EigenResult:
+    """d from the one rule, the components cut to d (on all D rows unless ``compact``),
+    and the warnings for approximate components."""
     if not res.converged:
         warnings.warn(
             f"{template.method}: the {res.solver} solver stopped after {res.n_passes} passes "
@@ -806,6 +823,9 @@ def solve_matrix_free(
         )
     d = choose_dimension(res.eigenvalues, n_components, total=res.trace)
     res.components = np.ascontiguousarray(res.components[:, :d])
+    if res.columns is not None and not compact:
+        res.components = expand_rows(res.components, res.columns, D)
+        res.columns = None
     res.n_components = d
     res.n_genuine = n_genuine(res.eigenvalues)
     loose = res.max_own_residual()

@@ -33,7 +33,7 @@ import json
 import logging
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -380,6 +380,7 @@ def load_or_compute_stats(
     cache_dir: str | os.PathLike[str] | None = None,
     progress: bool = False,
     read: tuple[Any, Any] | None = None,
+    compute: Callable[[], SufficientStats] | None = None,
 ) -> SufficientStats:
     """Statistics from the cache when saved with the same parameters, else one pass (then saved).
 
@@ -413,6 +414,10 @@ def load_or_compute_stats(
     read : (X, Y), optional
         A store's X and Y (the same rows) already read into memory: on a cache miss
         they are reduced instead of the store being read again; the key is the store's.
+    compute : callable, optional
+        On a cache miss, the statistics come from ``compute()`` instead of a pass over X
+        (the large-n route's tiles already hold X: :func:`dmlfe.stats.tiled.tiled_stats`);
+        the key is the same.
 
     Returns
     -------
@@ -455,8 +460,11 @@ def load_or_compute_stats(
         row_mask=row_mask,
         progress=progress,
     )
+    def fresh() -> SufficientStats:
+        return compute() if compute is not None else compute_stats(X, Y, **kwargs)
+
     if not cache or cache_dir is None:
-        return compute_stats(X, Y, **kwargs)
+        return fresh()
 
     params = {
         "cache_format": CACHE_FORMAT,
@@ -478,7 +486,7 @@ def load_or_compute_stats(
         log.info("reusing statistics %s from %s", key, cache_dir)
         found.from_cache = True
         return found
-    stats = compute_stats(X, Y, **kwargs)
+    stats = fresh()
     try:
         path = save_stats(stats, cache_dir, params)
         log.info("saved statistics to %s", path)

@@ -1,0 +1,392 @@
+"""Slots: where the shards of a sharded computation live and their tasks run.
+
+A :class:`Slots` has one slot per dask worker (or, without a distributed client, per
+thread of this process). A sharded object (:class:`dmlfe.shards.tiles.TiledMatrix`, the
+Krylov vectors of :mod:`dmlfe.solvers.nspace`) keeps its part ``i`` in slot ``i``, and
+every task on that part runs there: on a cluster it is submitted pinned to the slot's
+worker, so the part never moves and only what a task asks of another slot travels,
+worker to worker, never through the driver. Small results (matrices of a few hundred
+rows) come back to the driver with :meth:`Slots.gather`.
+
+Without a client the same functions run in this process, a stage's tasks in a thread
+pool (the kernels are scipy's and BLAS's, which release the GIL), and a handle is the
+value itself: one code path for a laptop's in-memory matrix and a cluster's store.
+
+A computation whose every step needs all slots at once (the Krylov passes of
+:mod:`dmlfe.solvers.nspace`) runs as a :class:`Group`: one object per slot, a dask
+actor on the slot's worker (:meth:`Slots.spawn`), whose methods the driver calls on all
+slots together (:meth:`Group.call`) and which hand each other pieces directly
+(:class:`Mailbox`): a call is one message each way (about 1.5 ms on a 2-core machine,
+where a chain of dependent tasks costs about 6 ms a link through the scheduler).
+
+A worker that leaves the cluster takes its parts with it: waiting stops with
+:class:`ShardLostError` instead of waiting for a worker that will not come back.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from dmlfe.errors import DmlfeError, InputError
+
+#: Seconds between two checks that every slot's worker is still there, while waiting.
+ALIVE_CHECK = 2.0
+
+
+class ShardLostError(DmlfeError, RuntimeError):
+    """A worker that held part of a sharded computation left the cluster."""
+
+
+@dataclass
+class _Done:
+    """A handle of the local mode: the value itself."""
+
+    value: Any
+
+
+def _resolve(obj: Any) -> Any:
+    if isinstance(obj, _Done):
+        return obj.value
+    if isinstance(obj, list):
+        return [_resolve(o) for o in obj]
+    if isinstance(obj, tuple):
+        return tuple(_resolve(o) for o in obj)
+    return obj
+
+
+@dataclass
+class Clock:
+    """Driver-side time of a sharded computation: how long the driver waited for its
+    slots, how long it worked itself (CPU seconds of this process, its comm thread's
+    serialisation included), and how many round trips it made."""
+
+    waited: float = 0.0
+    round_trips: int = 0
+    started_wall: float = field(default_factory=time.perf_counter)
+    started_cpu: float = field(default_factory=time.process_time)
+
+    def snapshot(self) -> dict[str, float]:
+        return {"wall": time.perf_counter() - self.started_wall,
+                "driver_cpu": time.process_time() - self.started_cpu,
+                "waited": self.waited, "round_trips": self.round_trips}
+
+
+class Slots:
+    """One slot per worker of ``client``, or ``n_local`` slots in this process.
+
+    Parameters
+    ----------
+    client : distributed.Client, optional
+        Slots are its workers, in the order of their names (then addresses).
+    n_local : int, optional
+        Without a client: how many slots (threads) this process runs.
+    """
+
+    def __init__(self, client: Any = None, n_local: int | None = None) -> None:
+        self.client = client
+        if client is not None:
+            workers = client.scheduler_info()["workers"]
+            if not workers:
+                raise InputError(
+                    "the dask cluster has no workers: start some (or wait for them to "
+                    "join) before a distributed fit")
+            self.addresses: list[str | None] = sorted(
+                workers, key=lambda a: (str(workers[a].get("name")), a))
+        else:
+            self.addresses = [None] * max(1, int(n_local or 1))
+        self._pool: ThreadPoolExecutor | None = None
+        self.clock = Clock()
+        self._run = uuid.uuid4().hex[:10]
+        self._count = 0
+
+    @property
+    def n(self) -> int:
+        """The number of slots."""
+        return len(self.addresses)
+
+    @property
+    def distributed(self) -> bool:
+        return self.client is not None
+
+    def _local_pool(self) -> ThreadPoolExecutor:
+        # a member of a Group may wait for the others: every member needs its own thread
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.n, thread_name_prefix="dmlfe-slot")
+        return self._pool
+
+    def _key(self, name: str) -> str:
+        self._count += 1
+        return f"{name}-{self._run}-{self._count}"
+
+    def submit(self, slot: int, fn: Callable[..., Any], *args: Any, name: str) -> Any:
+        """``fn(*args)`` in ``slot``; handles among ``args`` (also in lists and tuples)
+        stand for their values. Returns the result's handle."""
+        return self.map(fn, [(slot, args)], name=name)[0]
+
+    def map(self, fn: Callable[..., Any], calls: Sequence[tuple[int, tuple]], *,
+            name: str) -> list[Any]:
+        """One task ``fn(*args)`` per ``(slot, args)`` of ``calls``, independent of each
+        other; their handles in the same order. On a cluster nothing is waited for."""
+        if self.client is None:
+            if len(calls) > 1 and self.n > 1:
+                pool = self._local_pool()
+                futures = [pool.submit(fn, *_resolve(args)) for _, args in calls]
+                return [_Done(f.result()) for f in futures]
+            return [_Done(fn(*_resolve(args))) for _, args in calls]
+        return [self.client.submit(fn, *args, key=self._key(name),
+                                   workers=[self.addresses[slot]],
+                                   allow_other_workers=False, pure=False)
+                for slot, args in calls]
+
+    def gather(self, handles: Sequence[Any]) -> list[Any]:
+        """The values of ``handles``, waited for (one round trip on a cluster)."""
+        self.clock.round_trips += 1
+        if self.client is None:
+            return [_resolve(h) for h in handles]
+        t0 = time.perf_counter()
+        values = []
+        for h in handles:
+            while True:
+                try:
+                    values.append(h.result(timeout=ALIVE_CHECK))
+                    break
+                except TimeoutError:  # still running: is every slot's worker still there?
+                    self.check_alive()
+        self.clock.waited += time.perf_counter() - t0
+        return values
+
+    def check_alive(self) -> None:
+        """Raise :class:`ShardLostError` when a slot's worker has left the cluster."""
+        if self.client is None:
+            return
+        here = set(self.client.scheduler_info()["workers"])
+        gone = [a for a in self.addresses if a not in here]
+        if gone:
+            raise ShardLostError(
+                f"worker {gone[0]} left the dask cluster during the computation and took "
+                "its part of the data with it (a crash, or its memory limit): run the fit "
+                "again, with more memory per worker or more workers")
+
+    def release(self, *handles: Any) -> None:
+        """Drop handles early (the cluster frees their values once no task needs them)."""
+        if self.client is None:
+            return
+        for h in handles:
+            if isinstance(h, list | tuple):
+                self.release(*h)
+            elif h is not None and hasattr(h, "release"):
+                h.release()
+
+    def spawn(self, cls: type, per_slot: Sequence[tuple]) -> Group:
+        """One ``cls(*per_slot[i])`` per slot (an actor on the slot's worker), connected
+        to each other (``connect(peers)``); handles among the arguments stand for their
+        values, which the actor then holds where they are."""
+        futures: list[Any] = []
+        if self.client is None:
+            members: list[Any] = [cls(*_resolve(args)) for args in per_slot]
+        else:
+            futures = [self.client.submit(cls, *args, actor=True, key=self._key("dmlfe-slot"),
+                                          workers=[self.addresses[i]],
+                                          allow_other_workers=False)
+                       for i, args in enumerate(per_slot)]
+            # an actor's handle binds to the current client as it arrives (this one, which
+            # need not be the process's default)
+            with self.client.as_current():
+                members = self.gather(futures)
+        group = Group(self, members, futures)
+        group.call("connect", [(members,)] * len(members))
+        return group
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+def _is_lost_worker(exc: BaseException) -> bool:
+    """Whether an actor call failed because its worker went away (distributed says so in
+    a RuntimeError, or the connection broke)."""
+    if isinstance(exc, OSError | EOFError):
+        return True
+    try:
+        from distributed.comm.core import CommClosedError
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(exc, CommClosedError) or "holding Actor was lost" in str(exc)
+
+
+class Mailbox:
+    """What a slot object of a :class:`Group` receives from the others.
+
+    ``post`` hands values to other members (directly: an async method of the receiving
+    actor stores it, so the receiver's own thread may be busy); ``collect`` waits until
+    one value of a tag has come from every member, or an ``abort``.
+    """
+
+    #: Seconds a member waits for the others' pieces before it gives up.
+    TIMEOUT = 3600.0
+
+    def __init__(self, index: int, n_members: int) -> None:
+        self.index, self.n_members = int(index), int(n_members)
+        self.peers: list[Any] = []
+        self._box: dict[tuple[str, int], Any] = {}
+        self._cond = threading.Condition()
+        self._aborted: str | None = None
+        #: seconds this member spent, by kind: "send" and "wait" here, the rest as the
+        #: subclass books them with :meth:`timed` (the breakdown of a computation)
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def timed(self, kind: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[kind] = self.seconds.get(kind, 0.0) + time.perf_counter() - t0
+
+    def timings(self) -> dict[str, float]:
+        return dict(self.seconds)
+
+    def connect(self, peers: list[Any]) -> bool:
+        self.peers = list(peers)
+        return True
+
+    async def receive(self, tag: str, src: int, value: Any) -> bool:
+        self.store(tag, src, value)
+        return True
+
+    async def abort(self, why: str) -> bool:
+        with self._cond:
+            self._aborted = why
+            self._cond.notify_all()
+        return True
+
+    def store(self, tag: str, src: int, value: Any) -> None:
+        with self._cond:
+            self._box[(tag, int(src))] = value
+            self._cond.notify_all()
+
+    def post(self, tag: str, values: dict[int, Any]) -> None:
+        """Send ``values[dest]`` to each member ``dest``; returns once all have it."""
+        with self.timed("send"):
+            self._post(tag, values)
+
+    def _post(self, tag: str, values: dict[int, Any]) -> None:
+        pending = []
+        for dest, value in values.items():
+            if dest == self.index:
+                self.store(tag, self.index, value)
+                continue
+            peer = self.peers[dest]
+            if isinstance(peer, Mailbox):  # a member in this process
+                peer.store(tag, self.index, value)
+            else:
+                pending.append(peer.receive(tag, self.index, value))
+        deadline = time.monotonic() + self.TIMEOUT
+        for p in pending:
+            while True:
+                # a call to a member whose worker died may never answer: wake up now and
+                # then to see whether the driver has called the computation off
+                try:
+                    p.result(timeout=ALIVE_CHECK)
+                    break
+                except TimeoutError:
+                    if self._aborted is not None:
+                        raise ShardLostError(self._aborted) from None
+                    if time.monotonic() > deadline:
+                        raise ShardLostError(
+                            f"slot {self.index} could not hand its part of step {tag!r} to "
+                            f"the other workers in {self.TIMEOUT:.0f} s") from None
+
+    def collect(self, tag: str) -> list[Any]:
+        """The value of ``tag`` from every member, in member order (removed from the box)."""
+        keys = [(tag, src) for src in range(self.n_members)]
+        deadline = time.monotonic() + self.TIMEOUT
+        with self.timed("wait"), self._cond:
+            while not all(k in self._box for k in keys):
+                if self._aborted is not None:
+                    raise ShardLostError(self._aborted)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ShardLostError(
+                        f"slot {self.index} waited {self.TIMEOUT:.0f} s for the other "
+                        f"workers' part of step {tag!r}: a worker is stuck or gone")
+                self._cond.wait(timeout=min(left, ALIVE_CHECK))
+            return [self._box.pop(k) for k in keys]
+
+
+class Group:
+    """The members of a :meth:`Slots.spawn`: call a method on all of them at once."""
+
+    def __init__(self, slots: Slots, members: list[Any], futures: list[Any]) -> None:
+        self.slots, self.members = slots, members
+        self._futures = futures  # the actors live while these are held
+
+    def close(self) -> None:
+        """Let the members go (their workers free what they held)."""
+        self.slots.release(self._futures)
+        self._futures, self.members = [], []
+
+    def fire(self, method: str, per_member: Sequence[tuple] | None = None) -> list[Any]:
+        """Start ``method(*per_member[i])`` on every member; :meth:`wait` gives results."""
+        args = per_member if per_member is not None else [()] * len(self.members)
+        if self.slots.client is None:
+            pool = self.slots._local_pool()
+            return [pool.submit(getattr(m, method), *a) for m, a in zip(self.members, args,
+                                                                        strict=True)]
+        return [getattr(m, method)(*a) for m, a in zip(self.members, args, strict=True)]
+
+    def wait(self, fired: list[Any]) -> list[Any]:
+        """The results of :meth:`fire`, waited for (checking that every worker stays)."""
+        t0 = time.perf_counter()
+        self.slots.clock.round_trips += 1
+        out = []
+        try:
+            for f in fired:
+                while True:
+                    try:
+                        out.append(f.result(timeout=ALIVE_CHECK))
+                        break
+                    except TimeoutError:
+                        self.slots.check_alive()
+                    except ShardLostError:
+                        raise
+                    except Exception as exc:
+                        # a member's worker may have died under the call: say so
+                        self.slots.check_alive()
+                        if _is_lost_worker(exc):
+                            raise ShardLostError(
+                                f"a worker holding part of the computation left the dask "
+                                f"cluster ({exc}): run the fit again, with more memory per "
+                                "worker or more workers") from exc
+                        raise
+        except ShardLostError as exc:
+            self.abort(str(exc))
+            raise
+        finally:
+            self.slots.clock.waited += time.perf_counter() - t0
+        return out
+
+    def call(self, method: str, per_member: Sequence[tuple] | None = None) -> list[Any]:
+        """:meth:`fire` then :meth:`wait`."""
+        return self.wait(self.fire(method, per_member))
+
+    def abort(self, why: str) -> None:
+        """Wake every member waiting for the others (after a worker was lost)."""
+        for m in self.members:
+            try:
+                if isinstance(m, Mailbox):
+                    with m._cond:
+                        m._aborted = why
+                        m._cond.notify_all()
+                else:
+                    m.abort(why)
+            except Exception:  # noqa: BLE001 - a member on the lost worker cannot answer
+                pass

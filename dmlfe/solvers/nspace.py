@@ -1,0 +1,634 @@
+"""The large-n route's eigensolver: a template's leading pairs in the documents' space,
+with X in tiles on the workers and every vector of length n kept beside its rows.
+
+A template in operator form (:class:`~dmlfe.methods.template.TraceTemplate`)
+
+    A = c Xs^T Xs + F F^T,   Xs = H X (or X),   F = Xs^T G,   G = Yc K (the label factor)
+
+is A = X^T L^2 X with L = M^{1/2} H, M = c I + G G^T (mvmd eq. 12 with the labels in
+n-space; for PCA and LSI G is empty). Its non-zero eigenpairs are those of the n x n
+
+    K = L X X^T L,      A p = theta p  <=>  K u = theta u,  p = X^T L u / sqrt(theta),
+
+which the dual route forms whole (:mod:`dmlfe.solvers.dual`). Here K is only applied:
+L = sqrt(c) I + Q_e diag(f) Q_e^T with Q_e = [Q, 1/sqrt(n)] orthonormal (Q spans G,
+f from the eigenvalues of G^T G; the centring is the last column, f = -sqrt(c)), so
+every L costs an n x (q + 1) product, and X X^T U is one pass over the tiles of
+:class:`~dmlfe.shards.tiles.TiledMatrix`:
+
+1. slot s: Z_s = X_s^T U = sum_r tile_{s,r} U_r (U's row ranges gathered from their
+   slots: n x b numbers to every slot), and a_s = E_s^T Z_s with E_s = X_s^T Q_e;
+2. slot s, for each range r: P_{s,r} = tile_{s,r}^T Z_s;
+3. slot r: P_r = sum_s P_{s,r} (one n_r x b piece from every slot) and
+   (K U)_r = sqrt(c) P_r + Q_e,r diag(f) sum_s a_s.
+
+So a pass moves about 2 n b numbers per slot whatever W is, never a D x b block, and
+the driver sees none of it. Every other vector operation of the thick-restart block
+Lanczos method (:mod:`dmlfe.solvers.krylov`) runs on each row range where its rows
+are, the driver combining matrices of (basis + block) x block numbers; n-space is the
+smaller one when n < D (100,000 documents at 2^20 features: ten times fewer numbers
+to orthogonalise than D-space, and a D x k block is never formed before the end).
+
+At the end the components come back in one more half pass, p = X^T L u / sqrt(theta)
+on each slice (only the used columns: the others are zero), and the driver gathers
+them slice by slice. The residuals reported are those of K; with r = K u - theta u
+(orthogonal to the basis), the D-space residual is ||A p - theta p|| =
+sqrt(r^T K r / theta), at most ||r|| once the basis holds the eigenvectors above theta.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from dmlfe.shards.slots import Group, Mailbox, Slots
+from dmlfe.shards.tiles import Slice, TiledMatrix, tile_blocks
+from dmlfe.solvers.krylov import (
+    MAX_PASSES,
+    TOL,
+    KrylovResult,
+    ThickRestartLanczos,
+    block_width,
+    default_basis,
+    pair_scale,
+    second_round,
+    tsqr_mix,
+)
+from dmlfe.solvers.result import flip_signs_inplace
+from dmlfe.stats.gram import add_sparse_product
+
+#: Columns of a block that one sparse product takes at a time (16 float64 columns of a
+#: tile part's 32,768 documents are 4 MiB: see :data:`dmlfe.shards.tiles.TILE_ROWS`;
+#: the components' 100 columns at once took 2.7 times as long).
+COLUMNS = 16
+#: Rows of the random start block drawn from one seed: the start does not depend on
+#: how the rows are cut into ranges (so neither does the result, up to round-off).
+DRAW_ROWS = 4096
+
+
+# --------------------------------------------------------------------------- one slot
+def _draw(r0: int, r1: int, width: int, seed: int) -> np.ndarray:
+    """Rows r0..r1-1 of the random start block, the same whatever the ranges."""
+    out = np.empty((r1 - r0, width))
+    for c in range(r0 // DRAW_ROWS, -(-r1 // DRAW_ROWS)):
+        rows = np.random.default_rng([seed, c]).standard_normal((DRAW_ROWS, width))
+        a, b = max(c * DRAW_ROWS, r0), min((c + 1) * DRAW_ROWS, r1)
+        out[a - r0:b - r0] = rows[a - c * DRAW_ROWS:b - c * DRAW_ROWS]
+    return out
+
+
+#: Rows of the basis updated at a time by a restart (basis Y written over basis in place).
+RESTART_ROWS = 8192
+
+
+class ColumnStore:
+    """One range's rows of the basis and of the newest block v, side by side in one
+    C-ordered buffer: [basis | v] is a view (no copy for a projection), the block joins
+    the basis by moving a column boundary, and a restart writes basis Y over the basis
+    a slab of rows at a time (no second basis-sized array)."""
+
+    def __init__(self, rows: int) -> None:
+        self.buf = np.empty((int(rows), 0))
+        self.m = 0   # basis columns
+        self.bn = 0  # columns of v
+
+    @property
+    def V(self) -> np.ndarray:
+        return self.buf[:, :self.m + self.bn]
+
+    @property
+    def basis(self) -> np.ndarray:
+        return self.buf[:, :self.m]
+
+    def _room(self, cols: int) -> None:
+        if self.buf.shape[1] < cols:
+            grown = np.empty((self.buf.shape[0], max(int(cols), 2 * self.buf.shape[1])))
+            grown[:, :self.m + self.bn] = self.V
+            self.buf = grown
+
+    def push(self, v: np.ndarray) -> None:
+        """The basis takes v; ``v`` becomes the newest block."""
+        m = self.m + self.bn
+        self._room(m + v.shape[1])
+        self.buf[:, m:m + v.shape[1]] = v
+        self.m, self.bn = m, v.shape[1]
+
+    def restart(self, Y: np.ndarray) -> None:
+        """basis <- basis Y (m x keep), v kept after it."""
+        keep, m, bn = Y.shape[1], self.m, self.bn
+        for r0 in range(0, self.buf.shape[0], RESTART_ROWS):
+            slab = self.buf[r0:r0 + RESTART_ROWS]
+            new = slab[:, :m] @ Y
+            v = slab[:, m:m + bn].copy()
+            slab[:, :keep] = new
+            slab[:, keep:keep + bn] = v
+        self.m = keep
+
+    def minus(self, x: np.ndarray, C: np.ndarray) -> np.ndarray:
+        """x - [basis | v] C, in x's memory."""
+        if C.shape[0]:
+            x -= self.V @ C
+        return x
+
+
+class NSpaceSlot(Mailbox):
+    """Slot i of the solve: column slice i of X (its tiles) and the vectors' rows of range
+    i. On a cluster it is a dask actor on the slot's worker (:meth:`Slots.spawn`); the
+    driver calls its methods on all slots together, and the slots hand each other the
+    pieces of a pass directly (:class:`~dmlfe.shards.slots.Mailbox`)."""
+
+    def __init__(self, index: int, n_slots: int, sl: Slice, labels: np.ndarray | None,
+                 r0: int, r1: int, n: int) -> None:
+        super().__init__(index, n_slots)
+        self.sl, self.labels = sl, labels
+        self.r0, self.r1, self.n = int(r0), int(r1), int(n)
+        self.g_rows: np.ndarray | None = None
+        self.qe = np.zeros((self.r1 - self.r0, 0))
+        self.e = np.zeros((sl.columns.size, 0))
+        self.root_c, self.f = 1.0, np.zeros(0)
+        self.cols = ColumnStore(self.r1 - self.r0)
+        self.w: np.ndarray | None = None
+        self.q: np.ndarray | None = None
+        self._tags = 0
+
+    def _tag(self, name: str) -> str:
+        self._tags += 1
+        return f"{name}-{self._tags}"
+
+    def _allgather(self, name: str, value: np.ndarray) -> list[np.ndarray]:
+        tag = self._tag(name)
+        self.post(tag, {d: value for d in range(self.n_members)})
+        return self.collect(tag)
+
+    def _xt(self, rows: list[np.ndarray]) -> np.ndarray:
+        """X_s^T U = sum_r tile_r U_r from every range's rows of U, :data:`COLUMNS` columns
+        of U at a time (a tile part's rows of them stay in the CPU's cache)."""
+        width = rows[0].shape[1]
+        out = np.zeros((self.sl.columns.size, width))
+        for c0 in range(0, width, COLUMNS):
+            c1 = min(c0 + COLUMNS, width)
+            part = out if (c0, c1) == (0, width) else np.zeros((out.shape[0], c1 - c0))
+            for tile, u in zip(self.sl.tiles, rows, strict=True):
+                for sub, (a, b) in zip(tile.parts, tile.bounds, strict=True):
+                    if sub.nnz:
+                        add_sparse_product(part, sub, np.ascontiguousarray(u[a:b, c0:c1]),
+                                           threads=1)
+            if part is not out:
+                out[:, c0:c1] = part
+        return out
+
+    def _x(self, tile_index: int, z: np.ndarray) -> np.ndarray:
+        """tile_r^T Z: this slice's share of X Z on range r."""
+        tile = self.sl.tiles[tile_index]
+        out = np.empty((tile.n_rows, z.shape[1]))
+        for sub, (a, b) in zip(tile.parts, tile.bounds, strict=True):
+            out[a:b] = sub.T @ z if sub.nnz else 0.0
+        return out
+
+    def _proj(self, x: np.ndarray) -> np.ndarray:
+        """[V, Q_e]^T x."""
+        return np.vstack([self.cols.V.T @ x, self.qe.T @ x])
+
+    # ---- the sandwich form
+    def label_gram(self, mean: np.ndarray, factor: np.ndarray) -> np.ndarray:
+        """G_r = (Y_r - mean) K is kept; its G_r^T G_r returned."""
+        self.g_rows = (self.labels - mean) @ factor
+        return self.g_rows.T @ self.g_rows
+
+    def set_form(self, mix: np.ndarray | None, root_c: float, f: np.ndarray,
+                 centred: bool) -> bool:
+        """Q_e,r = [G_r mix, 1/sqrt(n)], then E_s = X_s^T Q_e (Q_e's rows from every slot)."""
+        cols = [] if mix is None else [self.g_rows @ mix]
+        if centred:
+            cols.append(np.full((self.r1 - self.r0, 1), 1.0 / np.sqrt(self.n)))
+        self.qe = np.hstack(cols) if cols else np.zeros((self.r1 - self.r0, 0))
+        self.g_rows = None
+        self.root_c, self.f = float(root_c), np.asarray(f, dtype=np.float64)
+        self.e = self._xt(self._allgather("qe", self.qe)) if self.qe.shape[1] else \
+            np.zeros((self.sl.columns.size, 0))
+        return True
+
+    # ---- the Krylov steps (see ShardedSpace)
+    def draw(self, width: int, seed: int) -> bool:
+        self.w = _draw(self.r0, self.r1, width, seed)
+        return True
+
+    def advance(self, C2: np.ndarray, X: np.ndarray) -> bool:
+        """The basis takes v; v becomes (q - V C2) X."""
+        with self.timed("orthogonalise"):
+            self.cols.push(self.cols.minus(self.q, C2) @ X)
+        self.q = None
+        return True
+
+    def expand(self, adv: tuple[np.ndarray, np.ndarray] | None, qv: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """(advance, then) w = K v, one pass; returns ([V, Q_e]^T w, column norms^2 of w).
+
+        X_s^T L v = sqrt(c) X_s^T v + E_s diag(f) Q_e^T v needs v's rows from every
+        slot; slot s then sends each range r its piece tile_r^T Z_s with a_s = E_s^T Z_s,
+        and w_r = sqrt(c) sum_s pieces + Q_e,r diag(f) sum_s a_s.
+        """
+        if adv is not None:
+            self.advance(*adv)
+        rows = self._allgather("v", np.ascontiguousarray(self.cols.V[:, self.cols.m:]))
+        with self.timed("pass"):
+            z = self._xt(rows)
+            z *= self.root_c
+            if self.f.size:
+                z += self.e @ (self.f[:, None] * qv)
+            a = self.e.T @ z
+            pieces = {r: (self._x(r, z), a) for r in range(self.n_members)}
+        del z, rows
+        tag = self._tag("piece")
+        self.post(tag, pieces)
+        del pieces
+        got = self.collect(tag)
+        with self.timed("pass"):
+            w = got[0][0]
+            for p, _ in got[1:]:
+                w += p
+            w *= self.root_c
+            if self.f.size:
+                asum = sum(x for _, x in got)
+                w += self.qe @ (self.f[:, None] * asum)
+        self.w = w
+        with self.timed("orthogonalise"):
+            return self._proj(w), np.square(w).sum(axis=0)
+
+    def factor(self, C1: np.ndarray | None, Y: np.ndarray | None) -> np.ndarray:
+        """(restart the basis to basis Y, then) QR of this range's rows of w - V C1: R."""
+        if Y is not None:
+            with self.timed("restart"):
+                self.cols.restart(Y)
+        with self.timed("orthogonalise"):
+            w = self.w if C1 is None else self.cols.minus(self.w, C1)
+            self.w = None
+            self.q, r = np.linalg.qr(w)
+        return r
+
+    def normalize(self, mix: np.ndarray) -> np.ndarray:
+        """q = Q_r M_r; returns [V, Q_e]^T q."""
+        with self.timed("orthogonalise"):
+            self.q = self.q @ mix
+            return self._proj(self.q)
+
+    def components(self, Y: np.ndarray, qy: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        """This slice's rows of X^T L (basis Y) diag(scale)."""
+        with self.timed("components"):
+            U = self.cols.basis @ Y
+        rows = self._allgather("ritz", U)
+        with self.timed("components"):
+            z = self._xt(rows)
+            z *= self.root_c
+            if self.f.size:
+                z += self.e @ (self.f[:, None] * qy)
+            z *= scale
+        return z
+
+    def columns(self) -> np.ndarray:
+        return self.sl.columns
+
+
+# --------------------------------------------------------------------------- the space
+@dataclass
+class SandwichForm:
+    """A = X^T L^2 X with L = sqrt(c) I + Q_e diag(f) Q_e^T (see the module docstring);
+    Q_e and E_s are held by the slots."""
+
+    root_c: float
+    f: np.ndarray
+
+    @property
+    def g(self) -> int:
+        return int(self.f.size)
+
+
+def sandwich_form(group: Group, *, n: int, xx_coef: float, centred: bool,
+                  label_factor: np.ndarray | None, label_mean: np.ndarray | None,
+                  drop: float = 1e-12) -> SandwichForm:
+    """L for a template, set up on the slots: Q from the labels' rows (G_r = (Y_r - mean)
+    K, G^T G summed on the driver, Q = G E lambda^{-1/2}), then E_s = X_s^T Q_e (a half
+    pass). ``label_factor`` None: no low-rank part (PCA, LSI)."""
+    c = float(xx_coef)
+    root_c = float(np.sqrt(max(c, 0.0)))
+    W = len(group.members)
+    mix = None
+    f = np.zeros(0)
+    if label_factor is not None and np.size(label_factor):
+        K = np.asarray(label_factor, dtype=np.float64)
+        mean = np.asarray(label_mean, dtype=np.float64)
+        GtG = sum(group.call("label_gram", [(mean, K)] * W))
+        lam, E = np.linalg.eigh(0.5 * (GtG + GtG.T))
+        keep = lam > drop * max(float(lam.max(initial=0.0)), np.finfo(float).tiny)
+        lam, E = lam[keep], E[:, keep]
+        mix = E / np.sqrt(lam)
+        f = np.sqrt(c + lam) - root_c
+    if centred:
+        f = np.concatenate([f, [-root_c]])
+    group.call("set_form", [(mix, root_c, f, centred)] * W)
+    return SandwichForm(root_c=root_c, f=f)
+
+
+class ShardedSpace:
+    """The :class:`~dmlfe.solvers.krylov.KrylovSpace` of K = L X X^T L on the slots.
+
+    A step is three calls on all slots: ``expand`` (the pass, and the first
+    projections), ``factor`` (the shards' R factors) and ``normalize`` (the second
+    projections); the driver does the small algebra between them. The advance to the
+    new block rides on the next ``expand``, which a step starts before it returns
+    (``speculate``), so that the pass runs while the driver takes in the step; a
+    restart asked for meanwhile is applied at the next ``factor`` (the in-flight
+    pass's projections on the old basis are mapped to the new one: V^T w -> Y^T V^T w).
+    """
+
+    def __init__(self, group: Group, form: SandwichForm, n: int) -> None:
+        self.group, self.form = group, form
+        self.dim = int(n)
+        self.n_passes = 0
+        self.W = len(group.members)
+        g = form.g
+        self.qv_basis = np.zeros((g, 0))
+        self.qv_v = np.zeros((g, 0))
+        self._adv: tuple[np.ndarray, np.ndarray] | None = None
+        self._inflight: list[Any] | None = None
+        self._restart: np.ndarray | None = None
+
+    def _fire_expand(self) -> None:
+        adv, self._adv = self._adv, None
+        if adv is not None:  # the basis takes v (as the slots will, first thing)
+            self.qv_basis = np.hstack([self.qv_basis, self.qv_v])
+            self.qv_v = self._qv_next
+        self._inflight = self.group.fire("expand", [(adv, self.qv_v)] * self.W)
+        self.n_passes += 1
+
+    def _orthonormalise(self, C1: np.ndarray | None, scale: float, width: int
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        Y, self._restart = self._restart, None
+        if Y is not None:
+            self.qv_basis = self.qv_basis @ Y
+            if C1 is not None:
+                m = Y.shape[0]
+                C1 = np.vstack([Y.T @ C1[:m], C1[m:]])
+        R = self.group.call("factor", [(C1, Y)] * self.W)
+        mix, R1 = tsqr_mix(R, scale)
+        P = sum(self.group.call("normalize", [(mx,) for mx in mix]))
+        g = self.form.g
+        C2, qw = P[:P.shape[0] - g], P[P.shape[0] - g:]
+        if C1 is None:
+            C1 = np.zeros((C2.shape[0], width))
+        X, Ct, Rt = second_round(C1, R1, C2)
+        qV = np.hstack([self.qv_basis, self.qv_v])
+        self._qv_next = (qw - qV @ C2) @ X
+        self._adv = (C2, X)
+        return Ct, Rt
+
+    def start(self, width: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        self.group.call("draw", [(width, seed)] * self.W)
+        return self._orthonormalise(None, 1.0, width)
+
+    def step(self, speculate: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        if self._inflight is None:
+            self._fire_expand()
+        out = self.group.wait(self._inflight)
+        self._inflight = None
+        P = sum(o[0] for o in out)
+        norms = sum(o[1] for o in out)
+        C1 = P[:P.shape[0] - self.form.g]
+        result = self._orthonormalise(C1, float(np.sqrt(np.max(norms, initial=0.0))),
+                                      C1.shape[1])
+        if speculate:
+            self._fire_expand()
+        return result
+
+    def settle(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Finish the step whose pass is in flight (None when there is none)."""
+        return None if self._inflight is None else self.step(speculate=False)
+
+    def restart(self, Y: np.ndarray) -> None:
+        self._restart = Y
+
+    def components(self, Y: np.ndarray, theta: np.ndarray, tiled: TiledMatrix
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """(columns, P): the D-space components X^T L U diag(theta^{-1/2}) on the used
+        columns (sorted), U = basis Y; zero columns for theta <= 0. One half pass."""
+        if self._inflight is not None:
+            self.group.wait(self._inflight)
+            self._inflight = None
+        if self._adv is not None:  # the basis takes the last v
+            self.group.call("advance", [self._adv] * self.W)
+            self.qv_basis = np.hstack([self.qv_basis, self.qv_v])
+            self.qv_v, self._adv = self._qv_next, None
+        if self._restart is not None:
+            raise RuntimeError("a restart is pending: components need a settled basis")
+        self.n_passes += 1
+        scale = np.zeros(theta.size)
+        np.divide(1.0, np.sqrt(theta), out=scale, where=theta > 0)
+        m = Y.shape[0]
+        qy = self.qv_basis[:, :m] @ Y
+        fired = self.group.fire("components", [(Y, qy, scale)] * self.W)
+        columns, position = tiled.used_columns()
+        P = np.empty((columns.size, theta.size))
+        at = 0
+        for f in fired:  # one slice at a time: the driver never holds two copies
+            part = self.group.wait([f])[0]
+            P[position[at:at + part.shape[0]]] = part
+            at += part.shape[0]
+            del part
+        return columns, flip_signs_inplace(P)
+
+
+@dataclass
+class NSpaceResult:
+    """What :func:`nspace_eigh` found: the D-space components on ``columns``."""
+
+    eigenvalues: np.ndarray
+    components: np.ndarray
+    columns: np.ndarray
+    residuals: np.ndarray
+    converged: bool
+    n_passes: int
+    info: dict[str, Any]
+
+
+def nspace_eigh(tiled: TiledMatrix, k: int, *, xx_coef: float, centred: bool,
+                label_factor: np.ndarray | None = None, label_mean: np.ndarray | None = None,
+                tol: float, block: int | None = None, max_basis: int | None = None,
+                max_passes: int = 300, seed: int = 0, rounds: Any = None) -> NSpaceResult:
+    """The k leading eigenpairs of A = X^T L^2 X by thick-restart block Lanczos on K.
+
+    ``rounds``: a threshold's rounds (:func:`dmlfe.solvers.dimension.threshold_rounds`)
+    call ``rounds(solve)`` with ``solve(k)`` continuing from the basis it has; None
+    solves for k once.
+    """
+    slots, W = tiled.slots, tiled.n_slots
+    b = block or block_width(k, W)
+    clock0 = slots.clock.snapshot()
+    group = slots.spawn(NSpaceSlot, [
+        (i, W, tiled.slices[i], None if tiled.labels is None else tiled.labels[i],
+         int(tiled.bounds[i]), int(tiled.bounds[i + 1]), tiled.n) for i in range(W)])
+    # the driver's algebra is on small matrices: its BLAS threads would only compete
+    # with the slots (the workers on this machine, or the slot threads of this process)
+    limits = threadpool_limits(limits=1)
+    try:
+        form = sandwich_form(group, n=tiled.n, xx_coef=xx_coef, centred=centred,
+                             label_factor=label_factor, label_mean=label_mean)
+        space = ShardedSpace(group, form, tiled.n)
+        solver = ThickRestartLanczos(space, block=b, max_basis=max_basis, tol=tol,
+                                     max_passes=max_passes, seed=seed)
+        if rounds is None:
+            res: KrylovResult = solver.solve(min(int(k), tiled.n))
+        else:
+            res = rounds(lambda kk: solver.solve(min(int(kk), tiled.n)))
+        columns, P = space.components(res.coefficients, res.eigenvalues, tiled)
+        timings = group.call("timings")
+    finally:
+        limits.restore_original_limits()
+        group.close()
+    clock1 = slots.clock.snapshot()
+    return NSpaceResult(eigenvalues=res.eigenvalues, components=P, columns=columns,
+                        residuals=res.residuals, converged=res.converged,
+                        n_passes=space.n_passes,
+                        info={**res.info, "restarts": res.restarts,
+                              "krylov_passes": res.n_passes, "block": b,
+                              "default_basis": default_basis(k, b), "slots": W,
+                              "slot_seconds": timings,
+                              "driver": {key: clock1[key] - clock0[key] for key in clock1}})
+
+
+# --------------------------------------------------------------------------- the route
+#: Fraction of the workers' memory the tiles and the Krylov vectors may take; above it
+#: the fit keeps reading X from the store on every pass
+#: (:class:`~dmlfe.solvers.matrix_free.ScatterOperator`).
+MEMORY_FRACTION = 0.6
+
+
+def nspace_bytes(nnz: int, n: int, k: int, block: int) -> int:
+    """Worker memory the route needs in all: the tiles (12 bytes per stored value, held
+    once), the basis and a few blocks (8 n (max basis + 4 blocks) bytes)."""
+    return int(12 * nnz + 8 * n * (default_basis(k, block) + 4 * block))
+
+
+def capacity(slots: Slots) -> int:
+    """Bytes the slots' workers may hold: their memory limits (the machine's memory for a
+    worker without one), or this process's available memory without a cluster."""
+    import psutil
+
+    if slots.client is None:
+        return int(psutil.virtual_memory().available)
+    workers = slots.client.scheduler_info()["workers"]
+    total = int(psutil.virtual_memory().total)
+    return int(sum(int(w.get("memory_limit") or total) for w in workers.values()))
+
+
+def unavailable(template: Any, X: Any, Y: Any, *, block_fn: Any, solver: str,
+                n_components: int | float, max_components: int) -> str | None:
+    """Why the n-space route cannot solve this template on X (None when it can)."""
+    n, D = int(X.shape[0]), int(X.shape[1])
+    if solver != "randomized":
+        return f"solver={solver!r} applies its own products"
+    if block_fn is not None:
+        return "the passes map every row block first (relation features)"
+    if template.lowrank is not None and template.label_factor is None:
+        return "its low-rank part has no form in the documents' space"
+    if template.lowrank is not None and Y is None:
+        return "the labels were not given"
+    k = int(n_components) if isinstance(n_components, numbers.Integral) else \
+        int(max_components)
+    if n >= D:
+        return f"n = {n} >= D = {D}: the features' space is the smaller one"
+    if k >= n:
+        return f"{k} components from n = {n} documents"
+    return None
+
+
+def template_trace(template: Any, stats: Any, tiled: TiledMatrix) -> float:
+    """tr(A) = c tr(Xs^T Xs) + ||F||_F^2, from the statistics (or the tiles' sums)."""
+    if stats is not None and stats.sumsq_x is not None:
+        sums, sumsq, n = stats.sum_x, float(np.sum(stats.sumsq_x)), stats.n
+    else:
+        (sums, sumsq), n = tiled.sums(), tiled.n
+    scatter = sumsq - (float(sums @ sums) / n if template.centred and n else 0.0)
+    tr = float(template.xx_coef) * scatter
+    if template.lowrank is not None:
+        tr += float(np.sum(np.square(template.lowrank)))
+    return tr
+
+
+def solve_nspace(template: Any, X: Any, Y: Any, n_components: int | float, *,
+                 stats: Any = None, client: Any = None, tiled: TiledMatrix | None = None,
+                 max_components: int = 500,
+                 threshold_memory: int = 2**32, random_state: int = 0, tol: float = TOL,
+                 max_passes: int = MAX_PASSES, n_iter: int | None = None,
+                 block: int | None = None) -> Any:
+    """A trace template's leading pairs on the n-space route; an
+    :class:`~dmlfe.solvers.result.EigenResult` with the components on the used columns
+    (``columns``) and all k computed pairs (d is chosen by the caller).
+
+    X is tiled on ``client``'s workers (or, without one, in this process) by one read
+    (:func:`dmlfe.shards.tiles.tile_blocks`), solved (:func:`nspace_eigh`) and let go --
+    unless the caller holds its tiles already (``tiled``, with the labels when the
+    template has a label part), which are used and kept.
+    ``n_iter``, scikit-learn's fixed count, makes exactly that many passes (``converged``
+    then says whether ``tol`` was met anyway). A threshold ``n_components`` grows k in
+    rounds (:func:`~dmlfe.solvers.dimension.threshold_rounds`) on one Krylov basis, at
+    most ``max_components`` pairs and as many as ``threshold_memory`` bytes of
+    components hold on the driver.
+    """
+    from dmlfe.compute import computing_client, driver_threads
+    from dmlfe.solvers.dimension import n_genuine, threshold_rounds
+    from dmlfe.solvers.result import EigenResult
+
+    labels = Y if template.lowrank is not None else None
+    own = tiled is None
+    if own:
+        slots = Slots(computing_client(client), n_local=driver_threads())
+        tiled = tile_blocks(X, labels, slots)
+    try:
+        trace = template_trace(template, stats, tiled)
+        D_used = int(sum(c.size for c in tiled.columns))
+        mean = None
+        if labels is not None:
+            mean = stats.mean_y if stats is not None else \
+                np.asarray(Y.mean(axis=0).compute() if hasattr(Y, "compute") else
+                           np.mean(Y, axis=0), dtype=np.float64)
+        kw = dict(xx_coef=template.xx_coef, centred=template.centred,
+                  label_factor=template.label_factor if labels is not None else None,
+                  label_mean=mean, block=block, seed=random_state,
+                  tol=tol if n_iter is None else min(tol, 1e-300),
+                  max_passes=max_passes if n_iter is None else int(n_iter))
+        if isinstance(n_components, numbers.Integral):
+            res = nspace_eigh(tiled, int(n_components), **kw)
+            rounds = None
+        else:
+            cap = int(min(max_components, tiled.n - 1,
+                          max(1, threshold_memory // (8 * max(D_used, 1)))))
+            got: dict[str, Any] = {}
+
+            def rounds_of(solve: Any) -> KrylovResult:
+                def one(k: int) -> tuple[np.ndarray, float, KrylovResult]:
+                    r = solve(k)
+                    return r.eigenvalues, trace, r
+                r, got["rounds"] = threshold_rounds(one, float(n_components), cap)
+                return r
+
+            res = nspace_eigh(tiled, cap, rounds=rounds_of, **kw)
+            rounds = got.get("rounds")
+    finally:
+        if own:
+            tiled.release()
+            tiled.slots.close()
+    converged = res.converged
+    if n_iter is not None:  # the fixed count ran; did it meet tol anyway?
+        converged = bool(np.all(res.residuals <= tol * pair_scale(res.eigenvalues)))
+    info = {**res.info, "route": "n-space", "tol": tol, "n_iter": n_iter}
+    if rounds is not None:
+        info["rounds"] = rounds
+    return EigenResult(components=res.components, columns=res.columns,
+                       eigenvalues=res.eigenvalues, n_components=res.eigenvalues.size,
+                       n_genuine=n_genuine(res.eigenvalues), solver="thick-restart-lanczos",
+                       n_passes=res.n_passes, converged=converged,
+                       residuals=res.residuals, trace=trace, info=info)
