@@ -62,11 +62,17 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     graph methods the products pass plus the K-NN search's when the graph was searched
     rather than read from the cache beside the store: 1 exact, 3 approximate),
     ``converged_``, ``max_residual_`` (the largest ||A p_i - lambda_i p_i|| / |lambda_i|
-    of the d components where the solver measured it -- the matrix-free route, whose
+    of the d components where the solver measured it -- the matrix-free route. On its
+    n-space form (:mod:`dmlfe.solvers.nspace`: X held in tiles on the workers, n < D)
+    ``tol`` is relative to each pair's own eigenvalue and the residual is that of the
+    documents' n x n problem, which bounds the D-space one; when X stays in the store
     ``tol`` is relative to the largest eigenvalue, so that ``converged_`` may hold while
     components far below it are looser -- a RuntimeWarning then says so when one is above
     ``dmlfe.solvers.matrix_free.LOOSE_RESIDUAL`` = 1 %; None for the dense, dual and
     relation solves, whose pairs meet their tolerance against their own eigenvalue),
+    ``solver_info_`` (the n-space route's block width, passes, restarts and seconds per
+    slot -- the pass, the orthogonalisation, sending and waiting -- and on the driver;
+    None for the other solvers),
     ``regularization_``, ``n_features_in_``, ``n_genuine_``,
     ``n_samples_``, ``method_params_`` and ``training_store_`` (the training store's
     :meth:`dmlfe.store.Store.provenance`; None when X was not a store path),

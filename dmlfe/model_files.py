@@ -217,6 +217,9 @@ FITTED_SCHEMA: dict[str, Key] = {
     "max_residual_": Key(("number", "null"), "largest relative residual of the components "
                          "where the solver measured it (matrix-free); null otherwise",
                          required=False),
+    "solver_info_": Key(("object", "null"), "the n-space route's block, passes, restarts "
+                        "and time per slot and on the driver; null otherwise",
+                        required=False),
 }
 #: Fitted scalar attributes kept in model.json.
 FITTED_SCALARS = tuple(FITTED_SCHEMA)

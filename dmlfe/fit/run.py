@@ -72,6 +72,7 @@ class FittedProjection:
     route_reason: str
     relation_map: RelationMap | None
     relation: dict[str, Any] | None
+    solver_info: dict[str, Any] | None
     prototype_indices: np.ndarray | None
     training_store: dict[str, Any] | None
 
@@ -83,6 +84,19 @@ class FittedProjection:
         kept = ("components", "component_columns")
         out = {f"{f.name}_": getattr(self, f.name) for f in fields(self) if f.name not in kept}
         return {**out, **{f"_{name}": getattr(self, name) for name in kept}}
+
+
+#: The n-space route's details kept as ``solver_info_`` (JSON: the model keeps them).
+SOLVER_INFO = ("route", "block", "krylov_passes", "restarts", "basis", "max_basis", "tol",
+               "n_iter", "slots", "slot_seconds", "driver", "rounds")
+
+
+def solver_info(res: EigenResult) -> dict[str, Any] | None:
+    """What the n-space route's solve did (``solver_info_``); None for the other solvers."""
+    info = res.info or {}
+    if info.get("route") != "n-space":
+        return None
+    return {key: info[key] for key in SOLVER_INFO if key in info}
 
 
 def label_gram(Y: Any, client: Any = None) -> np.ndarray:
@@ -233,6 +247,7 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
             # so it ends as it would have (up to round-off if their number changed)
             warnings.warn(f"{exc}; the fit starts again from the store on the workers "
                           "the cluster has now", RuntimeWarning, stacklevel=2)
+            tiled.slots.wait_until_gone(exc.address)
         finally:
             if tiled is not None:
                 tiled.release()
@@ -307,4 +322,5 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
         route_reason=plan.route_reason if gather_note is None
         else f"{plan.route_reason}; {gather_note}",
         relation=relation, prototype_indices=proto_idx,
+        solver_info=solver_info(res),
         training_store=None if data.store is None else data.store.provenance())

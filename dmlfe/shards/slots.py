@@ -41,7 +41,14 @@ ALIVE_CHECK = 2.0
 
 
 class ShardLostError(DmlfeError, RuntimeError):
-    """A worker that held part of a sharded computation left the cluster."""
+    """A worker that held part of a sharded computation left the cluster.
+
+    ``address``: that worker's, when known.
+    """
+
+    def __init__(self, message: str, address: str | None = None) -> None:
+        super().__init__(message)
+        self.address = address
 
 
 @dataclass
@@ -172,7 +179,17 @@ class Slots:
             raise ShardLostError(
                 f"worker {gone[0]} left the dask cluster during the computation and took "
                 "its part of the data with it (a crash, or its memory limit): run the fit "
-                "again, with more memory per worker or more workers")
+                "again, with more memory per worker or more workers", address=gone[0])
+
+    def wait_until_gone(self, address: str | None, timeout: float = 30.0) -> None:
+        """Return once the scheduler no longer lists ``address`` (a worker this object
+        lost), so that new slots are made of the workers there really are."""
+        if self.client is None or address is None:
+            return
+        deadline = time.monotonic() + timeout
+        while address in self.client.scheduler_info()["workers"] and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
 
     def release(self, *handles: Any) -> None:
         """Drop handles early (the cluster frees their values once no task needs them)."""
@@ -239,6 +256,7 @@ class Mailbox:
         self._box: dict[tuple[str, int], Any] = {}
         self._cond = threading.Condition()
         self._aborted: str | None = None
+        self._sent: list[Any] = []
         #: seconds this member spent, by kind: "send" and "wait" here, the rest as the
         #: subclass books them with :meth:`timed` (the breakdown of a computation)
         self.seconds: dict[str, float] = {}
@@ -274,23 +292,23 @@ class Mailbox:
             self._cond.notify_all()
 
     def post(self, tag: str, values: dict[int, Any]) -> None:
-        """Send ``values[dest]`` to each member ``dest``; returns once all have it."""
+        """Send ``values[dest]`` to each member ``dest``. The sends go on while this member
+        waits for what it collects next; :meth:`collect` returns once they have arrived."""
         with self.timed("send"):
-            self._post(tag, values)
+            for dest, value in values.items():
+                if dest == self.index:
+                    self.store(tag, self.index, value)
+                    continue
+                peer = self.peers[dest]
+                if isinstance(peer, Mailbox):  # a member in this process
+                    peer.store(tag, self.index, value)
+                else:
+                    self._sent.append(peer.receive(tag, self.index, value))
 
-    def _post(self, tag: str, values: dict[int, Any]) -> None:
-        pending = []
-        for dest, value in values.items():
-            if dest == self.index:
-                self.store(tag, self.index, value)
-                continue
-            peer = self.peers[dest]
-            if isinstance(peer, Mailbox):  # a member in this process
-                peer.store(tag, self.index, value)
-            else:
-                pending.append(peer.receive(tag, self.index, value))
+    def _delivered(self) -> None:
+        """Wait for the answers to this member's sends."""
         deadline = time.monotonic() + self.TIMEOUT
-        for p in pending:
+        for p in self._sent:
             while True:
                 # a call to a member whose worker died may never answer: wake up now and
                 # then to see whether the driver has called the computation off
@@ -302,14 +320,22 @@ class Mailbox:
                         raise ShardLostError(self._aborted) from None
                     if time.monotonic() > deadline:
                         raise ShardLostError(
-                            f"slot {self.index} could not hand its part of step {tag!r} to "
-                            f"the other workers in {self.TIMEOUT:.0f} s") from None
+                            f"slot {self.index} could not hand its part of a step to the "
+                            f"other workers in {self.TIMEOUT:.0f} s") from None
+        self._sent = []
 
     def collect(self, tag: str) -> list[Any]:
         """The value of ``tag`` from every member, in member order (removed from the box)."""
         keys = [(tag, src) for src in range(self.n_members)]
         deadline = time.monotonic() + self.TIMEOUT
-        with self.timed("wait"), self._cond:
+        with self.timed("wait"):
+            got = self._collected(keys, tag, deadline)
+            self._delivered()
+        return got
+
+    def _collected(self, keys: list[tuple[str, int]], tag: str, deadline: float
+                   ) -> list[Any]:
+        with self._cond:
             while not all(k in self._box for k in keys):
                 if self._aborted is not None:
                     raise ShardLostError(self._aborted)
@@ -349,7 +375,7 @@ class Group:
         self.slots.clock.round_trips += 1
         out = []
         try:
-            for f in fired:
+            for slot, f in enumerate(fired):
                 while True:
                     try:
                         out.append(f.result(timeout=ALIVE_CHECK))
@@ -362,10 +388,12 @@ class Group:
                         # a member's worker may have died under the call: say so
                         self.slots.check_alive()
                         if _is_lost_worker(exc):
+                            address = self.slots.addresses[slot]
                             raise ShardLostError(
-                                f"a worker holding part of the computation left the dask "
-                                f"cluster ({exc}): run the fit again, with more memory per "
-                                "worker or more workers") from exc
+                                f"worker {address} left the dask cluster during the "
+                                f"computation ({exc}) and took its part of the data with "
+                                "it: run the fit again, with more memory per worker or "
+                                "more workers", address=address) from exc
                         raise
         except ShardLostError as exc:
             self.abort(str(exc))

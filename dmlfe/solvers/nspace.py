@@ -151,7 +151,8 @@ class NSpaceSlot(Mailbox):
         self.e = np.zeros((sl.columns.size, 0))
         self.root_c, self.f = 1.0, np.zeros(0)
         self.cols = ColumnStore(self.r1 - self.r0)
-        self.w: np.ndarray | None = None
+        # Q_e^T of the basis and of v (the same on every slot: made from sums)
+        self.qv: tuple[np.ndarray, np.ndarray] = (np.zeros((0, 0)), np.zeros((0, 0)))
         self.q: np.ndarray | None = None
         self._tags = 0
 
@@ -213,33 +214,24 @@ class NSpaceSlot(Mailbox):
         return True
 
     # ---- the Krylov steps (see ShardedSpace)
-    def draw(self, width: int, seed: int) -> bool:
-        self.w = _draw(self.r0, self.r1, width, seed)
-        return True
+    def _allsum(self, name: str, value: Any) -> Any:
+        """The sum of every slot's ``value``, added in slot order: every slot gets the
+        same bits, so the small factors made from it agree without the driver."""
+        parts = self._allgather(name, value)
+        if isinstance(value, tuple):
+            return tuple(sum(p[i] for p in parts[1:]) + parts[0][i] for i in range(len(value)))
+        return sum(parts[1:]) + parts[0] if len(parts) > 1 else parts[0]
 
-    def advance(self, C2: np.ndarray, X: np.ndarray) -> bool:
-        """The basis takes v; v becomes (q - V C2) X."""
-        with self.timed("orthogonalise"):
-            self.cols.push(self.cols.minus(self.q, C2) @ X)
-        self.q = None
-        return True
-
-    def expand(self, adv: tuple[np.ndarray, np.ndarray] | None, qv: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """(advance, then) w = K v, one pass; returns ([V, Q_e]^T w, column norms^2 of w).
-
-        X_s^T L v = sqrt(c) X_s^T v + E_s diag(f) Q_e^T v needs v's rows from every
-        slot; slot s then sends each range r its piece tile_r^T Z_s with a_s = E_s^T Z_s,
-        and w_r = sqrt(c) sum_s pieces + Q_e,r diag(f) sum_s a_s.
-        """
-        if adv is not None:
-            self.advance(*adv)
+    def _expand(self) -> np.ndarray:
+        """w = K v, one pass (see the module docstring): v's rows from every slot, then
+        each range r gets from slot s the piece tile_r^T Z_s with a_s = E_s^T Z_s, and
+        w_r = sqrt(c) sum_s pieces + Q_e,r diag(f) sum_s a_s."""
         rows = self._allgather("v", np.ascontiguousarray(self.cols.V[:, self.cols.m:]))
         with self.timed("pass"):
             z = self._xt(rows)
             z *= self.root_c
             if self.f.size:
-                z += self.e @ (self.f[:, None] * qv)
+                z += self.e @ (self.f[:, None] * self.qv[1])
             a = self.e.T @ z
             pieces = {r: (self._x(r, z), a) for r in range(self.n_members)}
         del z, rows
@@ -255,29 +247,69 @@ class NSpaceSlot(Mailbox):
             if self.f.size:
                 asum = sum(x for _, x in got)
                 w += self.qe @ (self.f[:, None] * asum)
-        self.w = w
-        with self.timed("orthogonalise"):
-            return self._proj(w), np.square(w).sum(axis=0)
+        return w
 
-    def factor(self, C1: np.ndarray | None, Y: np.ndarray | None) -> np.ndarray:
-        """(restart the basis to basis Y, then) QR of this range's rows of w - V C1: R."""
+    def _next_block(self, w: np.ndarray, C1: np.ndarray, scale: float
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """Steps 2-4 of :mod:`dmlfe.solvers.krylov` on w (V^T w = C1): TSQR of w - V C1
+        from every slot's R factor, the second round on unit columns, and the advance;
+        (C_total, R_total)."""
+        with self.timed("orthogonalise"):
+            q, r = np.linalg.qr(self.cols.minus(w, C1) if C1.size else w)
+        factors = self._allgather("r", r)
+        with self.timed("orthogonalise"):
+            mix, R1 = tsqr_mix(factors, scale)
+            q = q @ mix[self.index]
+            local = self._proj(q)
+        P = self._allsum("c2", local)
+        g = self.f.size
+        C2, qw = P[:P.shape[0] - g], P[P.shape[0] - g:]
+        X, Ct, Rt = second_round(C1, R1, C2)
+        with self.timed("orthogonalise"):
+            self.cols.push(self.cols.minus(q, C2) @ X)
+        qV = np.hstack(self.qv)
+        self.qv = (qV, (qw - qV @ C2) @ X)
+        return Ct, Rt
+
+    def start(self, width: int, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
+        """A random block (rows by global position) made the newest block v."""
+        g = self.f.size
+        self.qv = (np.zeros((g, 0)), np.zeros((g, 0)))
+        w = _draw(self.r0, self.r1, width, seed)
+        C1 = np.zeros((self.cols.m + self.cols.bn, width))
+        return self._stamped(*self._next_block(w, C1, 1.0))
+
+    def step(self, Y: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, str]:
+        """One iteration: (restart the basis to basis Y, then) w = K v, and w made the new
+        block. Returns (C_total, R_total, a digest of them: every slot must agree)."""
         if Y is not None:
-            with self.timed("restart"):
-                self.cols.restart(Y)
+            self.restart(Y)
+        w = self._expand()
         with self.timed("orthogonalise"):
-            w = self.w if C1 is None else self.cols.minus(self.w, C1)
-            self.w = None
-            self.q, r = np.linalg.qr(w)
-        return r
+            local = (self._proj(w), np.square(w).sum(axis=0))
+        P, norms = self._allsum("c1", local)
+        C1 = P[:P.shape[0] - self.f.size]
+        return self._stamped(*self._next_block(w, C1, float(np.sqrt(np.max(norms,
+                                                                           initial=0.0)))))
 
-    def normalize(self, mix: np.ndarray) -> np.ndarray:
-        """q = Q_r M_r; returns [V, Q_e]^T q."""
-        with self.timed("orthogonalise"):
-            self.q = self.q @ mix
-            return self._proj(self.q)
+    def restart(self, Y: np.ndarray) -> bool:
+        """The basis becomes basis Y (m x keep); v stays."""
+        with self.timed("restart"):
+            self.cols.restart(Y)
+        self.qv = (self.qv[0] @ Y, self.qv[1])
+        return True
 
-    def components(self, Y: np.ndarray, qy: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    @staticmethod
+    def _stamped(Ct: np.ndarray, Rt: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
+        import hashlib
+
+        digest = hashlib.sha1(np.ascontiguousarray(Ct).tobytes()
+                              + np.ascontiguousarray(Rt).tobytes()).hexdigest()
+        return Ct, Rt, digest
+
+    def components(self, Y: np.ndarray, scale: np.ndarray) -> np.ndarray:
         """This slice's rows of X^T L (basis Y) diag(scale)."""
+        qy = self.qv[0][:, :Y.shape[0]] @ Y
         with self.timed("components"):
             U = self.cols.basis @ Y
         rows = self._allgather("ritz", U)
@@ -336,13 +368,14 @@ def sandwich_form(group: Group, *, n: int, xx_coef: float, centred: bool,
 class ShardedSpace:
     """The :class:`~dmlfe.solvers.krylov.KrylovSpace` of K = L X X^T L on the slots.
 
-    A step is three calls on all slots: ``expand`` (the pass, and the first
-    projections), ``factor`` (the shards' R factors) and ``normalize`` (the second
-    projections); the driver does the small algebra between them. The advance to the
-    new block rides on the next ``expand``, which a step starts before it returns
-    (``speculate``), so that the pass runs while the driver takes in the step; a
-    restart asked for meanwhile is applied at the next ``factor`` (the in-flight
-    pass's projections on the old basis are mapped to the new one: V^T w -> Y^T V^T w).
+    A step is one call on all slots (:meth:`NSpaceSlot.step`): the pass, then the
+    orthonormalisation, whose three sums (the projections, the shards' R factors, the
+    second projections) the slots exchange among themselves and add in the same order,
+    so that they make the same small factors without the driver; the driver only takes
+    in (C_total, R_total), after checking that every slot made the same. The next step is
+    started before the driver takes one in (``speculate``), so that the slots go on while
+    it does its Rayleigh-Ritz; a restart waits for the step in flight (``settle``) and
+    rides on the next call.
     """
 
     def __init__(self, group: Group, form: SandwichForm, n: int) -> None:
@@ -350,65 +383,42 @@ class ShardedSpace:
         self.dim = int(n)
         self.n_passes = 0
         self.W = len(group.members)
-        g = form.g
-        self.qv_basis = np.zeros((g, 0))
-        self.qv_v = np.zeros((g, 0))
-        self._adv: tuple[np.ndarray, np.ndarray] | None = None
         self._inflight: list[Any] | None = None
         self._restart: np.ndarray | None = None
 
-    def _fire_expand(self) -> None:
-        adv, self._adv = self._adv, None
-        if adv is not None:  # the basis takes v (as the slots will, first thing)
-            self.qv_basis = np.hstack([self.qv_basis, self.qv_v])
-            self.qv_v = self._qv_next
-        self._inflight = self.group.fire("expand", [(adv, self.qv_v)] * self.W)
+    def _result(self, out: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+        digests = {o[2] for o in out}
+        if len(digests) > 1:
+            raise RuntimeError(
+                "the slots made different small factors from the same sums: their workers "
+                "do not compute alike (different CPUs or BLAS libraries?); run the fit on "
+                "workers of one kind")
+        return out[0][0], out[0][1]
+
+    def _fire(self) -> None:
+        Y, self._restart = self._restart, None
+        self._inflight = self.group.fire("step", [(Y,)] * self.W)
         self.n_passes += 1
 
-    def _orthonormalise(self, C1: np.ndarray | None, scale: float, width: int
-                        ) -> tuple[np.ndarray, np.ndarray]:
-        Y, self._restart = self._restart, None
-        if Y is not None:
-            self.qv_basis = self.qv_basis @ Y
-            if C1 is not None:
-                m = Y.shape[0]
-                C1 = np.vstack([Y.T @ C1[:m], C1[m:]])
-        R = self.group.call("factor", [(C1, Y)] * self.W)
-        mix, R1 = tsqr_mix(R, scale)
-        P = sum(self.group.call("normalize", [(mx,) for mx in mix]))
-        g = self.form.g
-        C2, qw = P[:P.shape[0] - g], P[P.shape[0] - g:]
-        if C1 is None:
-            C1 = np.zeros((C2.shape[0], width))
-        X, Ct, Rt = second_round(C1, R1, C2)
-        qV = np.hstack([self.qv_basis, self.qv_v])
-        self._qv_next = (qw - qV @ C2) @ X
-        self._adv = (C2, X)
-        return Ct, Rt
-
     def start(self, width: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        self.group.call("draw", [(width, seed)] * self.W)
-        return self._orthonormalise(None, 1.0, width)
+        return self._result(self.group.call("start", [(width, seed)] * self.W))
 
     def step(self, speculate: bool = True) -> tuple[np.ndarray, np.ndarray]:
         if self._inflight is None:
-            self._fire_expand()
+            self._fire()
         out = self.group.wait(self._inflight)
         self._inflight = None
-        P = sum(o[0] for o in out)
-        norms = sum(o[1] for o in out)
-        C1 = P[:P.shape[0] - self.form.g]
-        result = self._orthonormalise(C1, float(np.sqrt(np.max(norms, initial=0.0))),
-                                      C1.shape[1])
         if speculate:
-            self._fire_expand()
-        return result
+            self._fire()
+        return self._result(out)
 
     def settle(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """Finish the step whose pass is in flight (None when there is none)."""
+        """Finish the step in flight (None when there is none)."""
         return None if self._inflight is None else self.step(speculate=False)
 
     def restart(self, Y: np.ndarray) -> None:
+        if self._inflight is not None:
+            raise RuntimeError("a restart needs the step in flight settled first")
         self._restart = Y
 
     def components(self, Y: np.ndarray, theta: np.ndarray, tiled: TiledMatrix
@@ -416,20 +426,14 @@ class ShardedSpace:
         """(columns, P): the D-space components X^T L U diag(theta^{-1/2}) on the used
         columns (sorted), U = basis Y; zero columns for theta <= 0. One half pass."""
         if self._inflight is not None:
-            self.group.wait(self._inflight)
-            self._inflight = None
-        if self._adv is not None:  # the basis takes the last v
-            self.group.call("advance", [self._adv] * self.W)
-            self.qv_basis = np.hstack([self.qv_basis, self.qv_v])
-            self.qv_v, self._adv = self._qv_next, None
-        if self._restart is not None:
-            raise RuntimeError("a restart is pending: components need a settled basis")
+            raise RuntimeError("components need a settled basis")
+        if self._restart is not None:  # asked for, then the pairs were found converged
+            self.group.call("restart", [(self._restart,)] * self.W)
+            self._restart = None
         self.n_passes += 1
         scale = np.zeros(theta.size)
         np.divide(1.0, np.sqrt(theta), out=scale, where=theta > 0)
-        m = Y.shape[0]
-        qy = self.qv_basis[:, :m] @ Y
-        fired = self.group.fire("components", [(Y, qy, scale)] * self.W)
+        fired = self.group.fire("components", [(Y, scale)] * self.W)
         columns, position = tiled.used_columns()
         P = np.empty((columns.size, theta.size))
         at = 0

@@ -1,0 +1,320 @@
+"""Large-corpus fits against the number of workers: where the time goes, and how it scales.
+
+The synthetic corpus of ``scale.py``'s synthetic part (a Zipf vocabulary of
+``--vocab-size`` words, 1..2-grams hashed to 2^20 features, every column used) is
+ingested once per size into ``bench-out/scaling-work/``. Then, for each worker count W
+of ``--workers`` and each method of ``--methods`` (d = ``--components``), one fit from
+the store in a fresh child process on a new ``LocalCluster`` of W processes x 1 thread
+(``cache=False``, default parameters otherwise), measured there: wall seconds, peak RSS
+of the driver and its workers, passes, ``converged_``, ``max_residual_`` and the
+warnings; on the n-space route (``solver_ == "thick-restart-lanczos"``) also its
+breakdown from ``solver_info_``:
+
+* per slot (worker): seconds in the pass (sparse products), the orthogonalisation (the
+  Krylov block's projections and QR), restarts, the components' half pass, sending to
+  the other slots and waiting for them;
+* on the driver: wall, CPU (its own algebra and the serialisation of its messages),
+  seconds waited for the slots and round trips.
+
+From these: ``serial`` = the solve's wall time not covered by the busiest slot's work
+and exchanges (the driver's own time and the latency of its calls), per pass and as a
+fraction of the one-worker pass (``serial_fraction``: the Amdahl fraction that limits
+the speed-up), and ``exchange`` = a slot's sending and waiting.
+
+A read pass (the sum of every row block's stored values, one task per block) is timed
+on each cluster too: the cost of reading X once. ``--before PATH`` runs the same fits
+with PATH (a checkout of an older dmlfe) first on the children's path, in the same run.
+``--exact N``: the first N documents, PCA and MVMD with both routes forced
+(``route="feature", solver="randomized"`` against ``route="dual"``): the largest
+relative difference of their eigenvalues. ``--reference``: scikit-learn's
+TruncatedSVD(d) on the same X in memory, in a child process, for scale.
+
+    python benchmarks/scaling.py --docs 100000 --workers 1,2 --methods mvmd,pca \\
+        --exact 10000 --reference [--before ../before]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _measure import OUT, emit, measured  # noqa: E402
+
+WORK = OUT / "scaling-work"
+
+
+def store_for(n_docs: int, vocab_size: int, workers: int, chunk_rows: int) -> tuple[Path, dict]:
+    """The synthetic store of ``n_docs`` documents (ingested now unless it exists)."""
+    import dmlfe
+    from dmlfe.cluster import get_client
+
+    path = WORK / f"synthetic_{n_docs}_{vocab_size}.zarr"
+    rec: dict[str, Any] = {"docs": n_docs, "vocab_size": vocab_size, "path": str(path)}
+    if path.exists():
+        rec["ingest"] = "reused"
+        return path, rec
+    WORK.mkdir(parents=True, exist_ok=True)
+    ing: dict[str, Any] = {"workers": workers}
+    with measured(ing), get_client(n_workers=workers, threads_per_worker=1) as client:
+        dmlfe.ingest(None, format="synthetic", out=path, overwrite=True, client=client,
+                     n_docs=n_docs, vocab_size=vocab_size, vectorizer="hashing",
+                     n_features=2**20, ngram_range=(1, 2), chunk_rows=chunk_rows)
+    rec["ingest"] = ing
+    return path, rec
+
+
+# ------------------------------------------------------------------ one fit, in a child
+def _block_nnz(xb: Any) -> int:
+    return int(xb.nnz)
+
+
+def run_case(case: dict[str, Any]) -> dict[str, Any]:
+    """Fit one case on a new LocalCluster and measure it (runs in the child)."""
+    import dask
+
+    import dmlfe
+    from dmlfe.cluster import get_client
+
+    rec: dict[str, Any] = dict(case)
+    W = int(case["workers"])
+    with get_client(n_workers=W, threads_per_worker=1,
+                    memory_limit=case.get("memory_limit", "auto")) as client:
+        store = dmlfe.open_store(case["store"])
+        if case.get("read_pass", True):
+            blocks = store.X.to_delayed().ravel()
+            t0 = time.perf_counter()
+            nnz = sum(client.gather(client.compute([dask.delayed(_block_nnz)(b)
+                                                    for b in blocks])))
+            rec["read_pass"] = {"seconds": round(time.perf_counter() - t0, 3), "nnz": nnz}
+        kw = dict(case.get("params", {}))
+        est = dmlfe.make_estimator(case["method"], n_components=case["components"],
+                                   client=client, cache=False, **kw)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with measured(rec):
+                est.fit(case["store"])
+        rec.update(route=est.route_, solver=est.solver_, n_passes=int(est.n_passes_),
+                   converged=bool(est.converged_),
+                   max_residual=None if est.max_residual_ is None else float(
+                       est.max_residual_),
+                   d=int(est.n_components_),
+                   eigenvalues_head=[float(v) for v in est.eigenvalues_[:3]],
+                   eigenvalue_d=float(est.eigenvalues_[est.n_components_ - 1]),
+                   warnings=[str(w.message)[:300] for w in caught
+                             if issubclass(w.category, RuntimeWarning)])
+        info = getattr(est, "solver_info_", None)
+        if info:
+            rec["solver_info"] = info
+    return rec
+
+
+def child(case: dict[str, Any], pythonpath: str | None, timeout: float) -> dict[str, Any]:
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
+    try:
+        out = subprocess.run([sys.executable, __file__, "--case", json.dumps(case)],
+                             capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {**case, "status": f"stopped at {timeout:.0f} s"}
+    if out.returncode != 0:
+        return {**case, "status": "failed", "error": out.stderr.strip()[-1500:]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------ the breakdown
+def breakdown(rec: dict[str, Any]) -> dict[str, Any] | None:
+    """Busy, exchange and serial seconds of one n-space fit (see the module docstring)."""
+    info = rec.get("solver_info")
+    if not info:
+        return None
+    slots = info["slot_seconds"]
+    work = ("pass", "orthogonalise", "restart", "components")
+    busy = [sum(s.get(k, 0.0) for k in work) for s in slots]
+    exchange = [s.get("send", 0.0) + s.get("wait", 0.0) for s in slots]
+    driver = info["driver"]
+    busiest = max(b + e for b, e in zip(busy, exchange, strict=True))
+    passes = max(int(info.get("krylov_passes", rec["n_passes"])), 1)
+    return {"solve_wall": round(driver["wall"], 3), "driver_cpu": round(driver["driver_cpu"], 3),
+            "round_trips": driver["round_trips"], "passes": passes,
+            "slot_busy": [round(b, 3) for b in busy],
+            "slot_exchange": [round(e, 3) for e in exchange],
+            "slot_pass": [round(s.get("pass", 0.0), 3) for s in slots],
+            "slot_orthogonalise": [round(s.get("orthogonalise", 0.0), 3) for s in slots],
+            "slot_components": [round(s.get("components", 0.0), 3) for s in slots],
+            "serial": round(max(driver["wall"] - busiest, 0.0), 3),
+            "serial_per_pass": round(max(driver["wall"] - busiest, 0.0) / passes, 4),
+            "busy_per_pass_mean": round(float(np.mean(busy)) / passes, 4)}
+
+
+def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Speed-ups against one worker and the serial fraction, per method and code."""
+    out = []
+    keys = sorted({(r["method"], r.get("code", "after")) for r in runs})
+    for method, code in keys:
+        mine = sorted((r for r in runs if r["method"] == method and r.get("code", "after") == code
+                       and "seconds" in r), key=lambda r: r["workers"])
+        if not mine:
+            continue
+        one = next((r for r in mine if r["workers"] == 1), None)
+        one_pass = None
+        if one is not None and breakdown(one):
+            b1 = breakdown(one)
+            one_pass = b1["busy_per_pass_mean"]
+        for r in mine:
+            row = {"method": method, "code": code, "workers": r["workers"],
+                   "seconds": r["seconds"], "read_pass": r.get("read_pass", {}).get("seconds"),
+                   "n_passes": r["n_passes"], "max_residual": r["max_residual"],
+                   "converged": r["converged"], "warnings": len(r["warnings"]),
+                   "peak_rss_total_mib": r.get("peak_rss_total_mib")}
+            if one is not None:
+                row["speedup_vs_1"] = round(one["seconds"] / r["seconds"], 2)
+            b = breakdown(r)
+            if b is not None:
+                row["serial_per_pass"] = b["serial_per_pass"]
+                if one_pass:
+                    row["serial_fraction"] = round(b["serial_per_pass"] / one_pass, 4)
+            out.append(row)
+    return out
+
+
+def scaling_model(runs: list[dict[str, Any]], docs: int) -> dict[str, Any] | None:
+    """time(W) ~ serial + work / W + exchange(W), its constants from the n-space fits
+    of one method, and predictions for 8, 16 and 64 workers at 10^6 and 10^7 documents
+    (work and exchange per pass scale with n; the number of passes is taken as measured,
+    which holds while the spectrum's shape does)."""
+    fits = [r for r in runs if r.get("code", "after") == "after" and breakdown(r)]
+    if not fits:
+        return None
+    method = fits[0]["method"]
+    fits = sorted((r for r in fits if r["method"] == method), key=lambda r: r["workers"])
+    rows = []
+    for r in fits:
+        b = breakdown(r)
+        W = r["workers"]
+        rows.append({"workers": W, "serial": b["serial"],
+                     "work": round(float(np.sum(b["slot_busy"])), 3),
+                     "exchange": round(float(np.mean(b["slot_exchange"])), 3),
+                     "solve_wall": b["solve_wall"]})
+    work1 = float(np.median([x["work"] for x in rows]))  # total work barely depends on W
+    serial = float(np.median([x["serial"] for x in rows]))
+    multi = [x for x in rows if x["workers"] > 1]
+    # a pass moves about 2 n b numbers per slot whatever W is: exchange ~ constant(W > 1)
+    exchange = float(np.median([x["exchange"] for x in multi])) if multi else 0.0
+    outside = float(np.median([r["seconds"] - breakdown(r)["solve_wall"] for r in fits]))
+    predictions = []
+    for n in (10**6, 10**7):
+        scale = n / docs
+        for W in (8, 16, 64):
+            t = serial + work1 * scale / W + exchange * scale + outside * scale / W
+            predictions.append({"docs": n, "workers": W, "fit_seconds": round(t, 1)})
+    return {"method": method, "docs": docs, "measured": rows,
+            "constants": {"serial_s": round(serial, 3), "work_s_one_worker": round(work1, 3),
+                          "exchange_s_per_slot": round(exchange, 3),
+                          "outside_solve_s": round(outside, 3)},
+            "predictions": predictions}
+
+
+# ------------------------------------------------------------------ exactness, reference
+def exactness(store: str, n: int, components: int) -> dict[str, Any]:
+    """The first n documents, both routes forced: the largest relative eigenvalue gap."""
+    import dmlfe
+    from dmlfe.cluster import get_client
+
+    view = dmlfe.open_store(store).take(np.arange(n))
+    X = view.X.compute(scheduler="threads").tocsr()
+    Y = np.asarray(view.Y.compute(scheduler="threads"))
+    out: dict[str, Any] = {"docs": n, "components": components}
+    with get_client(n_workers=2, threads_per_worker=1) as client:
+        for method in ("pca", "mvmd"):
+            kw = dict(n_components=components, client=client, cache=False)
+            feat = dmlfe.make_estimator(method, route="feature", solver="randomized",
+                                        **kw).fit(X, Y)
+            dual = dmlfe.make_estimator(method, route="dual", **kw).fit(X, Y)
+            a, b = feat.eigenvalues_[:components], dual.eigenvalues_[:components]
+            out[method] = {"solver": feat.solver_,
+                           "max_rel_eigenvalue_diff": float(np.max(np.abs(a - b) / np.abs(b))),
+                           "max_residual": feat.max_residual_,
+                           "n_passes": int(feat.n_passes_)}
+    return out
+
+
+REFERENCE = """
+import sys, time, numpy as np, dmlfe
+from sklearn.decomposition import TruncatedSVD
+s = dmlfe.open_store(sys.argv[1])
+X = s.X.compute(scheduler="threads").tocsr()
+t = time.perf_counter()
+TruncatedSVD(n_components=int(sys.argv[2]), random_state=0).fit(X)
+result = {"tool": "sklearn TruncatedSVD", "seconds": round(time.perf_counter() - t, 3),
+          "n_components": int(sys.argv[2])}
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--case", help=argparse.SUPPRESS)
+    ap.add_argument("--docs", type=int, default=100_000)
+    ap.add_argument("--vocab-size", type=int, default=1_000_000)
+    ap.add_argument("--chunk-rows", type=int, default=5_000)
+    ap.add_argument("--workers", default="1,2", help="comma list of worker counts")
+    ap.add_argument("--methods", default="mvmd,pca")
+    ap.add_argument("--components", type=int, default=100)
+    ap.add_argument("--before", help="a checkout of an older dmlfe, run in the same way")
+    ap.add_argument("--before-workers", help="worker counts for --before (default: all)")
+    ap.add_argument("--exact", type=int, default=0, help="documents for the exactness check")
+    ap.add_argument("--reference", action="store_true", help="scikit-learn TruncatedSVD too")
+    ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--name", default="scaling")
+    args = ap.parse_args()
+    if args.case:
+        print(json.dumps(run_case(json.loads(args.case))))
+        return
+    result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
+                                          "loadavg_at_start": os.getloadavg()},
+                              "before": args.before}
+    path, result["store"] = store_for(args.docs, args.vocab_size,
+                                      max(int(w) for w in args.workers.split(",")),
+                                      args.chunk_rows)
+    workers = [int(w) for w in args.workers.split(",")]
+    before_workers = workers if not args.before_workers else \
+        [int(w) for w in args.before_workers.split(",")]
+    runs = []
+    for W in workers:
+        for method in args.methods.split(","):
+            case = {"store": str(path), "method": method, "components": args.components,
+                    "workers": W}
+            rec = child({**case, "code": "after"}, None, args.timeout)
+            print(f"after  W={W} {method}: {rec.get('seconds')} s "
+                  f"({rec.get('status', 'ok')})", file=sys.stderr, flush=True)
+            runs.append(rec)
+            if args.before and W in before_workers:
+                rec = child({**case, "code": "before"}, args.before, args.timeout)
+                print(f"before W={W} {method}: {rec.get('seconds')} s "
+                      f"({rec.get('status', 'ok')})", file=sys.stderr, flush=True)
+                runs.append(rec)
+    result["runs"] = runs
+    result["summary"] = summarise(runs)
+    result["model"] = scaling_model(runs, args.docs)
+    if args.exact:
+        result["exactness"] = exactness(str(path), args.exact, min(args.components, 100))
+    if args.reference:
+        from _measure import run_reference
+
+        result["reference"] = run_reference(REFERENCE, str(path), str(args.components))
+    result["machine"]["loadavg_at_end"] = os.getloadavg()
+    emit(result, args.name)
+
+
+if __name__ == "__main__":
+    main()
