@@ -139,7 +139,7 @@ def breakdown(rec: dict[str, Any]) -> dict[str, Any] | None:
     if not info:
         return None
     slots = info["slot_seconds"]
-    work = ("pass", "orthogonalise", "restart", "components")
+    work = ("pass_xt", "pass_x", "pass_sum", "orthogonalise", "restart", "components")
     busy = [sum(s.get(k, 0.0) for k in work) for s in slots]
     exchange = [s.get("send", 0.0) + s.get("wait", 0.0) for s in slots]
     driver = info["driver"]
@@ -149,7 +149,10 @@ def breakdown(rec: dict[str, Any]) -> dict[str, Any] | None:
             "round_trips": driver["round_trips"], "passes": passes,
             "slot_busy": [round(b, 3) for b in busy],
             "slot_exchange": [round(e, 3) for e in exchange],
-            "slot_pass": [round(s.get("pass", 0.0), 3) for s in slots],
+            "slot_pass": [round(sum(s.get(k, 0.0) for k in work[:3]), 3) for s in slots],
+            "slot_pass_xt": [round(s.get("pass_xt", 0.0), 3) for s in slots],
+            "slot_pass_x": [round(s.get("pass_x", 0.0), 3) for s in slots],
+            "slot_pass_sum": [round(s.get("pass_sum", 0.0), 3) for s in slots],
             "slot_orthogonalise": [round(s.get("orthogonalise", 0.0), 3) for s in slots],
             "slot_components": [round(s.get("components", 0.0), 3) for s in slots],
             "serial": round(max(driver["wall"] - busiest, 0.0), 3),

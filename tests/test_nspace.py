@@ -107,7 +107,7 @@ def test_on_the_cluster_equals_in_this_process(method, cluster_client):
     np.testing.assert_allclose(there.eigenvalues, here.eigenvalues, rtol=1e-12)
     np.testing.assert_allclose(there.components, here.components, atol=1e-9)
     # every slot did its share of the passes and said how long it took
-    assert all(t["pass"] > 0 for t in there.info["slot_seconds"])
+    assert all(t["pass_xt"] > 0 and t["pass_x"] > 0 for t in there.info["slot_seconds"])
 
 
 def test_a_head_of_label_directions_keeps_the_tail_accurate():
@@ -221,24 +221,22 @@ def test_a_cluster_without_workers_is_refused_at_once():
         Slots(NoWorkers())
 
 
-def _actors(dask_scheduler) -> int:
-    return sum(str(k).startswith("dmlfe-slot") for k in dask_scheduler.tasks)
+def _actors(dask_scheduler) -> list[str]:
+    return [str(k) for k in dask_scheduler.tasks if str(k).startswith("dmlfe-slot")]
 
 
 def test_a_lost_worker_stops_the_solve_and_the_fit_starts_again():
     from distributed import Client, LocalCluster
 
-    X, Y = corpus(n=600, D=2000, seed=6)
-    kw = dict(n_components=10, route="feature", solver="randomized", tol=1e-15,
-              max_passes=150)
+    X, Y = corpus(n=1500, D=4000, seed=6)
+    kw = dict(n_components=40, route="feature", solver="randomized", tol=1e-9)
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="2GiB",
                            dashboard_address=":0")
     client = Client(cluster, set_as_default=False)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # tol 1e-15 is not met: it keeps the solve going
-            clean = dmlfe.PCA(client=client, **kw).fit(sparse_dask(X, 50), labels_dask(Y, 50))
+        clean = dmlfe.PCA(client=client, **kw).fit(sparse_dask(X, 50), labels_dask(Y, 50))
         victim = sorted(client.run(os.getpid).values())[0]
+        before = set(client.run_on_scheduler(_actors))
         result: dict = {}
 
         def fit() -> None:
@@ -249,21 +247,24 @@ def test_a_lost_worker_stops_the_solve_and_the_fit_starts_again():
                                                                        labels_dask(Y, 50))
                 result["warnings"] = [str(w.message) for w in caught]
             except BaseException as exc:
+                import traceback
+
                 result["error"] = exc
+                result["trace"] = traceback.format_exc()
 
         thread = threading.Thread(target=fit, daemon=True)
         thread.start()
         deadline = time.monotonic() + 60
-        while not client.run_on_scheduler(_actors):  # the solve's slots are up
+        while not set(client.run_on_scheduler(_actors)) - before:  # this solve's slots
             assert time.monotonic() < deadline, "the solve never started"
             time.sleep(0.05)
-        time.sleep(0.3)
+        time.sleep(0.2)
         os.kill(victim, signal.SIGKILL)
         thread.join(180)
         assert not thread.is_alive(), "the fit hung after a worker was killed"
-        assert "error" not in result, result.get("error")
+        assert "error" not in result, result.get("trace")
         assert any("left the dask cluster" in w for w in result["warnings"]), result["warnings"]
-        np.testing.assert_allclose(result["est"].eigenvalues_, clean.eigenvalues_, rtol=1e-10)
+        np.testing.assert_allclose(result["est"].eigenvalues_, clean.eigenvalues_, rtol=1e-9)
     finally:
         client.close()
         cluster.close()

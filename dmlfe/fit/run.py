@@ -13,6 +13,7 @@ fitted attributes (each with a trailing underscore).
 
 from __future__ import annotations
 
+import time
 import warnings
 from dataclasses import dataclass, fields
 from typing import Any
@@ -235,19 +236,20 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
         relation = {**rmap.params(), "prototype_selection": r.selection,
                     "random_state": r.random_state}
     for attempt in range(1 + SHARD_RETRIES):
-        tiled = held_tiles(plan, data, rmap, client)
+        tiled = None
         try:
+            tiled = held_tiles(plan, data, rmap, client)
             return _fit(plan, data, rmap, proto_idx, relation, n_features_in, gather_note,
                         tiled, client=client, progress=progress, cache=cache,
                         components_dtype=components_dtype)
         except ShardLostError as exc:
-            if tiled is None or attempt == SHARD_RETRIES:
+            if attempt == SHARD_RETRIES:
                 raise
             # X is read again onto the workers there are now; the fit is deterministic,
             # so it ends as it would have (up to round-off if their number changed)
             warnings.warn(f"{exc}; the fit starts again from the store on the workers "
                           "the cluster has now", RuntimeWarning, stacklevel=2)
-            tiled.slots.wait_until_gone(exc.address)
+            recover(computing_client(client), exc.address)
         finally:
             if tiled is not None:
                 tiled.release()
@@ -257,6 +259,20 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
 
 #: Times a fit on the n-space route starts again after a worker holding its tiles left.
 SHARD_RETRIES = 1
+#: Seconds a fit waits for the scheduler to drop a lost worker and for a worker to be
+#: there before it starts again.
+RECOVER_SECONDS = 30.0
+
+
+def recover(client: Any, address: str | None) -> None:
+    """Wait until the scheduler no longer lists the lost worker and has at least one."""
+    if client is None:
+        return
+    deadline = time.monotonic() + RECOVER_SECONDS
+    while address is not None and address in client.scheduler_info()["workers"] and \
+            time.monotonic() < deadline:
+        time.sleep(0.1)
+    client.wait_for_workers(1, timeout=max(1.0, deadline - time.monotonic()))
 
 
 def held_tiles(plan: FitPlan, data: FitData, rmap: RelationMap | None,

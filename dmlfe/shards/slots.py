@@ -159,14 +159,25 @@ class Slots:
             return [_resolve(h) for h in handles]
         t0 = time.perf_counter()
         values = []
-        for h in handles:
-            while True:
-                try:
-                    values.append(h.result(timeout=ALIVE_CHECK))
-                    break
-                except TimeoutError:  # still running: is every slot's worker still there?
-                    self.check_alive()
-        self.clock.waited += time.perf_counter() - t0
+        try:
+            for h in handles:
+                while True:
+                    try:
+                        values.append(h.result(timeout=ALIVE_CHECK))
+                        break
+                    except TimeoutError:  # still running: is every slot's worker there?
+                        self.check_alive()
+        except Exception as exc:
+            if isinstance(exc, ShardLostError) or not _is_lost_worker(exc):
+                raise
+            address = self.lost_worker()
+            raise ShardLostError(
+                f"worker {address or '(unknown)'} left the dask cluster during the "
+                "computation and took its part of the data with it (a crash, or its "
+                "memory limit): run the fit again, with more memory per worker or more "
+                "workers", address=address) from exc
+        finally:
+            self.clock.waited += time.perf_counter() - t0
         return values
 
     def check_alive(self) -> None:
@@ -181,14 +192,17 @@ class Slots:
                 "its part of the data with it (a crash, or its memory limit): run the fit "
                 "again, with more memory per worker or more workers", address=gone[0])
 
-    def wait_until_gone(self, address: str | None, timeout: float = 30.0) -> None:
-        """Return once the scheduler no longer lists ``address`` (a worker this object
-        lost), so that new slots are made of the workers there really are."""
-        if self.client is None or address is None:
-            return
+    def lost_worker(self, timeout: float = 10.0) -> str | None:
+        """The first slot's worker the scheduler no longer lists, waiting up to
+        ``timeout`` for it to notice (None if none went)."""
+        if self.client is None:
+            return None
         deadline = time.monotonic() + timeout
-        while address in self.client.scheduler_info()["workers"] and \
-                time.monotonic() < deadline:
+        while True:
+            here = set(self.client.scheduler_info()["workers"])
+            gone = [a for a in self.addresses if a not in here]
+            if gone or time.monotonic() > deadline:
+                return gone[0] if gone else None
             time.sleep(0.1)
 
     def release(self, *handles: Any) -> None:
@@ -324,9 +338,25 @@ class Mailbox:
                             f"other workers in {self.TIMEOUT:.0f} s") from None
         self._sent = []
 
-    def collect(self, tag: str) -> list[Any]:
-        """The value of ``tag`` from every member, in member order (removed from the box)."""
-        keys = [(tag, src) for src in range(self.n_members)]
+    def reduce(self, tag: str, value: Any, finish: Callable[[list[Any]], Any]) -> Any:
+        """``finish(every member's value, in member order)``, for every member: member 0
+        makes it and sends it to the others (2 (W - 1) messages, two hops). One member
+        makes it because two processes need not round the same small algebra alike
+        (BLAS kernels differ with the data's alignment): every member must hold the
+        same bits of the factors it builds on.
+        """
+        W = self.n_members
+        self.post(tag, {0: value})
+        if self.index == 0:
+            result = finish(self.collect(tag))
+            self.post(tag + "/all", {d: result for d in range(W)})
+        return self.collect(tag + "/all", sources=[0])[0]
+
+    def collect(self, tag: str, sources: Sequence[int] | None = None) -> list[Any]:
+        """The value of ``tag`` from every member (or from ``sources``), in member order
+        (removed from the box)."""
+        keys = [(tag, src) for src in (range(self.n_members) if sources is None
+                                       else sources)]
         deadline = time.monotonic() + self.TIMEOUT
         with self.timed("wait"):
             got = self._collected(keys, tag, deadline)
@@ -354,53 +384,71 @@ class Group:
     def __init__(self, slots: Slots, members: list[Any], futures: list[Any]) -> None:
         self.slots, self.members = slots, members
         self._futures = futures  # the actors live while these are held
+        self._threads: list[ThreadPoolExecutor] = []
 
     def close(self) -> None:
         """Let the members go (their workers free what they held)."""
         self.slots.release(self._futures)
-        self._futures, self.members = [], []
+        for t in self._threads:
+            t.shutdown(wait=True)
+        self._futures, self.members, self._threads = [], [], []
 
     def fire(self, method: str, per_member: Sequence[tuple] | None = None) -> list[Any]:
         """Start ``method(*per_member[i])`` on every member; :meth:`wait` gives results."""
         args = per_member if per_member is not None else [()] * len(self.members)
         if self.slots.client is None:
-            pool = self.slots._local_pool()
-            return [pool.submit(getattr(m, method), *a) for m, a in zip(self.members, args,
-                                                                        strict=True)]
-        return [getattr(m, method)(*a) for m, a in zip(self.members, args, strict=True)]
+            # one thread per member, as an actor has: its calls run one after another, in
+            # the order they were made, while the members run side by side
+            if not self._threads:
+                self._threads = [ThreadPoolExecutor(1, thread_name_prefix=f"dmlfe-slot-{i}")
+                                 for i in range(len(self.members))]
+            return [t.submit(getattr(m, method), *a)
+                    for t, m, a in zip(self._threads, self.members, args, strict=True)]
+        try:
+            return [getattr(m, method)(*a) for m, a in zip(self.members, args, strict=True)]
+        except Exception as exc:  # an actor whose worker is known gone refuses calls
+            lost = self._lost(exc)
+            if lost is exc:
+                raise
+            raise lost from exc
 
     def wait(self, fired: list[Any]) -> list[Any]:
-        """The results of :meth:`fire`, waited for (checking that every worker stays)."""
+        """The results of :meth:`fire`, waited for (checking that every worker stays).
+
+        A member whose worker went away ends the wait with :class:`ShardLostError`
+        naming that worker; the other members are woken first (:meth:`abort`).
+        """
         t0 = time.perf_counter()
         self.slots.clock.round_trips += 1
         out = []
         try:
-            for slot, f in enumerate(fired):
+            for f in fired:
                 while True:
                     try:
                         out.append(f.result(timeout=ALIVE_CHECK))
                         break
                     except TimeoutError:
                         self.slots.check_alive()
-                    except ShardLostError:
-                        raise
-                    except Exception as exc:
-                        # a member's worker may have died under the call: say so
-                        self.slots.check_alive()
-                        if _is_lost_worker(exc):
-                            address = self.slots.addresses[slot]
-                            raise ShardLostError(
-                                f"worker {address} left the dask cluster during the "
-                                f"computation ({exc}) and took its part of the data with "
-                                "it: run the fit again, with more memory per worker or "
-                                "more workers", address=address) from exc
-                        raise
-        except ShardLostError as exc:
-            self.abort(str(exc))
-            raise
+        except Exception as exc:
+            lost = self._lost(exc)
+            if lost is exc:
+                raise
+            raise lost from exc
         finally:
             self.slots.clock.waited += time.perf_counter() - t0
         return out
+
+    def _lost(self, exc: Exception) -> Exception:
+        """``exc`` itself, or -- when a member's worker went away -- a
+        :class:`ShardLostError` naming it, after the other members were woken."""
+        if not (isinstance(exc, ShardLostError) or _is_lost_worker(exc)):
+            return exc
+        self.abort(str(exc))
+        address = getattr(exc, "address", None) or self.slots.lost_worker()
+        return ShardLostError(
+            f"worker {address or '(unknown)'} left the dask cluster during the computation "
+            "and took its part of the data with it (a crash, or its memory limit): run the "
+            "fit again, with more memory per worker or more workers", address=address)
 
     def call(self, method: str, per_member: Sequence[tuple] | None = None) -> list[Any]:
         """:meth:`fire` then :meth:`wait`."""

@@ -24,10 +24,10 @@ shards. One iteration (:meth:`KrylovSpace.step`) is, in the space:
    I - C2^T C2 (:func:`unit_factor`).
 
 A step returns (C_total, R_total) with K v = V C_total + v_new R_total. A space on a
-cluster may start the next step's pass before it returns (``speculate``), so that its
-workers compute while the driver takes the step in; a restart asked for meanwhile is
-then applied before that pass's projections are used, and ``settle`` finishes the step
-in flight once the pairs have converged.
+cluster may start later steps before the driver has taken one in (``ahead``: as many
+as the basis has room for before its next restart, at most :data:`AHEAD`), so that
+its workers never wait for the driver's Rayleigh-Ritz; a restart, and the end, take in
+the steps still in flight first (``settle``).
 
 The driver keeps the projected matrix H = V^T K V (as computed, not forced symmetric)
 and the coupling B of the newest block, so that
@@ -74,6 +74,8 @@ TOL = 1e-5
 FLOOR = 1e-10
 #: Most passes (operator products) of one solve.
 MAX_PASSES = 300
+#: Most steps a space may have started beyond the one the driver takes in next.
+AHEAD = 3
 #: A direction of the new block whose pivoted-QR diagonal is at most this fraction of
 #: the largest column of K v is round-off (the Krylov space is exhausted there): dropped.
 DROP = 1e-13
@@ -83,9 +85,10 @@ class KrylovSpace(Protocol):
     """Where the vectors of :class:`ThickRestartLanczos` live (see the module docstring).
 
     ``V`` is the basis followed by the newest block v. ``start`` draws a random block
-    and makes it v; ``step`` is one iteration; ``restart(Y)`` replaces the basis by
-    basis @ Y (m x keep, m the width the driver's H has); ``settle`` finishes a step
-    whose pass is in flight and returns its result, or None.
+    and makes it v; ``step`` is one iteration, and may start ``ahead`` more before it
+    returns; ``settle`` returns the result of the oldest step still in flight, or None;
+    ``restart(Y)`` replaces the basis by basis @ Y (m x keep, m the width the driver's H
+    has: no step may be in flight).
     """
 
     dim: int
@@ -93,7 +96,7 @@ class KrylovSpace(Protocol):
 
     def start(self, width: int, seed: int) -> tuple[np.ndarray, np.ndarray]: ...
 
-    def step(self, speculate: bool = True) -> tuple[np.ndarray, np.ndarray]: ...
+    def step(self, ahead: int = 0) -> tuple[np.ndarray, np.ndarray]: ...
 
     def settle(self) -> tuple[np.ndarray, np.ndarray] | None: ...
 
@@ -285,10 +288,14 @@ class ThickRestartLanczos:
                     self.B = self.B @ Yk
                     self.restarts += 1
                     continue
-            self._take(self.space.step(speculate=self.passes + 1 < self.max_passes))
-        last = self.space.settle()
-        if last is not None:  # its pass is done or under way: take it in
+            room = (max_basis - m - bn) // max(bn, 1) - 1  # steps before the restart
+            ahead = max(0, min(AHEAD, room, self.max_passes - self.passes - 1))
+            self._take(self.space.step(ahead=ahead))
+        settled = False
+        while (last := self.space.settle()) is not None:  # passes done or under way
             self._take(last)
+            settled = True
+        if settled:
             theta, Y, res = self._ritz()
             rel = res[:k] / pair_scale(theta, self.floor)[:k]
             converged = bool(np.all(rel <= self.tol)) or self.B.shape[0] == 0
@@ -329,7 +336,7 @@ class ArraySpace:
         return self._orthonormalise(w, np.zeros((self.basis.shape[1] + self.v.shape[1], width)),
                                     1.0)
 
-    def step(self, speculate: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    def step(self, ahead: int = 0) -> tuple[np.ndarray, np.ndarray]:
         self.n_passes += 1
         w = np.asarray(self.matmat(self.v), dtype=np.float64)
         C1 = np.hstack([self.basis, self.v]).T @ w

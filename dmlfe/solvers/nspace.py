@@ -38,7 +38,9 @@ sqrt(r^T K r / theta), at most ||r|| once the basis holds the eigenvectors above
 
 from __future__ import annotations
 
+import hashlib
 import numbers
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,6 +137,16 @@ class ColumnStore:
         return x
 
 
+def _sum_in_order(parts: list[Any]) -> Any:
+    """parts[0] + parts[1] + ... (elementwise for tuples), always in that order."""
+    if isinstance(parts[0], tuple):
+        return tuple(_sum_in_order([p[i] for p in parts]) for i in range(len(parts[0])))
+    total = parts[0].copy()
+    for p in parts[1:]:
+        total += p
+    return total
+
+
 class NSpaceSlot(Mailbox):
     """Slot i of the solve: column slice i of X (its tiles) and the vectors' rows of range
     i. On a cluster it is a dask actor on the slot's worker (:meth:`Slots.spawn`); the
@@ -155,6 +167,7 @@ class NSpaceSlot(Mailbox):
         self.qv: tuple[np.ndarray, np.ndarray] = (np.zeros((0, 0)), np.zeros((0, 0)))
         self.q: np.ndarray | None = None
         self._tags = 0
+        self._steps = 0
 
     def _tag(self, name: str) -> str:
         self._tags += 1
@@ -215,31 +228,29 @@ class NSpaceSlot(Mailbox):
 
     # ---- the Krylov steps (see ShardedSpace)
     def _allsum(self, name: str, value: Any) -> Any:
-        """The sum of every slot's ``value``, added in slot order: every slot gets the
-        same bits, so the small factors made from it agree without the driver."""
-        parts = self._allgather(name, value)
-        if isinstance(value, tuple):
-            return tuple(sum(p[i] for p in parts[1:]) + parts[0][i] for i in range(len(value)))
-        return sum(parts[1:]) + parts[0] if len(parts) > 1 else parts[0]
+        """The sum of every slot's ``value`` (arrays, or tuples of them), on every slot."""
+        return self.reduce(self._tag(name), value, _sum_in_order)
 
     def _expand(self) -> np.ndarray:
         """w = K v, one pass (see the module docstring): v's rows from every slot, then
         each range r gets from slot s the piece tile_r^T Z_s with a_s = E_s^T Z_s, and
         w_r = sqrt(c) sum_s pieces + Q_e,r diag(f) sum_s a_s."""
-        rows = self._allgather("v", np.ascontiguousarray(self.cols.V[:, self.cols.m:]))
-        with self.timed("pass"):
-            z = self._xt(rows)
-            z *= self.root_c
+        v = self.cols.V[:, self.cols.m:]
+        v = v * self.root_c if self.root_c != 1.0 else np.ascontiguousarray(v)
+        rows = self._allgather("v", v)
+        with self.timed("pass_xt"):
+            z = self._xt(rows)  # sqrt(c) X_s^T v
+        del rows
+        tag = self._tag("piece")
+        with self.timed("pass_x"):
             if self.f.size:
                 z += self.e @ (self.f[:, None] * self.qv[1])
             a = self.e.T @ z
-            pieces = {r: (self._x(r, z), a) for r in range(self.n_members)}
-        del z, rows
-        tag = self._tag("piece")
-        self.post(tag, pieces)
-        del pieces
+            for r in range(self.n_members):  # each piece leaves as soon as it is made
+                self.post(tag, {r: (self._x(r, z), a)})
+        del z
         got = self.collect(tag)
-        with self.timed("pass"):
+        with self.timed("pass_sum"):
             w = got[0][0]
             for p, _ in got[1:]:
                 w += p
@@ -256,34 +267,42 @@ class NSpaceSlot(Mailbox):
         (C_total, R_total)."""
         with self.timed("orthogonalise"):
             q, r = np.linalg.qr(self.cols.minus(w, C1) if C1.size else w)
-        factors = self._allgather("r", r)
+        mix, R1 = self.reduce(self._tag("r"), r, lambda factors: tsqr_mix(factors, scale))
         with self.timed("orthogonalise"):
-            mix, R1 = tsqr_mix(factors, scale)
             q = q @ mix[self.index]
             local = self._proj(q)
-        P = self._allsum("c2", local)
         g = self.f.size
-        C2, qw = P[:P.shape[0] - g], P[P.shape[0] - g:]
-        X, Ct, Rt = second_round(C1, R1, C2)
+        qV = np.hstack(self.qv)
+
+        def finish(parts: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+            P = _sum_in_order(parts)
+            C2, qw = P[:P.shape[0] - g], P[P.shape[0] - g:]
+            X, Ct, Rt = second_round(C1, R1, C2)
+            return C2, X, Ct, Rt, (qw - qV @ C2) @ X
+
+        C2, X, Ct, Rt, qv = self.reduce(self._tag("c2"), local, finish)
         with self.timed("orthogonalise"):
             self.cols.push(self.cols.minus(q, C2) @ X)
-        qV = np.hstack(self.qv)
-        self.qv = (qV, (qw - qV @ C2) @ X)
+        self.qv = (qV, qv)
         return Ct, Rt
 
-    def start(self, width: int, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
+    def start(self, width: int, seed: int) -> tuple[int, np.ndarray, np.ndarray, str]:
         """A random block (rows by global position) made the newest block v."""
+        self._steps = 0
         g = self.f.size
         self.qv = (np.zeros((g, 0)), np.zeros((g, 0)))
         w = _draw(self.r0, self.r1, width, seed)
         C1 = np.zeros((self.cols.m + self.cols.bn, width))
         return self._stamped(*self._next_block(w, C1, 1.0))
 
-    def step(self, Y: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, str]:
-        """One iteration: (restart the basis to basis Y, then) w = K v, and w made the new
-        block. Returns (C_total, R_total, a digest of them: every slot must agree)."""
-        if Y is not None:
-            self.restart(Y)
+    def step(self) -> tuple[int, np.ndarray, np.ndarray, str]:
+        """One iteration: w = K v, and w made the new block. Returns (the step's number,
+        C_total, R_total, a digest of them: every slot must have the same).
+
+        Calls made one after another can reach a worker in another order; every call is
+        "the next step" and says which it was.
+        """
+        self._steps += 1
         w = self._expand()
         with self.timed("orthogonalise"):
             local = (self._proj(w), np.square(w).sum(axis=0))
@@ -299,13 +318,10 @@ class NSpaceSlot(Mailbox):
         self.qv = (self.qv[0] @ Y, self.qv[1])
         return True
 
-    @staticmethod
-    def _stamped(Ct: np.ndarray, Rt: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
-        import hashlib
-
+    def _stamped(self, Ct: np.ndarray, Rt: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, str]:
         digest = hashlib.sha1(np.ascontiguousarray(Ct).tobytes()
                               + np.ascontiguousarray(Rt).tobytes()).hexdigest()
-        return Ct, Rt, digest
+        return self._steps, Ct, Rt, digest
 
     def components(self, Y: np.ndarray, scale: np.ndarray) -> np.ndarray:
         """This slice's rows of X^T L (basis Y) diag(scale)."""
@@ -370,12 +386,13 @@ class ShardedSpace:
 
     A step is one call on all slots (:meth:`NSpaceSlot.step`): the pass, then the
     orthonormalisation, whose three sums (the projections, the shards' R factors, the
-    second projections) the slots exchange among themselves and add in the same order,
-    so that they make the same small factors without the driver; the driver only takes
-    in (C_total, R_total), after checking that every slot made the same. The next step is
-    started before the driver takes one in (``speculate``), so that the slots go on while
-    it does its Rayleigh-Ritz; a restart waits for the step in flight (``settle``) and
-    rides on the next call.
+    second projections) slot 0 gathers, adds and turns into the small factors, which it
+    sends back (:meth:`~dmlfe.shards.slots.Mailbox.reduce`): no round trip through the
+    driver, which only takes in (C_total, R_total), after checking that every slot has
+    the same. Later steps are
+    started before the driver takes one in (``ahead``): their calls wait on each slot
+    behind the running one, so the slots go on while the driver does its Rayleigh-Ritz;
+    a restart waits for the steps in flight (``settle``) and is a call of its own.
     """
 
     def __init__(self, group: Group, form: SandwichForm, n: int) -> None:
@@ -383,53 +400,65 @@ class ShardedSpace:
         self.dim = int(n)
         self.n_passes = 0
         self.W = len(group.members)
-        self._inflight: list[Any] | None = None
-        self._restart: np.ndarray | None = None
+        # step calls fired and not yet harvested, per slot; their results by step number
+        self._pending: list[deque[Any]] = [deque() for _ in range(self.W)]
+        self._results: list[dict[int, Any]] = [{} for _ in range(self.W)]
+        self._fired = 0
+        self._taken = 0
 
     def _result(self, out: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-        digests = {o[2] for o in out}
+        digests = {o[-1] for o in out}
         if len(digests) > 1:
+            seen = [(o[-3].shape, o[-2].shape, o[-1][:8]) for o in out]
             raise RuntimeError(
-                "the slots made different small factors from the same sums: their workers "
-                "do not compute alike (different CPUs or BLAS libraries?); run the fit on "
-                "workers of one kind")
-        return out[0][0], out[0][1]
+                f"the slots hold different small factors of one step ({seen}): a slot "
+                "missed a step or took another's; run the fit again")
+        return out[0][-3], out[0][-2]
 
     def _fire(self) -> None:
-        Y, self._restart = self._restart, None
-        self._inflight = self.group.fire("step", [(Y,)] * self.W)
+        for s, f in enumerate(self.group.fire("step")):
+            self._pending[s].append(f)
+        self._fired += 1
         self.n_passes += 1
 
-    def start(self, width: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        return self._result(self.group.call("start", [(width, seed)] * self.W))
-
-    def step(self, speculate: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        if self._inflight is None:
-            self._fire()
-        out = self.group.wait(self._inflight)
-        self._inflight = None
-        if speculate:
-            self._fire()
+    def _take_next(self) -> tuple[np.ndarray, np.ndarray]:
+        """The next step's result from every slot (whichever of its calls ran it)."""
+        k = self._taken + 1
+        out = []
+        for s in range(self.W):
+            while k not in self._results[s]:
+                got = self.group.wait([self._pending[s].popleft()])[0]
+                self._results[s][got[0]] = got
+            out.append(self._results[s].pop(k))
+        self._taken = k
         return self._result(out)
 
+    def start(self, width: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        self._fired = self._taken = 0
+        return self._result(self.group.call("start", [(width, seed)] * self.W))
+
+    def step(self, ahead: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        while self._fired - self._taken < 1 + ahead:  # queued behind the running step
+            self._fire()
+        return self._take_next()
+
     def settle(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """Finish the step in flight (None when there is none)."""
-        return None if self._inflight is None else self.step(speculate=False)
+        """The oldest step in flight, finished (None when there is none)."""
+        return None if self._fired == self._taken else self._take_next()
 
     def restart(self, Y: np.ndarray) -> None:
-        if self._inflight is not None:
-            raise RuntimeError("a restart needs the step in flight settled first")
-        self._restart = Y
+        """basis <- basis Y on every slot, now (no step may be in flight: a call made
+        after it could otherwise run first)."""
+        if self._fired != self._taken:
+            raise RuntimeError("a restart needs the steps in flight settled first")
+        self.group.call("restart", [(Y,)] * self.W)
 
     def components(self, Y: np.ndarray, theta: np.ndarray, tiled: TiledMatrix
                    ) -> tuple[np.ndarray, np.ndarray]:
         """(columns, P): the D-space components X^T L U diag(theta^{-1/2}) on the used
         columns (sorted), U = basis Y; zero columns for theta <= 0. One half pass."""
-        if self._inflight is not None:
+        if self._fired != self._taken:
             raise RuntimeError("components need a settled basis")
-        if self._restart is not None:  # asked for, then the pairs were found converged
-            self.group.call("restart", [(self._restart,)] * self.W)
-            self._restart = None
         self.n_passes += 1
         scale = np.zeros(theta.size)
         np.divide(1.0, np.sqrt(theta), out=scale, where=theta > 0)
