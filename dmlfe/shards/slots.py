@@ -420,14 +420,22 @@ class Group:
         """
         t0 = time.perf_counter()
         self.slots.clock.round_trips += 1
-        out = []
+        out: list[Any] = []
         try:
-            for f in fired:
+            if self.slots.client is None:
+                for f in fired:
+                    out.append(f.result())
+            else:
+                # every member's answer in one trip to the client's event loop: one
+                # result() each cost the driver 1-3 ms of its CPU per member and step
+                async def every() -> list[Any]:
+                    return [await f for f in fired]
+
                 while True:
                     try:
-                        out.append(f.result(timeout=ALIVE_CHECK))
+                        out = self.slots.client.sync(every, callback_timeout=ALIVE_CHECK)
                         break
-                    except TimeoutError:
+                    except TimeoutError:  # still running: is every member's worker there?
                         self.slots.check_alive()
         except Exception as exc:
             lost = self._lost(exc)

@@ -162,6 +162,7 @@ class NSpaceSlot(Mailbox):
         self.qe = np.zeros((self.r1 - self.r0, 0))
         self.e = np.zeros((sl.columns.size, 0))
         self.root_c, self.f = 1.0, np.zeros(0)
+        self.re = np.zeros((self.r1 - self.r0, 0))  # X X^T Q_e on this range
         self.cols = ColumnStore(self.r1 - self.r0)
         # Q_e^T of the basis and of v (the same on every slot: made from sums)
         self.qv: tuple[np.ndarray, np.ndarray] = (np.zeros((0, 0)), np.zeros((0, 0)))
@@ -222,8 +223,16 @@ class NSpaceSlot(Mailbox):
         self.qe = np.hstack(cols) if cols else np.zeros((self.r1 - self.r0, 0))
         self.g_rows = None
         self.root_c, self.f = float(root_c), np.asarray(f, dtype=np.float64)
-        self.e = self._xt(self._allgather("qe", self.qe)) if self.qe.shape[1] else \
+        g = self.qe.shape[1]
+        self.e = self._xt(self._allgather("qe", self.qe)) if g else \
             np.zeros((self.sl.columns.size, 0))
+        # R_e = X X^T Q_e on this range (a pass of width g, once): the passes then apply
+        # X X^T to v alone, and the label part costs n_r x g x b, not D_s x g x b
+        tag = self._tag("re")
+        for r in range(self.n_members):
+            self.post(tag, {r: self._x(r, self.e) if g else None})
+        got = self.collect(tag)
+        self.re = _sum_in_order(got) if g else np.zeros((self.r1 - self.r0, 0))
         return True
 
     # ---- the Krylov steps (see ShardedSpace)
@@ -232,33 +241,27 @@ class NSpaceSlot(Mailbox):
         return self.reduce(self._tag(name), value, _sum_in_order)
 
     def _expand(self) -> np.ndarray:
-        """w = K v, one pass (see the module docstring): v's rows from every slot, then
-        each range r gets from slot s the piece tile_r^T Z_s with a_s = E_s^T Z_s, and
-        w_r = sqrt(c) sum_s pieces + Q_e,r diag(f) sum_s a_s."""
-        v = self.cols.V[:, self.cols.m:]
-        v = v * self.root_c if self.root_c != 1.0 else np.ascontiguousarray(v)
-        rows = self._allgather("v", v)
+        """P = X X^T L v on this range, one pass (see the module docstring): v's rows from
+        every slot, then each range r gets from slot s the piece tile_r^T X_s^T v, and
+        P_r = sqrt(c) sum_s pieces + R_e,r diag(f) Q_e^T v. (w = K v = L P needs the
+        sum Q_e^T P: :meth:`step` makes it with the projections.)"""
+        rows = self._allgather("v", np.ascontiguousarray(self.cols.V[:, self.cols.m:]))
         with self.timed("pass_xt"):
-            z = self._xt(rows)  # sqrt(c) X_s^T v
+            z = self._xt(rows)  # X_s^T v
         del rows
         tag = self._tag("piece")
         with self.timed("pass_x"):
-            if self.f.size:
-                z += self.e @ (self.f[:, None] * self.qv[1])
-            a = self.e.T @ z
             for r in range(self.n_members):  # each piece leaves as soon as it is made
-                self.post(tag, {r: (self._x(r, z), a)})
+                self.post(tag, {r: self._x(r, z)})
         del z
         got = self.collect(tag)
         with self.timed("pass_sum"):
-            w = got[0][0]
-            for p, _ in got[1:]:
-                w += p
-            w *= self.root_c
-            if self.f.size:
-                asum = sum(x for _, x in got)
-                w += self.qe @ (self.f[:, None] * asum)
-        return w
+            p = _sum_in_order(got)  # (X X^T v)_r
+            if self.root_c != 1.0:
+                p *= self.root_c
+            if self.f.size:  # + R_e diag(f) Q_e^T v: X X^T L v
+                p += self.re @ (self.f[:, None] * self.qv[1])
+        return p
 
     def _next_block(self, w: np.ndarray, C1: np.ndarray, scale: float
                     ) -> tuple[np.ndarray, np.ndarray]:
@@ -303,11 +306,21 @@ class NSpaceSlot(Mailbox):
         "the next step" and says which it was.
         """
         self._steps += 1
-        w = self._expand()
+        p = self._expand()
         with self.timed("orthogonalise"):
-            local = (self._proj(w), np.square(w).sum(axis=0))
-        P, norms = self._allsum("c1", local)
-        C1 = P[:P.shape[0] - self.f.size]
+            local = (self._proj(p), np.square(p).sum(axis=0))
+        S, pp = self._allsum("c1", local)
+        # w = L P = sqrt(c) P + Q_e diag(f) Q_e^T P: its projections and norms from P's
+        g, rc = self.f.size, self.root_c
+        VtP, QP = S[:S.shape[0] - g], S[S.shape[0] - g:]
+        fq = self.f[:, None] * QP
+        C1 = rc * VtP + np.hstack(self.qv).T @ fq
+        norms = rc * rc * pp + np.sum(fq * (2.0 * rc * QP + fq), axis=0)
+        with self.timed("orthogonalise"):
+            w = p if rc == 1.0 else p * rc
+            if g:
+                w += self.qe @ fq
+        del p
         return self._stamped(*self._next_block(w, C1, float(np.sqrt(np.max(norms,
                                                                            initial=0.0)))))
 
@@ -422,16 +435,18 @@ class ShardedSpace:
         self.n_passes += 1
 
     def _take_next(self) -> tuple[np.ndarray, np.ndarray]:
-        """The next step's result from every slot (whichever of its calls ran it)."""
+        """The next step's result from every slot (whichever of its calls ran it):
+        the oldest call of every slot that lacks it, waited for together."""
         k = self._taken + 1
-        out = []
-        for s in range(self.W):
-            while k not in self._results[s]:
-                got = self.group.wait([self._pending[s].popleft()])[0]
-                self._results[s][got[0]] = got
-            out.append(self._results[s].pop(k))
+        while True:
+            short = [s for s in range(self.W) if k not in self._results[s]]
+            if not short:
+                break
+            got = self.group.wait([self._pending[s].popleft() for s in short])
+            for s, g in zip(short, got, strict=True):
+                self._results[s][g[0]] = g
         self._taken = k
-        return self._result(out)
+        return self._result([self._results[s].pop(k) for s in range(self.W)])
 
     def start(self, width: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         self._fired = self._taken = 0
