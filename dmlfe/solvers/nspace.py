@@ -13,27 +13,34 @@ n-space; for PCA and LSI G is empty). Its non-zero eigenpairs are those of the n
 which the dual route forms whole (:mod:`dmlfe.solvers.dual`). Here K is only applied:
 L = sqrt(c) I + Q_e diag(f) Q_e^T with Q_e = [Q, 1/sqrt(n)] orthonormal (Q spans G,
 f from the eigenvalues of G^T G; the centring is the last column, f = -sqrt(c)), so
-every L costs an n x (q + 1) product, and X X^T U is one pass over the tiles of
+every L costs an n x (q + 1) product, and X X^T v is one pass over the tiles of
 :class:`~dmlfe.shards.tiles.TiledMatrix`:
 
-1. slot s: Z_s = X_s^T U = sum_r tile_{s,r} U_r (U's row ranges gathered from their
-   slots: n x b numbers to every slot), and a_s = E_s^T Z_s with E_s = X_s^T Q_e;
-2. slot s, for each range r: P_{s,r} = tile_{s,r}^T Z_s;
-3. slot r: P_r = sum_s P_{s,r} (one n_r x b piece from every slot) and
-   (K U)_r = sqrt(c) P_r + Q_e,r diag(f) sum_s a_s.
+1. slot s: Z_s = X_s^T v = sum_r tile_{s,r} v_r (v's row ranges gathered from their
+   slots: n x b numbers to every slot);
+2. slot s, for each range r: the piece tile_{s,r}^T Z_s, sent to slot r;
+3. slot r: P_r = sqrt(c) sum_s pieces + R_e,r diag(f) Q_e^T v, with R_e = X X^T Q_e
+   made once: P = X X^T L v;
+4. with the first projections, the sum Q_e^T P: w = K v = sqrt(c) P + Q_e diag(f) Q_e^T P
+   on every range, and V^T w, ||w|| follow from V^T P, Q_e^T P and ||P||.
 
 So a pass moves about 2 n b numbers per slot whatever W is, never a D x b block, and
 the driver sees none of it. Every other vector operation of the thick-restart block
 Lanczos method (:mod:`dmlfe.solvers.krylov`) runs on each row range where its rows
-are, the driver combining matrices of (basis + block) x block numbers; n-space is the
-smaller one when n < D (100,000 documents at 2^20 features: ten times fewer numbers
-to orthogonalise than D-space, and a D x k block is never formed before the end).
+are; the small sums are made on slot 0 and sent back, and the driver only keeps the
+projected matrix. n-space is the smaller one when n < D (100,000 documents at 2^20
+features: ten times fewer numbers to orthogonalise than D-space, and a D x k block is
+never formed before the end).
 
 At the end the components come back in one more half pass, p = X^T L u / sqrt(theta)
 on each slice (only the used columns: the others are zero), and the driver gathers
 them slice by slice. The residuals reported are those of K; with r = K u - theta u
 (orthogonal to the basis), the D-space residual is ||A p - theta p|| =
 sqrt(r^T K r / theta), at most ||r|| once the basis holds the eigenvectors above theta.
+
+Memory: the tiles take X's 12 bytes per stored value once over the workers, the basis
+8 n (max basis + a few blocks) bytes (:func:`nspace_bytes`); a fit takes this route
+when that is at most :data:`MEMORY_FRACTION` of the workers' memory.
 """
 
 from __future__ import annotations
