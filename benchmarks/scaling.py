@@ -24,7 +24,9 @@ the speed-up), and ``exchange`` = a slot's sending and waiting.
 A read pass (the sum of every row block's stored values, one task per block) is timed
 on each cluster too: the cost of reading X once. ``--before PATH`` runs the same fits
 with PATH (a checkout of an older dmlfe) first on the children's path, in the same run.
-``--exact N``: the first N documents, PCA and MVMD with both routes forced
+``--model A.json B.json``: the scaling model (:func:`scaling_model`) fitted to earlier
+outputs, several corpus sizes among them. ``--exact N``: the first N documents, PCA
+and MVMD with both routes forced
 (``route="feature", solver="randomized"`` against ``route="dual"``): the largest
 relative difference of their eigenvalues. ``--reference``: scikit-learn's
 TruncatedSVD(d) on the same X in memory, in a child process, for scale.
@@ -191,40 +193,67 @@ def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def scaling_model(runs: list[dict[str, Any]], docs: int) -> dict[str, Any] | None:
-    """time(W) ~ serial + work / W + exchange(W), its constants from the n-space fits
-    of one method, and predictions for 8, 16 and 64 workers at 10^6 and 10^7 documents
-    (work and exchange per pass scale with n; the number of passes is taken as measured,
-    which holds while the spectrum's shape does)."""
+def _terms(r: dict[str, Any]) -> dict[str, float]:
+    b = breakdown(r)
+    W = r["workers"]
+    return {"workers": W, "docs": r["docs"], "serial": b["serial"],
+            "work_per_slot": round(float(np.mean(b["slot_busy"])), 3),
+            "exchange_per_slot": round(float(np.mean(b["slot_exchange"])), 3),
+            "outside": round(r["seconds"] - b["solve_wall"], 3), "fit_seconds": r["seconds"]}
+
+
+def scaling_model(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """time(n, W) = serial + work(n, W) + exchange(n, W) + outside(n, W), its terms
+    measured on the n-space fits of one method (``runs`` may hold several corpus sizes),
+    and predictions for 8, 16 and 64 workers at 10^6 and 10^7 documents.
+
+    ``work`` is a slot's busy seconds (sparse products, orthogonalisation, restarts,
+    components): W-fold parallel, but slower per stored value as more workers share the
+    machine's memory bandwidth; ``exchange`` a slot's seconds sending and waiting for the
+    others (latency per message and step, and n x b numbers per pass); ``serial`` the
+    solve's seconds outside the busiest slot (the driver and its calls); ``outside`` the
+    fit's seconds outside the solve (reading X into tiles, the statistics, gathering the
+    components). Where a worker count was measured at two sizes, each term is fitted as
+    a + b n (a: what the passes cost whatever n is); at one size it is taken as
+    proportional to n (an upper bound for latency-bound terms). A worker count never
+    measured takes the largest measured one's terms with its work spread over more
+    workers at the same efficiency: an extrapolation, marked so.
+    """
     fits = [r for r in runs if r.get("code", "after") == "after" and breakdown(r)]
     if not fits:
         return None
     method = fits[0]["method"]
-    fits = sorted((r for r in fits if r["method"] == method), key=lambda r: r["workers"])
-    rows = []
-    for r in fits:
-        b = breakdown(r)
-        W = r["workers"]
-        rows.append({"workers": W, "serial": b["serial"],
-                     "work": round(float(np.sum(b["slot_busy"])), 3),
-                     "exchange": round(float(np.mean(b["slot_exchange"])), 3),
-                     "solve_wall": b["solve_wall"]})
-    work1 = float(np.median([x["work"] for x in rows]))  # total work barely depends on W
-    serial = float(np.median([x["serial"] for x in rows]))
-    multi = [x for x in rows if x["workers"] > 1]
-    # a pass moves about 2 n b numbers per slot whatever W is: exchange ~ constant(W > 1)
-    exchange = float(np.median([x["exchange"] for x in multi])) if multi else 0.0
-    outside = float(np.median([r["seconds"] - breakdown(r)["solve_wall"] for r in fits]))
+    measured = sorted((_terms(r) for r in fits if r["method"] == method),
+                      key=lambda t: (t["workers"], t["docs"]))
+    keys = ("work_per_slot", "exchange_per_slot", "outside")
+    laws: dict[int, dict[str, tuple[float, float]]] = {}
+    for W in sorted({t["workers"] for t in measured}):
+        at = [t for t in measured if t["workers"] == W]
+        law = {}
+        for key in keys:
+            if len({t["docs"] for t in at}) >= 2:
+                slope, icpt = np.polyfit([t["docs"] for t in at], [t[key] for t in at], 1)
+                law[key] = (float(max(icpt, 0.0)), float(max(slope, 0.0)))
+            else:
+                law[key] = (0.0, at[0][key] / at[0]["docs"])
+        law["serial"] = (float(np.mean([t["serial"] for t in at])), 0.0)
+        laws[W] = law
+    top = max(laws)
     predictions = []
     for n in (10**6, 10**7):
-        scale = n / docs
         for W in (8, 16, 64):
-            t = serial + work1 * scale / W + exchange * scale + outside * scale / W
-            predictions.append({"docs": n, "workers": W, "fit_seconds": round(t, 1)})
-    return {"method": method, "docs": docs, "measured": rows,
-            "constants": {"serial_s": round(serial, 3), "work_s_one_worker": round(work1, 3),
-                          "exchange_s_per_slot": round(exchange, 3),
-                          "outside_solve_s": round(outside, 3)},
+            law = laws.get(W)
+            extrapolated = law is None
+            if law is None:
+                law = dict(laws[top])
+                a, b = law["work_per_slot"]
+                law["work_per_slot"] = (a * top / W, b * top / W)
+            t = sum(a + b * n for a, b in law.values())
+            predictions.append({"docs": n, "workers": W, "fit_seconds": round(t, 1),
+                                "extrapolated_workers": extrapolated})
+    return {"method": method, "measured": measured,
+            "laws": {str(W): {k: [round(a, 4), float(f"{b:.4g}")] for k, (a, b) in law.items()}
+                     for W, law in laws.items()},
             "predictions": predictions}
 
 
@@ -279,9 +308,19 @@ def main() -> None:
     ap.add_argument("--reference", action="store_true", help="scikit-learn TruncatedSVD too")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--name", default="scaling")
+    ap.add_argument("--model", nargs="+", metavar="JSON",
+                    help="fit the scaling model to earlier outputs (several sizes) and stop")
     args = ap.parse_args()
     if args.case:
         print(json.dumps(run_case(json.loads(args.case))))
+        return
+    if args.model:
+        runs = []
+        for path in args.model:
+            res = json.loads(Path(path).read_text())
+            docs = int(res["store"]["docs"])
+            runs += [{**r, "docs": r.get("docs", docs)} for r in res["runs"]]
+        emit({"inputs": args.model, "model": scaling_model(runs)}, args.name)
         return
     result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
                                           "loadavg_at_start": os.getloadavg()},
@@ -297,18 +336,19 @@ def main() -> None:
         for method in args.methods.split(","):
             case = {"store": str(path), "method": method, "components": args.components,
                     "workers": W}
-            rec = child({**case, "code": "after"}, None, args.timeout)
+            rec = child({**case, "code": "after", "docs": args.docs}, None, args.timeout)
             print(f"after  W={W} {method}: {rec.get('seconds')} s "
                   f"({rec.get('status', 'ok')})", file=sys.stderr, flush=True)
             runs.append(rec)
             if args.before and W in before_workers:
-                rec = child({**case, "code": "before"}, args.before, args.timeout)
+                rec = child({**case, "code": "before", "docs": args.docs}, args.before,
+                            args.timeout)
                 print(f"before W={W} {method}: {rec.get('seconds')} s "
                       f"({rec.get('status', 'ok')})", file=sys.stderr, flush=True)
                 runs.append(rec)
     result["runs"] = runs
     result["summary"] = summarise(runs)
-    result["model"] = scaling_model(runs, args.docs)
+    result["model"] = scaling_model(runs)
     if args.exact:
         result["exactness"] = exactness(str(path), args.exact, min(args.components, 100))
     if args.reference:
