@@ -84,6 +84,28 @@ def run_reference(code: str, *args: str) -> dict:
     return rec
 
 
+def run_case_child(script: str, case: dict, pythonpath: str | None = None,
+                   timeout: float = 900) -> dict:
+    """``script --case JSON`` in a fresh interpreter (``pythonpath`` first on its path,
+    for a "before" checkout): the JSON its last output line holds, with ``status`` and
+    ``process_seconds``; a timeout or a failure is a record saying so."""
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH")]))
+    t0 = time.perf_counter()
+    try:
+        out = subprocess.run([sys.executable, script, "--case", json.dumps(case)],
+                             capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {**case, "status": f"stopped after {timeout:.0f} s"}
+    if out.returncode != 0:
+        return {**case, "status": "failed", "error": out.stderr.strip()[-1500:]}
+    rec = json.loads(out.stdout.strip().splitlines()[-1])
+    rec["status"] = "ok"
+    rec["process_seconds"] = round(time.perf_counter() - t0, 2)
+    return rec
+
+
 def dir_size(path: Path) -> int:
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
 

@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _measure import DATA, OUT, emit, measured  # noqa: E402
+from _measure import DATA, OUT, emit, measured, run_case_child  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = OUT / "scale-work"
@@ -219,26 +219,7 @@ def part_save(args: argparse.Namespace) -> dict[str, Any]:
 
 def child(case: dict[str, Any], pythonpath: str | None = None, timeout: float = 900) -> dict:
     """run_case(case) in a fresh interpreter (with ``pythonpath`` first, for "before")."""
-    env = dict(os.environ)
-    if pythonpath:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH")]))
-    t0 = time.perf_counter()
-    try:
-        out = subprocess.run([sys.executable, __file__, "--case", json.dumps(case)],
-                             capture_output=True, text=True, env=env, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {**case, "status": f"stopped after {timeout:.0f} s"}
-    if out.returncode != 0:
-        return {**case, "status": "failed", "error": out.stderr.strip()[-600:]}
-    rec = json.loads(out.stdout.strip().splitlines()[-1])
-    rec["status"] = "ok"
-    rec["process_seconds"] = round(time.perf_counter() - t0, 2)
-    label = f"{case.get('version', 'after')} {case.get('method', case['kind'])} " \
-            f"{case.get('source', '')}"
-    print(f"{label}: {rec.get('seconds')} s, {rec.get('peak_rss_total_mib')} MiB, "
-          f"route={rec.get('route')} solver={rec.get('solver')} f1={rec.get('micro_f1')}",
-          file=sys.stderr, flush=True)
-    return rec
+    return run_case_child(__file__, case, pythonpath, timeout)
 
 
 # ------------------------------------------------------------------ parts (parent)

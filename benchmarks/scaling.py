@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 import warnings
@@ -50,7 +49,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _measure import OUT, emit, measured  # noqa: E402
+from _measure import OUT, emit, measured, run_case_child  # noqa: E402
 
 WORK = OUT / "scaling-work"
 
@@ -121,17 +120,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def child(case: dict[str, Any], pythonpath: str | None, timeout: float) -> dict[str, Any]:
-    env = dict(os.environ)
-    if pythonpath:
-        env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
-    try:
-        out = subprocess.run([sys.executable, __file__, "--case", json.dumps(case)],
-                             capture_output=True, text=True, env=env, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {**case, "status": f"stopped at {timeout:.0f} s"}
-    if out.returncode != 0:
-        return {**case, "status": "failed", "error": out.stderr.strip()[-1500:]}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_case_child(__file__, case, pythonpath, timeout)
 
 
 # ------------------------------------------------------------------ the breakdown

@@ -91,7 +91,8 @@ def test_store_profiles_routes_and_getting_started_pages(site):
     # included from README.md, not copied
     readme = (ROOT / "README.md").read_text()
     routes = _page(site, "routes_memory")
-    for phrase in ("matrix-free randomized subspace iteration", "Ingestion streams"):
+    for phrase in ("randomized subspace iteration with X read from the store on every pass",
+                   "Ingestion streams"):
         assert phrase in readme and phrase in routes, phrase
     phrase = "Install and run the main job on the embedded default"
     assert phrase in readme and phrase in _page(site, "getting_started")

@@ -13,8 +13,7 @@ from scipy.linalg import subspace_angles
 
 from dmlfe.solvers import matrix_free
 from dmlfe.solvers.matrix_free import ScatterOperator, matrix_free_eigh
-from dmlfe.solvers.result import expand_rows
-from dmlfe.solvers.result import flip_signs
+from dmlfe.solvers.result import expand_rows, flip_signs
 from dmlfe.stats.pass_ import compute_stats
 
 RANDOMIZED = {"randomized-subspace", "block-krylov"}

@@ -16,8 +16,8 @@ A computation whose every step needs all slots at once (the Krylov passes of
 :mod:`dmlfe.solvers.nspace`) runs as a :class:`Group`: one object per slot, a dask
 actor on the slot's worker (:meth:`Slots.spawn`), whose methods the driver calls on all
 slots together (:meth:`Group.call`) and which hand each other pieces directly
-(:class:`Mailbox`): a call is one message each way (about 1.5 ms on a 2-core machine,
-where a chain of dependent tasks costs about 6 ms a link through the scheduler).
+(:class:`Mailbox`): a call is one message each way, where a chain of dependent tasks
+would pass through the scheduler at every link (``docs/scaling.rst`` has the figures).
 
 A worker that leaves the cluster takes its parts with it: waiting stops with
 :class:`ShardLostError` instead of waiting for a worker that will not come back.
@@ -131,11 +131,6 @@ class Slots:
     def _key(self, name: str) -> str:
         self._count += 1
         return f"{name}-{self._run}-{self._count}"
-
-    def submit(self, slot: int, fn: Callable[..., Any], *args: Any, name: str) -> Any:
-        """``fn(*args)`` in ``slot``; handles among ``args`` (also in lists and tuples)
-        stand for their values. Returns the result's handle."""
-        return self.map(fn, [(slot, args)], name=name)[0]
 
     def map(self, fn: Callable[..., Any], calls: Sequence[tuple[int, tuple]], *,
             name: str) -> list[Any]:
@@ -426,8 +421,8 @@ class Group:
                 for f in fired:
                     out.append(f.result())
             else:
-                # every member's answer in one trip to the client's event loop: one
-                # result() each cost the driver 1-3 ms of its CPU per member and step
+                # every member's answer in one trip to the client's event loop: a
+                # result() per member costs the driver a trip each, every step
                 async def every() -> list[Any]:
                     return [await f for f in fired]
 

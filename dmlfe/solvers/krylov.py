@@ -48,11 +48,10 @@ kept, in fewer vectors, and the relation above still holds).
 Wu & Simon, "Thick-restart Lanczos method for large symmetric eigenvalue problems"
 (SIAM J. Matrix Anal. Appl. 22, 2000) is the single-vector method; Zhou & Saad (2008)
 discuss its block form. A small block (:data:`BLOCK`) makes the fewest products in all
-(the synthetic corpus of ``benchmarks/scaling.py`` at 100,000 documents, d = 100 to a
-relative residual of 1e-5: about 450 columns in blocks of 8, 560 in blocks of 16, 740
-in blocks of 32, 1,090 in blocks of 64), and its products are the cheapest per column,
-as the block fits the CPU's caches; a cluster whose passes cost a fixed overhead takes
-wider blocks (:func:`block_width`).
+(the fewer vectors a block has, the closer the method is to single-vector Lanczos, the
+most economical in products), and its products are the cheapest per column, as the
+block fits the CPU's caches; a cluster whose passes cost a fixed overhead takes wider
+blocks (:func:`block_width`). ``benchmarks/scaling.py`` measures both.
 """
 
 from __future__ import annotations
@@ -64,8 +63,7 @@ import numpy as np
 import scipy.linalg as sla
 
 #: Vectors of the block that each pass multiplies (on one or two workers; see
-#: :func:`block_width`). The synthetic corpus of ``benchmarks/scaling.py`` at 100,000
-#: documents, PCA d = 100 on 2 workers: blocks of 8, 12 and 16 took 19.8, 20.6 and 21.4 s.
+#: :func:`block_width`): of 8, 12 and 16, the fastest fit of ``benchmarks/scaling.py``.
 BLOCK = 8
 #: Relative residual of a pair (to its own eigenvalue) at which it is converged.
 TOL = 1e-5
@@ -308,9 +306,11 @@ class ThickRestartLanczos:
 
 
 class ArraySpace:
-    """A :class:`KrylovSpace` whose vectors are arrays on the driver (one shard), for an
-    operator given by its products ``matmat(V)`` (an n x b block in, K V out): the
-    in-memory and D-space solves (:mod:`dmlfe.solvers.matrix_free`) and the tests.
+    """A :class:`KrylovSpace` whose vectors are arrays in this process (one shard), for
+    an operator given by its products ``matmat(V)`` (an n x b block in, K V out): the
+    method on its own, as the tests check it against numpy's eigh. (The fits use the
+    sharded space of :mod:`dmlfe.solvers.nspace`, in this process too when there is no
+    cluster.)
     """
 
     def __init__(self, matmat: Any, dim: int) -> None:

@@ -71,8 +71,8 @@ from dmlfe.solvers.result import flip_signs_inplace
 from dmlfe.stats.gram import add_sparse_product
 
 #: Columns of a block that one sparse product takes at a time (16 float64 columns of a
-#: tile part's 32,768 documents are 4 MiB: see :data:`dmlfe.shards.tiles.TILE_ROWS`;
-#: the components' 100 columns at once took 2.7 times as long).
+#: tile part's 32,768 documents are 4 MiB, which stay in the CPU's cache: see
+#: :data:`dmlfe.shards.tiles.TILE_ROWS`; the components' d columns at once would not).
 COLUMNS = 16
 #: Rows of the random start block drawn from one seed: the start does not depend on
 #: how the rows are cut into ranges (so neither does the result, up to round-off).
@@ -356,9 +356,6 @@ class NSpaceSlot(Mailbox):
                 z += self.e @ (self.f[:, None] * qy)
             z *= scale
         return z
-
-    def columns(self) -> np.ndarray:
-        return self.sl.columns
 
 
 # --------------------------------------------------------------------------- the space
