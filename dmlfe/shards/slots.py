@@ -285,6 +285,15 @@ class Mailbox:
         self.peers = list(peers)
         return True
 
+    def disconnect(self) -> bool:
+        """Drop the peers' handles and whatever is in the box. On a worker, an actor's
+        handle holds a future of its key: members holding each other's handles would
+        keep each other (and all they hold) alive after the driver let them go."""
+        self.peers, self._sent = [], []
+        with self._cond:
+            self._box.clear()
+        return True
+
     async def receive(self, tag: str, src: int, value: Any) -> bool:
         self.store(tag, src, value)
         return True
@@ -383,7 +392,15 @@ class Group:
 
     def close(self) -> None:
         """Let the members go (their workers free what they held)."""
-        self.slots.release(self._futures)
+        if self._futures:
+            try:
+                self.call("disconnect")
+            except Exception:  # noqa: BLE001 - a member whose worker is gone holds nothing
+                pass
+        # each handle holds a future of its actor's key too, and the handles can outlive
+        # this group in reference cycles (an actor call's coroutine refers to its
+        # handle) until the driver's garbage collector runs: let the keys go now
+        self.slots.release(self._futures, [getattr(m, "_future", None) for m in self.members])
         for t in self._threads:
             t.shutdown(wait=True)
         self._futures, self.members, self._threads = [], [], []
