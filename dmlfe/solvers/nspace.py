@@ -74,6 +74,10 @@ from dmlfe.stats.gram import add_sparse_product
 #: tile part's 32,768 documents are 4 MiB, which stay in the CPU's cache: see
 #: :data:`dmlfe.shards.tiles.TILE_ROWS`; the components' d columns at once would not).
 COLUMNS = 16
+#: Components made per call (:meth:`ShardedSpace.components`): the Ritz vectors' rows,
+#: their copies from the other slots and X_s^T U of 32 columns at a time, where all d
+#: at once would add three n x d blocks to the tiles and the basis.
+COMPONENT_COLUMNS = 32
 #: Rows of the random start block drawn from one seed: the start does not depend on
 #: how the rows are cut into ranges (so neither does the result, up to round-off).
 DRAW_ROWS = 4096
@@ -475,21 +479,24 @@ class ShardedSpace:
     def components(self, Y: np.ndarray, theta: np.ndarray, tiled: TiledMatrix
                    ) -> tuple[np.ndarray, np.ndarray]:
         """(columns, P): the D-space components X^T L U diag(theta^{-1/2}) on the used
-        columns (sorted), U = basis Y; zero columns for theta <= 0. One half pass."""
+        columns (sorted), U = basis Y; zero columns for theta <= 0. One half pass, made
+        :data:`COMPONENT_COLUMNS` components at a time."""
         if self._fired != self._taken:
             raise RuntimeError("components need a settled basis")
         self.n_passes += 1
         scale = np.zeros(theta.size)
         np.divide(1.0, np.sqrt(theta), out=scale, where=theta > 0)
-        fired = self.group.fire("components", [(Y, scale)] * self.W)
         columns, position = tiled.used_columns()
         P = np.empty((columns.size, theta.size))
-        at = 0
-        for f in fired:  # one slice at a time: the driver never holds two copies
-            part = self.group.wait([f])[0]
-            P[position[at:at + part.shape[0]]] = part
-            at += part.shape[0]
-            del part
+        for c0 in range(0, theta.size, COMPONENT_COLUMNS):
+            c1 = min(c0 + COMPONENT_COLUMNS, theta.size)
+            fired = self.group.fire("components", [(Y[:, c0:c1], scale[c0:c1])] * self.W)
+            at = 0
+            for f in fired:  # one slice at a time: the driver never holds two copies
+                part = self.group.wait([f])[0]
+                P[position[at:at + part.shape[0]], c0:c1] = part
+                at += part.shape[0]
+                del part
         return columns, flip_signs_inplace(P)
 
 
