@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,21 +113,29 @@ def _union_add(keys_a, keys_b, a_vals: list, b_vals: list):
     return keys, out
 
 
+def _merge_hashed(parts: Sequence[TermCounts]) -> TermCounts:
+    """:func:`merge_counts` of hashed tables: added into dense vectors over the hashed
+    columns (a few MB), where sorted unions of up to 2^20 columns cost a sort each."""
+    size = 1 + max((int(p.cols.max()) for p in parts if p.cols.size), default=-1)
+    df = np.zeros(size, dtype=parts[0].df.dtype)
+    tf = np.zeros(size, dtype=parts[0].tf.dtype)
+    for p in parts:  # a table's columns are distinct: plain indexed adds
+        df[p.cols] += p.df
+        tf[p.cols] += p.tf
+    seen = np.flatnonzero(df)
+    return TermCounts(sum(p.n_docs for p in parts), df[seen], tf[seen],
+                      cols=seen.astype(np.int64))
+
+
 def merge_counts(*parts: TermCounts) -> TermCounts:
     """Sum of term tables over disjoint document sets (associative: used in a tree)."""
+    if parts[0].cols is not None:
+        return _merge_hashed(parts)
     acc = parts[0]
     for nxt in parts[1:]:
-        hashing = acc.cols is not None
-        keys_a = acc.cols if hashing else acc.terms.astype(str)
-        keys_b = nxt.cols if hashing else nxt.terms.astype(str)
-        keys, (df, tf) = _union_add(keys_a, keys_b, [acc.df, acc.tf], [nxt.df, nxt.tf])
-        acc = TermCounts(
-            acc.n_docs + nxt.n_docs,
-            df,
-            tf,
-            terms=None if hashing else keys.astype(object),
-            cols=keys if hashing else None,
-        )
+        keys, (df, tf) = _union_add(acc.terms.astype(str), nxt.terms.astype(str),
+                                    [acc.df, acc.tf], [nxt.df, nxt.tf])
+        acc = TermCounts(acc.n_docs + nxt.n_docs, df, tf, terms=keys.astype(object))
     return acc
 
 
@@ -139,13 +148,16 @@ def dense_df(counts: TermCounts, n_features: int) -> np.ndarray:
 
 def tfidf_block(counts: sp.csr_matrix, idf: np.ndarray, params: VectorizerParams) -> sp.csr_matrix:
     """Raw term counts -> (sublinear) tf * idf -> row-normalised float64 CSR."""
-    X = sp.csr_matrix(counts, dtype=np.float64)
+    X = sp.csr_matrix(counts, dtype=np.float64, copy=True)
     X.sum_duplicates()
     X.eliminate_zeros()
     if params.sublinear_tf:
         np.log(X.data, out=X.data)
         X.data += 1.0
-    X = sp.csr_matrix(X @ sp.diags(idf, format="csr"))
+    # X diag(idf) entry by entry: the product's own arithmetic (one multiplication per
+    # stored value), without a sparse matrix product over the diagonal
+    X.data *= np.asarray(idf, dtype=np.float64)[X.indices]
+    X.eliminate_zeros()  # as the product would: a zero weight stores nothing
     if params.norm is not None:
         X = normalize(X, norm=params.norm, copy=False)
     X.sort_indices()
