@@ -15,7 +15,7 @@ from conftest import CountingScheduler, count_computes, labels_dask, sparse_dask
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from dmlfe.stats.cache import load_or_compute_stats, stats_dir_for
-from dmlfe.stats.pass_ import add_partials, compute_stats
+from dmlfe.stats.pass_ import compute_stats, sum_partials
 
 # --------------------------------------------------------------------------- #
 # Helpers
@@ -225,21 +225,28 @@ def test_wide_sparse_partials_stay_exact():
     np.testing.assert_allclose(stats.xtx, (Xs.T @ Xs).toarray(), rtol=1e-12, atol=1e-14)
 
 
-def test_add_partials_every_combination_leaves_inputs_untouched():
+def test_sum_partials_is_the_pairwise_sum_in_order_and_leaves_inputs_untouched():
+    import itertools
+
     rng = np.random.default_rng(0)
     a = sp.random(30, 30, density=0.02, format="csr", random_state=1)
     b = sp.random(30, 30, density=0.02, format="csr", random_state=2)
     c = rng.standard_normal((30, 30))
-    a0, b0, c0 = a.toarray(), b.toarray(), c.copy()
-    for x, y in ((a, b), (a, c), (c, a), (c, c)):
-        xd = x.toarray() if sp.issparse(x) else x
-        yd = y.toarray() if sp.issparse(y) else y
-        got = add_partials(x, y)
-        got = got.toarray() if sp.issparse(got) else got
-        np.testing.assert_allclose(got, xd + yd, rtol=0, atol=1e-15)
+    d = rng.standard_normal((30, 30)) * 1e-9  # round-off shows if the order changes
+    a0, b0, c0, d0 = a.toarray(), b.toarray(), c.copy(), d.copy()
+    for k in (2, 3, 4):
+        for items in itertools.product((a, b, c, d), repeat=k):
+            dense = [m.toarray() if sp.issparse(m) else m for m in items]
+            want = dense[0].copy()
+            for m in dense[1:]:
+                want = want + m
+            got = sum_partials(list(items))
+            got = got.toarray() if sp.issparse(got) else got
+            np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(a.toarray(), a0)
     np.testing.assert_array_equal(b.toarray(), b0)
     np.testing.assert_array_equal(c, c0)
+    np.testing.assert_array_equal(d, d0)
 
 
 def test_row_mismatch_is_reported():

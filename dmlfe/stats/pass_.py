@@ -15,7 +15,7 @@ In-memory inputs (scipy.sparse matrices, numpy arrays) are reduced on the
 driver in row slices, without dask.
 
 Only the statistics live here (:func:`compute_stats`, the per-block partials,
-:func:`add_partials`, :func:`dense_xtx_error`); the input handling (aligning X
+:func:`sum_partials`, :func:`dense_xtx_error`); the input handling (aligning X
 and Y, row blocks, ``block_fn`` widths) and the pass machinery come from
 :mod:`dmlfe.compute`.
 """
@@ -159,21 +159,39 @@ def _block_partial(
     return part
 
 
-def add_partials(a: Any, b: Any) -> Any:
-    """Sum of two partial matrices (dense or sparse) into a new object; inputs untouched."""
-    a_sp, b_sp = sp.issparse(a), sp.issparse(b)
-    if a_sp and b_sp:
-        return _maybe_dense(sp.csr_matrix(a + b))
-    if a_sp:
-        a, b = b, a
-    out = np.array(a, dtype=np.float64, copy=True)
-    if sp.issparse(b):
-        coo = sp.coo_matrix(b)
-        coo.sum_duplicates()  # unique coordinates make the fancy-index += exact
-        out[coo.row, coo.col] += coo.data
-    else:
-        out += b
-    return out
+def _add_into(out: np.ndarray, m: Any) -> None:
+    """out += m in place (m dense or sparse; out C-ordered)."""
+    if not sp.issparse(m):
+        out += m
+        return
+    m = sp.csr_matrix(m)
+    if not m.has_canonical_format:  # unique coordinates make the indexed += exact
+        m = m.copy()
+        m.sum_duplicates()
+    rows = np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
+    out.reshape(-1)[rows * m.shape[1] + m.indices] += m.data
+
+
+def sum_partials(items: list[Any]) -> Any:
+    """items[0] + items[1] + ... in that order (each entry's sum is the pairwise one,
+    bit for bit), sparse while the sum can stay sparse, else into ONE dense accumulator
+    (a combine task of 8 sparse partials of D x q added them pairwise, densified the
+    sum and copied it for every later item). The items are untouched; a single item is
+    returned as it is."""
+    if len(items) == 1:
+        return items[0]
+    shape = items[0].shape
+    nnz = sum(m.nnz if sp.issparse(m) else int(np.prod(shape)) for m in items)
+    if nnz * 12 <= _DENSIFY_FRACTION * int(np.prod(shape)) * 8:
+        acc = items[0]
+        for m in items[1:]:
+            acc = _maybe_dense(sp.csr_matrix(acc + m))
+        return acc
+    # 0 + a == a exactly: starting from zeros keeps every entry's order of additions
+    acc = np.zeros(shape, dtype=np.float64)
+    for m in items:
+        _add_into(acc, m)
+    return acc
 
 
 def _combine(*parts: dict[str, Any]) -> dict[str, Any]:
@@ -181,10 +199,7 @@ def _combine(*parts: dict[str, Any]) -> dict[str, Any]:
     for key in _PART_KEYS:
         if key not in parts[0]:
             continue
-        acc = parts[0][key]
-        for p in parts[1:]:
-            acc = add_partials(acc, p[key])
-        out[key] = acc
+        out[key] = sum_partials([p[key] for p in parts])
     return out
 
 
