@@ -89,7 +89,7 @@ class FittedProjection:
 
 #: The n-space route's details kept as ``solver_info_`` (JSON: the model keeps them).
 SOLVER_INFO = ("route", "block", "krylov_passes", "restarts", "basis", "max_basis", "tol",
-               "n_iter", "slots", "slot_seconds", "driver", "rounds")
+               "n_iter", "slots", "slot_seconds", "second_rounds", "driver", "rounds")
 
 
 def solver_info(res: EigenResult) -> dict[str, Any] | None:

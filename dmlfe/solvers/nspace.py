@@ -94,6 +94,13 @@ def _draw(r0: int, r1: int, width: int, seed: int) -> np.ndarray:
     return out
 
 
+#: Rows of the basis a fused projection takes at a time (:meth:`NSpaceSlot._project_out`):
+#: 1,024 rows of a basis of 240 columns are 2 MiB, which stay in the CPU's cache for
+#: the second product.
+FUSED_ROWS = 1024
+#: Largest condition number of a block's R factor for which the second Gram-Schmidt
+#: round takes its projections from the first sweep (:meth:`NSpaceSlot._next_block`).
+FUSED_COND = 1e3
 #: Rows of the basis updated at a time by a restart (basis Y written over basis in place).
 RESTART_ROWS = 8192
 
@@ -180,6 +187,8 @@ class NSpaceSlot(Mailbox):
         self.q: np.ndarray | None = None
         self._tags = 0
         self._steps = 0
+        #: steps whose second round took its projections from the first sweep, or not
+        self.second_rounds = {"fused": 0, "product": 0}
 
     def _tag(self, name: str) -> str:
         self._tags += 1
@@ -274,27 +283,66 @@ class NSpaceSlot(Mailbox):
                 p += self.re @ (self.f[:, None] * self.qv[1])
         return p
 
+    def _project_out(self, w: np.ndarray, C1: np.ndarray) -> np.ndarray:
+        """w - V C1 in w's memory, and [V, Q_e]^T of the result, in one sweep of V: a slab
+        of V's rows does both products while it is in the CPU's cache (the basis is the
+        largest array a step reads, and reading it is most of a step's own time)."""
+        V, qe = self.cols.V, self.qe
+        S = np.zeros((V.shape[1] + qe.shape[1], w.shape[1]))
+        m = V.shape[1]
+        for r0 in range(0, w.shape[0], FUSED_ROWS):
+            r1 = min(r0 + FUSED_ROWS, w.shape[0])
+            ws = w[r0:r1]
+            if C1.size:
+                ws -= V[r0:r1] @ C1
+            S[:m] += V[r0:r1].T @ ws
+            S[m:] += qe[r0:r1].T @ ws
+        return S
+
     def _next_block(self, w: np.ndarray, C1: np.ndarray, scale: float
                     ) -> tuple[np.ndarray, np.ndarray]:
         """Steps 2-4 of :mod:`dmlfe.solvers.krylov` on w (V^T w = C1): TSQR of w - V C1
         from every slot's R factor, the second round on unit columns, and the advance;
-        (C_total, R_total)."""
+        (C_total, R_total).
+
+        The second round's projections [V, Q_e]^T Q come from those of w - V C1 = Q R,
+        made in the same sweep (:meth:`_project_out`): [V, Q_e]^T Q = S R^+, whose error
+        is eps cond(R), where a product with Q is eps. When R's condition number is at
+        most :data:`FUSED_COND` (the second round then leaves Q orthogonal to V to about
+        1e-13) the step saves that sweep and an exchange; MVMD's early blocks, whose
+        directions differ in scale by 10^6, take the product with Q."""
         with self.timed("orthogonalise"):
-            q, r = np.linalg.qr(self.cols.minus(w, C1) if C1.size else w)
-        mix, R1 = self.reduce(self._tag("r"), r, lambda factors: tsqr_mix(factors, scale))
-        with self.timed("orthogonalise"):
-            q = q @ mix[self.index]
-            local = self._proj(q)
+            S = self._project_out(w, C1)
+            q, r = np.linalg.qr(w)
         g = self.f.size
         qV = np.hstack(self.qv)
 
-        def finish(parts: list[np.ndarray]) -> tuple[np.ndarray, ...]:
-            P = _sum_in_order(parts)
-            C2, qw = P[:P.shape[0] - g], P[P.shape[0] - g:]
+        def advance(C2: np.ndarray, qw: np.ndarray, R1: np.ndarray) -> tuple[np.ndarray, ...]:
             X, Ct, Rt = second_round(C1, R1, C2)
             return C2, X, Ct, Rt, (qw - qV @ C2) @ X
 
-        C2, X, Ct, Rt, qv = self.reduce(self._tag("c2"), local, finish)
+        def mix_and_advance(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[Any, ...]:
+            mix, R1 = tsqr_mix([f for f, _ in parts], scale)
+            if R1.shape[0] and np.linalg.cond(R1) > FUSED_COND:
+                return mix, R1, None
+            Z = np.linalg.lstsq(R1.T, _sum_in_order([s for _, s in parts]).T,
+                                rcond=None)[0].T  # Z R1 = S
+            return mix, R1, advance(Z[:Z.shape[0] - g], Z[Z.shape[0] - g:], R1)
+
+        mix, R1, fused = self.reduce(self._tag("r"), (r, S), mix_and_advance)
+        with self.timed("orthogonalise"):
+            q = q @ mix[self.index]
+        self.second_rounds["fused" if fused is not None else "product"] += 1
+        if fused is None:
+            with self.timed("orthogonalise"):
+                local = self._proj(q)
+
+            def finish(parts: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+                P = _sum_in_order(parts)
+                return advance(P[:P.shape[0] - g], P[P.shape[0] - g:], R1)
+
+            fused = self.reduce(self._tag("c2"), local, finish)
+        C2, X, Ct, Rt, qv = fused
         with self.timed("orthogonalise"):
             self.cols.push(self.cols.minus(q, C2) @ X)
         self.qv = (qV, qv)
@@ -341,6 +389,9 @@ class NSpaceSlot(Mailbox):
             self.cols.restart(Y)
         self.qv = (self.qv[0] @ Y, self.qv[1])
         return True
+
+    def second_round_counts(self) -> dict[str, int]:
+        return dict(self.second_rounds)
 
     def _stamped(self, Ct: np.ndarray, Rt: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, str]:
         digest = hashlib.sha1(np.ascontiguousarray(Ct).tobytes()
@@ -544,6 +595,7 @@ def nspace_eigh(tiled: TiledMatrix, k: int, *, xx_coef: float, centred: bool,
             res = rounds(lambda kk: solver.solve(min(int(kk), tiled.n)))
         columns, P = space.components(res.coefficients, res.eigenvalues, tiled)
         timings = group.call("timings")
+        rounds2 = group.call("second_round_counts")[0]
     finally:
         limits.restore_original_limits()
         group.close()
@@ -554,7 +606,7 @@ def nspace_eigh(tiled: TiledMatrix, k: int, *, xx_coef: float, centred: bool,
                         info={**res.info, "restarts": res.restarts,
                               "krylov_passes": res.n_passes, "block": b,
                               "default_basis": default_basis(k, b), "slots": W,
-                              "slot_seconds": timings,
+                              "slot_seconds": timings, "second_rounds": rounds2,
                               "driver": {key: clock1[key] - clock0[key] for key in clock1}})
 
 
