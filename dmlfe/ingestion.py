@@ -338,13 +338,14 @@ def _text_stream(source, format, opts, report, chunk_rows):
     return reader(paths[0], batch_size=chunk_rows, report=report, **opts)
 
 
-def load_part(spec: tuple) -> TextBatch:
-    """Documents of one part: a staged Parquet file, or a synthetic part generated here."""
+def load_part(spec: tuple, text: bool = True) -> TextBatch:
+    """Documents of one part: a staged Parquet file, or a synthetic part generated here
+    (without its text when ``text`` is false: the texts are then not to be used)."""
     if spec[0] == "parquet":
         return read_part(spec[1])
     if spec[0] == "synthetic":
         corpus, index, size = spec[1:]
-        return corpus.part(index, size)
+        return corpus.part(index, size, text=text)
     raise ValueError(f"unknown part kind {spec[0]!r}")
 
 
@@ -366,7 +367,7 @@ def _counts_path(tmp_path: str, index: int) -> str:
 
 
 def _vectorize_task(spec, index, tmp_path, vocab, idf, label_names, params) -> dict:
-    b = load_part(spec)  # ids, labels, splits (cheap); the text is not tokenised again
+    b = load_part(spec, text=False)  # ids, labels, splits: the text was counted already
     path = _counts_path(tmp_path, index)
     counts, terms = load_counts(path)
     if params.kind == "tfidf":

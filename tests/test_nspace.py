@@ -97,6 +97,23 @@ def test_in_this_process(method, n_local, monkeypatch):
     np.testing.assert_array_equal(res.columns, np.flatnonzero(np.diff(X.tocsc().indptr)))
 
 
+@pytest.mark.parametrize("fused_cond", [0.0, np.inf])
+@pytest.mark.parametrize("method", ["pca", "mvmd"])
+def test_the_second_round_either_way(method, fused_cond, monkeypatch):
+    # projections of Q made by a product with Q (cond 0: always), or from the first
+    # sweep's S R^+ (cond inf: always, even for MVMD's badly scaled early blocks)
+    from dmlfe.solvers import nspace
+
+    monkeypatch.setattr(nspace, "FUSED_COND", fused_cond)
+    monkeypatch.setattr(nspace, "FUSED_ROWS", 50)  # several slabs a range
+    X, Y = corpus(seed=3)
+    res = solve(X, Y, method, 12, Slots(None, n_local=2), tol=1e-9)
+    counts = res.info["second_rounds"]
+    assert counts["product" if fused_cond else "fused"] == 0
+    assert res.converged
+    check(res, X, Y, method, 12, 1e-8)
+
+
 @pytest.mark.parametrize("method", ["pca", "mvmd"])
 def test_on_the_cluster_equals_in_this_process(method, cluster_client):
     X, Y = corpus(seed=1)

@@ -251,6 +251,15 @@ def test_invalid_parameters_are_named(kwargs, name):
         SyntheticCorpus(**kwargs)
 
 
+def test_a_part_without_text_has_the_same_ids_labels_and_splits():
+    c = SyntheticCorpus(2_500, seed=4, n_labels=7)
+    for index, size in ((0, 2_500), (1, 1_000), (5, 300)):
+        full, bare = c.part(index, size), c.part(index, size, text=False)
+        assert bare.texts == [] and len(bare) == len(full)
+        assert (bare.ids, bare.labels, bare.splits) == (full.ids, full.labels, full.splits)
+    assert any(full.labels) and "test" in full.splits and "train" in full.splits
+
+
 def test_parts_on_dask_workers_equal_local_parts(cluster_client):
     c = SyntheticCorpus(2_000, seed=4)
     futures = [cluster_client.submit(c.part, i, 700, pure=False) for i in range(c.n_parts(700))]

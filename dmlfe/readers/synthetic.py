@@ -405,19 +405,48 @@ def _sample_labels(model: _Model, rng: np.random.Generator, n: int) -> np.ndarra
     return y
 
 
-@lru_cache(maxsize=8)
-def _block(key: tuple, block: int) -> _Block:
-    """Documents ``block * BLOCK_SIZE`` .. ``+ BLOCK_SIZE`` of the corpus with parameters key."""
+def _block_head(key: tuple, block: int) -> tuple:
+    """The block's model, its random stream after the per-document draws, and those
+    draws (labels, lengths, test flags): the tokens come after them in the stream."""
     (vocab_size, n_labels, mean_doc_length, mean_labels, test_fraction, zipf, seed) = key
     model = _model(vocab_size, n_labels, mean_labels, zipf, seed)
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([_DOC_STREAM, seed, block])))
     n = BLOCK_SIZE
-
     y = _sample_labels(model, rng, n)
     length_cdf = _length_cdf(float(mean_doc_length))
     lengths = np.minimum(np.searchsorted(length_cdf, rng.random(n), "right"), len(length_cdf) - 1)
     lengths[rng.random(n) < _EMPTY_FRACTION] = 0
     is_test = rng.random(n) < test_fraction
+    return model, rng, y, lengths, is_test
+
+
+def _labels_and_splits(y: np.ndarray, is_test: np.ndarray, n_labels: int
+                       ) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
+    doc_rows, doc_cols = np.nonzero(y)  # row-major: labels sorted within each document
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(doc_rows, minlength=y.shape[0]))])
+    names = _label_names(n_labels)
+    col_names = [names[c] for c in doc_cols.tolist()]
+    ptr = ptr.tolist()
+    labels = tuple(tuple(col_names[ptr[i] : ptr[i + 1]]) for i in range(y.shape[0]))
+    splits = tuple("test" if t else "train" for t in is_test.tolist())
+    return labels, splits
+
+
+@lru_cache(maxsize=8)
+def _block_labels(key: tuple, block: int) -> _Block:
+    """The block's labels and splits without its text (``texts`` empty): what an ingest's
+    second pass needs, at a fraction of the cost."""
+    _, _, y, _, is_test = _block_head(key, block)
+    labels, splits = _labels_and_splits(y, is_test, key[1])
+    return _Block(texts=(), labels=labels, splits=splits)
+
+
+@lru_cache(maxsize=8)
+def _block(key: tuple, block: int) -> _Block:
+    """Documents ``block * BLOCK_SIZE`` .. ``+ BLOCK_SIZE`` of the corpus with parameters key."""
+    vocab_size, n_labels = key[0], key[1]
+    model, rng, y, lengths, is_test = _block_head(key, block)
+    n = BLOCK_SIZE
 
     # Tokens: each picks topic-or-background, then one of its document's labels,
     # then a word by inverse CDF.
@@ -455,11 +484,7 @@ def _block(key: tuple, block: int) -> _Block:
     hi = char_at[tok_ptr[1:]].tolist()
     texts = tuple(text[a : b - 1] if b > a else "" for a, b in zip(lo, hi, strict=True))
 
-    names = _label_names(n_labels)
-    col_names = [names[c] for c in doc_cols.tolist()]
-    ptr = label_ptr.tolist()
-    labels = tuple(tuple(col_names[ptr[i] : ptr[i + 1]]) for i in range(n))
-    splits = tuple("test" if t else "train" for t in is_test.tolist())
+    labels, splits = _labels_and_splits(y, is_test, n_labels)
     return _Block(texts=texts, labels=labels, splits=splits)
 
 
@@ -599,15 +624,18 @@ class SyntheticCorpus:
         _check_size("part_size", part_size)
         return -(-self.n_docs // part_size)
 
-    def part(self, index: int, part_size: int) -> TextBatch:
-        """Documents ``[index * part_size, min(n_docs, (index + 1) * part_size))``."""
+    def part(self, index: int, part_size: int, *, text: bool = True) -> TextBatch:
+        """Documents ``[index * part_size, min(n_docs, (index + 1) * part_size))``.
+
+        ``text=False``: their ids, labels and splits only (``texts`` empty), without
+        drawing the tokens -- the same labels and splits as with the text."""
         n_parts = self.n_parts(part_size)
         if not (0 <= index < n_parts):
             raise IndexError(
                 f"SyntheticCorpus.part: index={index} is out of range; with n_docs={self.n_docs} "
                 f"and part_size={part_size} there are {n_parts} parts (0 .. {n_parts - 1})."
             )
-        return self._slice(index * part_size, min(self.n_docs, (index + 1) * part_size))
+        return self._slice(index * part_size, min(self.n_docs, (index + 1) * part_size), text)
 
     def batches(self, batch_size: int) -> Iterator[TextBatch]:
         """Stream the corpus as consecutive batches of ``batch_size`` documents."""
@@ -636,13 +664,13 @@ class SyntheticCorpus:
             self.seed,
         )
 
-    def _slice(self, start: int, stop: int) -> TextBatch:
+    def _slice(self, start: int, stop: int, text: bool = True) -> TextBatch:
         key = self._block_key()
         texts: list[str] = []
         labels: list[list[str]] = []
         splits: list[str] = []
         for b in range(start // BLOCK_SIZE, -(-stop // BLOCK_SIZE)):
-            blk = _block(key, b)
+            blk = _block(key, b) if text else _block_labels(key, b)
             lo = max(start - b * BLOCK_SIZE, 0)
             hi = min(stop - b * BLOCK_SIZE, BLOCK_SIZE)
             texts.extend(blk.texts[lo:hi])
