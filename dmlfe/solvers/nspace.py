@@ -96,7 +96,7 @@ def _draw(r0: int, r1: int, width: int, seed: int) -> np.ndarray:
 
 #: Rows of the basis a fused projection takes at a time (:meth:`NSpaceSlot._project_out`):
 #: 1,024 rows of a basis of 240 columns are 2 MiB, which stay in the CPU's cache for
-#: the second product.
+#: the second product and the slab's QR.
 FUSED_ROWS = 1024
 #: Largest condition number of a block's R factor for which the second Gram-Schmidt
 #: round takes its projections from the first sweep (:meth:`NSpaceSlot._next_block`).
@@ -283,13 +283,20 @@ class NSpaceSlot(Mailbox):
                 p += self.re @ (self.f[:, None] * self.qv[1])
         return p
 
-    def _project_out(self, w: np.ndarray, C1: np.ndarray) -> np.ndarray:
-        """w - V C1 in w's memory, and [V, Q_e]^T of the result, in one sweep of V: a slab
-        of V's rows does both products while it is in the CPU's cache (the basis is the
-        largest array a step reads, and reading it is most of a step's own time)."""
+    def _project_out(self, w: np.ndarray, C1: np.ndarray
+                     ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, list[np.ndarray]]:
+        """One sweep of V over w's rows, a slab at a time while the slab is in the CPU's
+        cache: w - V C1 (in w's memory), [V, Q_e]^T of it (S), and the Householder QR of
+        each slab, whose R factors are factorised again (the first level of TSQR within
+        this range). Returns (S, the slabs' Q factors, this range's R, and the pieces of
+        the second QR's Q that go with each slab): w - V C1 = [Q_c M_c] R.
+
+        The basis is the largest array a step reads, and reading it (three sweeps a
+        step, not five) is most of a step's own time."""
         V, qe = self.cols.V, self.qe
         S = np.zeros((V.shape[1] + qe.shape[1], w.shape[1]))
         m = V.shape[1]
+        qs, rs = [], []
         for r0 in range(0, w.shape[0], FUSED_ROWS):
             r1 = min(r0 + FUSED_ROWS, w.shape[0])
             ws = w[r0:r1]
@@ -297,7 +304,14 @@ class NSpaceSlot(Mailbox):
                 ws -= V[r0:r1] @ C1
             S[:m] += V[r0:r1].T @ ws
             S[m:] += qe[r0:r1].T @ ws
-        return S
+            q, r = np.linalg.qr(ws)
+            qs.append(q)
+            rs.append(r)
+        if not rs:
+            return S, [], np.zeros((0, w.shape[1])), []
+        M, R = np.linalg.qr(np.vstack(rs))
+        cuts = np.cumsum([r.shape[0] for r in rs])[:-1]
+        return S, qs, R, np.split(M, cuts)
 
     def _next_block(self, w: np.ndarray, C1: np.ndarray, scale: float
                     ) -> tuple[np.ndarray, np.ndarray]:
@@ -312,8 +326,8 @@ class NSpaceSlot(Mailbox):
         1e-13) the step saves that sweep and an exchange; MVMD's early blocks, whose
         directions differ in scale by 10^6, take the product with Q."""
         with self.timed("orthogonalise"):
-            S = self._project_out(w, C1)
-            q, r = np.linalg.qr(w)
+            S, slab_q, r, slab_m = self._project_out(w, C1)
+        del w
         g = self.f.size
         qV = np.hstack(self.qv)
 
@@ -331,7 +345,13 @@ class NSpaceSlot(Mailbox):
 
         mix, R1, fused = self.reduce(self._tag("r"), (r, S), mix_and_advance)
         with self.timed("orthogonalise"):
-            q = q @ mix[self.index]
+            mine = mix[self.index]
+            q = np.empty((self.r1 - self.r0, mine.shape[1]))
+            at = 0
+            for qc, mc in zip(slab_q, slab_m, strict=True):
+                q[at:at + qc.shape[0]] = qc @ (mc @ mine)
+                at += qc.shape[0]
+            del slab_q
         self.second_rounds["fused" if fused is not None else "product"] += 1
         if fused is None:
             with self.timed("orthogonalise"):
