@@ -229,3 +229,29 @@ def test_a_local_scheduler_gets_the_components_in_the_graph(cluster_client):
 def _graph_leaves(Z):
     """The arguments of every task in Z's graph (futures and embedded arrays included)."""
     return [a for task in dict(Z.__dask_graph__()).values() for a in getattr(task, "args", ())]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_wide_components_in_column_blocks_give_the_csr_product_bit_for_bit(
+        dtype, cluster_client):
+    # d above PRODUCT_COLUMNS: sparse blocks are multiplied through their CSC form, a
+    # block of P's columns at a time; each entry adds its row's products in the same
+    # order as the CSR product, so the embeddings do not change by a bit
+    from dmlfe import projection
+
+    assert projection.PRODUCT_COLUMNS < 70
+    X, P, mean = _large_projection(D=2**16, d=70)
+    P = P.astype(dtype)
+    offset = projection.mean_offset(mean, P)
+    want = np.asarray(sp.csr_matrix(X, dtype=dtype) @ P) - offset
+    blocks = projection.ColumnBlocks.of(P)
+    assert [b.shape[1] for b in blocks.blocks] == [32, 32, 6]
+    assert blocks.shape == P.shape and blocks.dtype == dtype
+    np.testing.assert_array_equal(projection.project_block(X, P, offset), want)
+    np.testing.assert_array_equal(projection.project_block(X, blocks, offset), want)
+    # a dense block with the column blocks: the same product up to round-off
+    np.testing.assert_allclose(projection.project_block(X.toarray(), blocks, offset), want,
+                               rtol=1e-5 if dtype == np.float32 else 1e-12,
+                               atol=1e-4 if dtype == np.float32 else 1e-12)
+    Z = project(sparse_dask(X, 50), P, mean, client=cluster_client)
+    np.testing.assert_array_equal(cluster_client.compute(Z).result(), want)
