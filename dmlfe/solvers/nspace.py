@@ -559,15 +559,23 @@ class ShardedSpace:
         np.divide(1.0, np.sqrt(theta), out=scale, where=theta > 0)
         columns, position = tiled.used_columns()
         P = np.empty((columns.size, theta.size))
-        for c0 in range(0, theta.size, COMPONENT_COLUMNS):
-            c1 = min(c0 + COMPONENT_COLUMNS, theta.size)
-            fired = self.group.fire("components", [(Y[:, c0:c1], scale[c0:c1])] * self.W)
+        chunks = [(c0, min(c0 + COMPONENT_COLUMNS, theta.size))
+                  for c0 in range(0, theta.size, COMPONENT_COLUMNS)]
+
+        def fire(c0: int, c1: int) -> list[Any]:
+            return self.group.fire("components", [(Y[:, c0:c1], scale[c0:c1])] * self.W)
+
+        fired = fire(*chunks[0]) if chunks else []
+        for i, (c0, c1) in enumerate(chunks):
+            parts = self.group.wait(fired)
+            # the next chunk is made while this one is put in place (a chunk starts once
+            # the last has ended on every slot: the slots take the calls in order)
+            fired = fire(*chunks[i + 1]) if i + 1 < len(chunks) else []
             at = 0
-            for f in fired:  # one slice at a time: the driver never holds two copies
-                part = self.group.wait([f])[0]
+            for part in parts:
                 P[position[at:at + part.shape[0]], c0:c1] = part
                 at += part.shape[0]
-                del part
+            del parts
         return columns, flip_signs_inplace(P)
 
 
