@@ -327,12 +327,13 @@ def computing_client(client: Any = None) -> Any:
 SCATTER_BYTES = 2**23
 
 
-def graph_operand(a: np.ndarray, client: Any = None) -> Any:
+def graph_operand(a: np.ndarray, client: Any = None, nbytes: int | None = None) -> Any:
     """One graph reference to ``a`` shared by every task of a graph: a future of ``a``
     scattered to :func:`computing_client`'s workers when it holds over
-    :data:`SCATTER_BYTES` (the graph must then be computed on that client), a single
-    delayed key otherwise."""
-    client = computing_client(client) if a.nbytes > SCATTER_BYTES else None
+    :data:`SCATTER_BYTES` (or ``nbytes`` does: the size of what ``a`` is a piece of;
+    the graph must then be computed on that client), a single delayed key otherwise."""
+    size = a.nbytes if nbytes is None else int(nbytes)
+    client = computing_client(client) if size > SCATTER_BYTES else None
     if client is None:
         return delayed(a)
     return client.scatter(a, hash=False)

@@ -111,6 +111,10 @@ class ColumnBlocks:
         return int(sum(b.nbytes for b in self.blocks))
 
 
+def _joined(*blocks: np.ndarray) -> ColumnBlocks:
+    return ColumnBlocks(tuple(blocks))
+
+
 def _times(xb: Any, P: np.ndarray | ColumnBlocks) -> np.ndarray:
     """xb P for a block already in P's dtype (sparse CSR or dense)."""
     if not isinstance(P, ColumnBlocks):
@@ -244,9 +248,15 @@ def project(
         Z = project_block(X, P, offset, block_fn)
         return da.from_array(Z, chunks=(max(Z.shape[0], 1), d))
     X = check_row_blocks(X)
-    # One graph key each for P and the offset, shared by every block task; a wide P in
-    # column blocks made here once, not in every task
-    P_ref = graph_operand(ColumnBlocks.of(P) if d > PRODUCT_COLUMNS else P, client)
+    # One graph key each for P and the offset, shared by every block task. A wide P goes
+    # in column blocks, each cut, scattered and let go before the next (the driver holds
+    # one block beside P, not a second P), and joined into ColumnBlocks by one task.
+    if d > PRODUCT_COLUMNS:
+        P_ref = delayed(_joined)(*[graph_operand(np.ascontiguousarray(P[:, c:c + PRODUCT_COLUMNS]),
+                                                 client, nbytes=P.nbytes)
+                                   for c in range(0, d, PRODUCT_COLUMNS)])
+    else:
+        P_ref = graph_operand(P, client)
     off_ref = None if offset is None else delayed(offset)
     blocks = [
         da.from_delayed(
