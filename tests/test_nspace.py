@@ -188,7 +188,7 @@ def _store(tmp_path: Path, n: int, D: int, seed: int) -> Path:
 @pytest.mark.parametrize("method", ["pca", "mvmd"])
 def test_fit_from_a_store_equals_the_dual_route(method, tmp_path, cluster_client):
     # the check, both routes forced: the same eigenvalues to 1e-6; 40 components
-    # are made in two calls (COMPONENT_COLUMNS)
+    # are made in several calls (COMPONENT_COLUMNS)
     from dmlfe.solvers.nspace import COMPONENT_COLUMNS
 
     assert COMPONENT_COLUMNS < 40

@@ -318,6 +318,8 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
         centred = plan.spec.centred
     else:
         res = solve(plan, template, data, stats, client=client, rmap=rmap, tiled=tiled)
+        if tiled is not None:  # the workers need not hold X while the driver finishes
+            tiled.release()
         centred, params = template.centred, dict(template.params)
     # (D, d) in C order, so components_ is its transpose without a copy (0.8 GB at
     # 2^20 and d = 100) and projecting, X components_^T, reads it as written; a float32

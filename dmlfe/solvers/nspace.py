@@ -75,9 +75,10 @@ from dmlfe.stats.gram import add_sparse_product
 #: :data:`dmlfe.shards.tiles.TILE_ROWS`; the components' d columns at once would not).
 COLUMNS = 16
 #: Components made per call (:meth:`ShardedSpace.components`): the Ritz vectors' rows,
-#: their copies from the other slots and X_s^T U of 32 columns at a time, where all d
-#: at once would add three n x d blocks to the tiles and the basis.
-COMPONENT_COLUMNS = 32
+#: their copies from the other slots and X_s^T U of 16 columns at a time (the width of
+#: the sparse products, :data:`COLUMNS`), where all d at once would add three n x d
+#: blocks to the tiles and the basis.
+COMPONENT_COLUMNS = 16
 #: Rows of the random start block drawn from one seed: the start does not depend on
 #: how the rows are cut into ranges (so neither does the result, up to round-off).
 DRAW_ROWS = 4096
