@@ -293,7 +293,7 @@ class NSpaceSlot(Mailbox):
         the second QR's Q that go with each slab): w - V C1 = [Q_c M_c] R.
 
         The basis is the largest array a step reads, and reading it (three sweeps a
-        step, not five) is most of a step's own time."""
+        step, not four) is most of a step's own time."""
         V, qe = self.cols.V, self.qe
         S = np.zeros((V.shape[1] + qe.shape[1], w.shape[1]))
         m = V.shape[1]
