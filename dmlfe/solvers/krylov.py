@@ -39,7 +39,8 @@ holds to round-off; the Ritz pairs (theta, y) of sym(H) then have the exact resi
     ||K V y - theta V y||^2 = ||H y - theta y||^2 + ||B y||^2
 
 without another pass. Iterations stop when every one of the k leading pairs has a
-residual at most ``tol`` times its *own* eigenvalue (:func:`pair_scale`), so that the
+residual at most ``tol`` times its *own* eigenvalue
+(:func:`~dmlfe.solvers.partial.pair_scales`), so that the
 small pairs of a spectrum with a large head are as accurate, relatively, as the large
 ones. When the basis reaches ``max_basis`` columns it is cut back to its
 ``k + (max_basis - k) / 2`` leading Ritz vectors (a thick restart: what was learnt is
@@ -61,6 +62,8 @@ from typing import Any, Protocol
 
 import numpy as np
 import scipy.linalg as sla
+
+from dmlfe.solvers.partial import pair_scales
 
 #: Vectors of the block that each pass multiplies (on one or two workers; see
 #: :func:`block_width`): of 8, 12 and 16, the fastest fit of ``benchmarks/scaling.py``.
@@ -99,12 +102,6 @@ class KrylovSpace(Protocol):
     def settle(self) -> tuple[np.ndarray, np.ndarray] | None: ...
 
     def restart(self, Y: np.ndarray) -> None: ...
-
-
-def pair_scale(theta: np.ndarray, floor: float = FLOOR) -> np.ndarray:
-    """What each pair's residual is measured against: max(|theta_i|, floor |theta_1|)."""
-    top = float(np.max(np.abs(theta), initial=0.0))
-    return np.maximum(np.abs(theta), max(floor * top, np.finfo(float).tiny))
 
 
 def block_width(k: int, n_slots: int = 1) -> int:
@@ -180,8 +177,9 @@ class KrylovResult:
     info: dict[str, Any] = field(default_factory=dict)
 
     def max_relative(self, floor: float = FLOOR) -> float:
-        """The largest residual relative to its own eigenvalue (:func:`pair_scale`)."""
-        return float(np.max(self.residuals / pair_scale(self.eigenvalues, floor),
+        """The largest residual relative to its own eigenvalue
+        (:func:`~dmlfe.solvers.partial.pair_scales`)."""
+        return float(np.max(self.residuals / pair_scales(self.eigenvalues, floor),
                             initial=0.0))
 
 
@@ -270,7 +268,7 @@ class ThickRestartLanczos:
                 continue
             if m >= k or bn == 0:
                 theta, Y, res = self._ritz()
-                rel = res[:k] / pair_scale(theta, self.floor)[:k]
+                rel = res[:k] / pair_scales(theta, self.floor)[:k]
                 converged = bool(np.all(rel <= self.tol)) or bn == 0
                 if converged or self.passes >= self.max_passes:
                     break
@@ -295,7 +293,7 @@ class ThickRestartLanczos:
             settled = True
         if settled:
             theta, Y, res = self._ritz()
-            rel = res[:k] / pair_scale(theta, self.floor)[:k]
+            rel = res[:k] / pair_scales(theta, self.floor)[:k]
             converged = bool(np.all(rel <= self.tol)) or self.B.shape[0] == 0
         kk = min(k, theta.size)
         return KrylovResult(eigenvalues=theta[:kk].copy(), coefficients=Y[:, :kk].copy(),

@@ -57,16 +57,17 @@ from threadpoolctl import threadpool_limits
 from dmlfe.shards.slots import Group, Mailbox, Slots
 from dmlfe.shards.tiles import Slice, TiledMatrix, tile_blocks
 from dmlfe.solvers.krylov import (
+    FLOOR,
     MAX_PASSES,
     TOL,
     KrylovResult,
     ThickRestartLanczos,
     block_width,
     default_basis,
-    pair_scale,
     second_round,
     tsqr_mix,
 )
+from dmlfe.solvers.partial import pair_scales
 from dmlfe.solvers.result import flip_signs_inplace
 from dmlfe.stats.gram import add_sparse_product
 
@@ -763,7 +764,7 @@ def solve_nspace(template: Any, X: Any, Y: Any, n_components: int | float, *,
             tiled.slots.close()
     converged = res.converged
     if n_iter is not None:  # the fixed count ran; did it meet tol anyway?
-        converged = bool(np.all(res.residuals <= tol * pair_scale(res.eigenvalues)))
+        converged = bool(np.all(res.residuals <= tol * pair_scales(res.eigenvalues, FLOOR)))
     info = {**res.info, "route": "n-space", "tol": tol, "n_iter": n_iter}
     if rounds is not None:
         info["rounds"] = rounds
