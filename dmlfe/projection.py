@@ -85,10 +85,11 @@ class ColumnBlocks:
 
     A sparse row block times P is then taken block by block through the row block's
     CSC form: each used row of a block of P is read once, in order, and the output's
-    columns of that block stay in the CPU's cache. The CSR product reads a row of all
-    d columns of P for every stored value, from anywhere in P: at D = 2^20, d = 100 it
-    took twice as long. The entries are the same bit for bit (each output entry adds
-    its row's products in the same column order).
+    columns of that block stay in the CPU's cache, where the CSR product reads a row of
+    all d columns of P for every stored value, from anywhere in P
+    (``benchmarks/scale.py --parts synthetic`` times the embeddings). The entries are
+    the same bit for bit (each output entry adds its row's products in the same column
+    order).
     """
 
     blocks: tuple[np.ndarray, ...]
@@ -105,14 +106,6 @@ class ColumnBlocks:
     @property
     def dtype(self) -> np.dtype:
         return self.blocks[0].dtype
-
-    @property
-    def nbytes(self) -> int:
-        return int(sum(b.nbytes for b in self.blocks))
-
-
-def _joined(*blocks: np.ndarray) -> ColumnBlocks:
-    return ColumnBlocks(tuple(blocks))
 
 
 def _times(xb: Any, P: np.ndarray | ColumnBlocks) -> np.ndarray:
@@ -252,9 +245,10 @@ def project(
     # in column blocks, each cut, scattered and let go before the next (the driver holds
     # one block beside P, not a second P), and joined into ColumnBlocks by one task.
     if d > PRODUCT_COLUMNS:
-        P_ref = delayed(_joined)(*[graph_operand(np.ascontiguousarray(P[:, c:c + PRODUCT_COLUMNS]),
-                                                 client, nbytes=P.nbytes)
-                                   for c in range(0, d, PRODUCT_COLUMNS)])
+        P_ref = delayed(ColumnBlocks)(tuple(
+            graph_operand(np.ascontiguousarray(P[:, c:c + PRODUCT_COLUMNS]), client,
+                          nbytes=P.nbytes)
+            for c in range(0, d, PRODUCT_COLUMNS)))
     else:
         P_ref = graph_operand(P, client)
     off_ref = None if offset is None else delayed(offset)

@@ -204,9 +204,6 @@ class TiledMatrix:
     def n_slots(self) -> int:
         return self.slots.n
 
-    def range_rows(self, r: int) -> int:
-        return int(self.bounds[r + 1] - self.bounds[r])
-
     def used_columns(self) -> tuple[np.ndarray, np.ndarray]:
         """(the sorted used columns, for each slice's rows the position in that order)."""
         allcols = np.concatenate(self.columns) if self.columns else np.zeros(0, np.int64)

@@ -176,12 +176,6 @@ class KrylovResult:
     restarts: int
     info: dict[str, Any] = field(default_factory=dict)
 
-    def max_relative(self, floor: float = FLOOR) -> float:
-        """The largest residual relative to its own eigenvalue
-        (:func:`~dmlfe.solvers.partial.pair_scales`)."""
-        return float(np.max(self.residuals / pair_scales(self.eigenvalues, floor),
-                            initial=0.0))
-
 
 class ThickRestartLanczos:
     """The driver's side of the method; :meth:`solve` may be called again with a larger
