@@ -591,10 +591,11 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--max-dense-features", type=_positive_int, default=None,
                     help="largest D for which a D x D matrix is formed (default 20000)")
     pf.add_argument("--max-components", type=_positive_int, default=None,
-                    help="matrix-free solver with a threshold: most eigenpairs (default 500)")
+                    help="a threshold: most eigenpairs computed (default: as many as it "
+                    "needs, within --threshold-memory)")
     pf.add_argument("--threshold-memory", type=_positive_int, default=None,
-                    help="matrix-free solver with a threshold: bytes of driver memory its "
-                    "rounds may take (default 2**32)")
+                    help="a threshold on the dual, n-space or matrix-free route: bytes of "
+                    "driver memory its eigenpairs may take (default 2**32)")
     pf.add_argument("--max-dual-samples", type=_positive_int, default=None,
                     help="largest n for the dual route (an n x n Gram; default 12000)")
     pf.add_argument("--max-gather-bytes", type=int, default=None,

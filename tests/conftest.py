@@ -19,6 +19,19 @@ def data_path(*parts: str) -> Path:
     return p
 
 
+def mulan_arrays(name: str, part: str = "train"):
+    """A MULAN set's split as (CSR float64 X, 0/1 int8 Y), labels in the XML's order."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from dmlfe.readers.arff import read_mulan
+
+    src = read_mulan(data_path("mulan", f"{name}-{part}.arff"), data_path("mulan", f"{name}.xml"))
+    batches = list(src.batches(1024))
+    X = sp.vstack([sp.csr_matrix(b.X) for b in batches], format="csr").astype(np.float64)
+    return X, np.vstack([np.asarray(b.Y) for b in batches]).astype(np.int8)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not DATA.is_dir():

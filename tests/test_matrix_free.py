@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from contextlib import nullcontext
 
 import dask
@@ -353,8 +354,10 @@ def test_threshold_rounds_of_passes(t, rounds, monkeypatch):
 
 
 def test_threshold_rounds_stay_within_their_memory():
-    """Rounds never ask for more pairs than ``threshold_memory`` holds, and say so."""
+    """Rounds never ask for more pairs than ``threshold_memory`` holds, and say so when
+    the threshold needed more (only then)."""
     from dmlfe.methods import get_method
+    from dmlfe.solvers.dimension import choose_dimension
 
     X, Y = corpus(n=300, D=70, seed=4)
     stats = compute_stats(X, Y)
@@ -362,11 +365,16 @@ def test_threshold_rounds_stay_within_their_memory():
     memory = 8 * (3 * 70 * 22 + 70 * 12) + 7
     assert matrix_free.threshold_memory_cap(70, 70, 10, memory) == 12
     assert matrix_free.threshold_memory_cap(70, 70, 10, memory - 8) == 11
-    with pytest.warns(RuntimeWarning, match="at most 12 leading pairs"):
-        res = matrix_free.solve_matrix_free(get_method("pca").build(stats, dense=False),
-                                            X, 0.99, stats=stats, tol=1e-10,
-                                            max_components=70, threshold_memory=memory)
+    template = get_method("pca").build(stats, dense=False)
+    with pytest.warns(RuntimeWarning, match="top 12 computed .* threshold_memory = "):
+        res = matrix_free.solve_matrix_free(template, X, 0.99, stats=stats, tol=1e-10,
+                                            threshold_memory=memory)
     assert res.info["rounds"] == [12] and res.eigenvalues.size == 12
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # 12 pairs reach t = 0.5
+        low = matrix_free.solve_matrix_free(template, X, 0.5, stats=stats, tol=1e-10,
+                                            threshold_memory=memory)
+    assert low.n_components == choose_dimension(res.eigenvalues, 0.5, total=res.trace) < 12
     Xd = X.toarray() - X.toarray().mean(axis=0)
     np.testing.assert_allclose(res.eigenvalues, np.linalg.eigvalsh(Xd.T @ Xd)[::-1][:12],
                                rtol=1e-8)

@@ -13,8 +13,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.linalg as sla
-import scipy.sparse as sp
-from conftest import data_path
+from conftest import mulan_arrays
 
 from dmlfe.methods import (
     cca,
@@ -79,13 +78,8 @@ def random_data(n: int, D: int, q: int, seed: int) -> tuple[np.ndarray, np.ndarr
 
 
 def read_train(name: str) -> tuple[np.ndarray, np.ndarray]:
-    from dmlfe.readers.arff import read_mulan
-
-    src = read_mulan(data_path("mulan", f"{name}-train.arff"), data_path("mulan", f"{name}.xml"))
-    batches = list(src.batches(256))
-    X = sp.vstack([b.X for b in batches]).toarray()
-    Y = np.vstack([b.Y for b in batches]).astype(np.float64)
-    return X, Y
+    X, Y = mulan_arrays(name)
+    return X.toarray(), Y.astype(np.float64)
 
 
 # ------------------------------------------------------- references from the papers

@@ -59,13 +59,17 @@ COMMON: tuple[Param, ...] = (
           "solve) run there: the cluster would add only\n    transfers (R10 at 2^20: 22 MiB of X "
           "against 321 MiB of Gram tiles, or a 31 MiB\n    partial per row block at p = 2,000). "
           "0: always the distributed passes."),
-    Param("max_components", 500, interval(1, None, integer=True),
-          "int, default 500\n    Matrix-free path with a threshold: most eigenpairs computed."),
+    Param("max_components", None, optional(interval(1, None, integer=True)),
+          "int, optional\n    A threshold ``n_components``: most eigenpairs computed. None "
+          "(default): as many\n    as the threshold needs -- all of a dense problem (its "
+          "matrix already holds them),\n    within ``threshold_memory`` where the components "
+          "are rows of X's features (dual,\n    n-space and matrix-free routes). A threshold "
+          "the computed pairs do not reach\n    warns."),
     Param("threshold_memory", 2**32, interval(1, None, integer=True),
-          "int, default 2**32\n    Matrix-free path with a threshold: bytes of driver memory its "
-          "rounds may take\n    (three D' x (k + n_oversamples) blocks and the D x k components, "
-          "8 bytes each;\n    D' the used columns): 120 pairs at D' = D = 2^20. Fewer pairs than "
-          "max_components\n    warn."),
+          "int, default 2**32\n    A threshold ``n_components`` on the dual, n-space and "
+          "matrix-free routes: bytes\n    of driver memory the computed pairs may take (the "
+          "D' x k components, 8 bytes\n    each, D' the used columns; the matrix-free rounds "
+          "also hold three\n    D' x (k + n_oversamples) blocks)."),
     Param("n_oversamples", 10, interval(0, None, integer=True),
           "int, default 10\n    Matrix-free path when X stays in the store (see "
           "dmlfe.solvers.matrix_free): extra\n    columns of the iterated block (scikit-learn's "

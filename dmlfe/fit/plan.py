@@ -72,7 +72,7 @@ class Limits:
     """Memory limits of the driver."""
 
     max_dense_features: int = 20_000
-    max_components: int = 500
+    max_components: int | None = None
     max_dual_samples: int = 12_000
     max_gather_bytes: int = 2**30
     threshold_memory: int = 2**32

@@ -31,6 +31,7 @@ from dmlfe.methods.template import TraceTemplate
 from dmlfe.relation import RelationMap, build_relation_map, relation_block_rows, ship
 from dmlfe.shards import ShardLostError, Slots, TiledMatrix, tile_blocks
 from dmlfe.solvers.dense import solve_dense
+from dmlfe.solvers.dimension import threshold_cap
 from dmlfe.solvers.dual import label_only, solve_dual
 from dmlfe.solvers.krylov import block_width
 from dmlfe.solvers.matrix_free import solve_matrix_free
@@ -174,12 +175,18 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
         return built[-1]
 
     G = gram_matrix(data.X, client=client, progress=progress)
-    sol = solve_dual(label_side, G, Y, stats.n_features, plan.n_components,
-                     build_reduced=build_reduced, max_components=plan.limits.max_components,
-                     random_state=plan.random_state)
-    del G
     # P = X^T alpha is zero on the columns no document uses: only the others are formed
     columns = stats.used_columns()
+    n = int(G.shape[0])
+    used = stats.n_features if columns is None else int(columns.size)
+    # a threshold's pairs: alpha (n x k) and the components (used x k) on the driver
+    cap, note = threshold_cap(n, plan.limits.max_components,
+                              plan.limits.threshold_memory // (8 * (used + n)),
+                              plan.limits.threshold_memory)
+    sol = solve_dual(label_side, G, Y, stats.n_features, plan.n_components,
+                     build_reduced=build_reduced, max_components=cap, cap_note=note,
+                     random_state=plan.random_state)
+    del G
     comps = transpose_product(data.X, sol.alpha, columns=columns, client=client,
                               progress=progress)
     res = EigenResult(components=flip_signs_inplace(comps), eigenvalues=sol.eigenvalues,
@@ -285,7 +292,9 @@ def held_tiles(plan: FitPlan, data: FitData, rmap: RelationMap | None,
             or plan.route != "feature":
         return None
     n, D = (int(v) for v in data.X.shape)
-    k = plan.n_components if isinstance(plan.n_components, int) else plan.limits.max_components
+    lim = plan.limits
+    k = plan.n_components if isinstance(plan.n_components, int) else \
+        threshold_cap(n - 1, lim.max_components, lim.threshold_memory // (8 * D))[0]
     if n >= D or k >= n:
         return None
     slots = Slots(computing_client(client), n_local=driver_threads())

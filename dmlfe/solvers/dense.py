@@ -28,11 +28,13 @@ from dmlfe.solvers.dimension import (
     check_n_components,
     choose_dimension,
     n_genuine,
+    threshold_cap,
     warn_null_components,
 )
 from dmlfe.solvers.partial import (
     FULL_SPECTRUM_LIMIT,
     cholesky_reduce,
+    is_psd,
     leading_pairs,
     lowrank_generalized,
 )
@@ -195,11 +197,18 @@ def _leading(template: TraceTemplate, n_components: int | float, k: int, random_
 
     Only k pairs are computed -- for a threshold, only as many of them as it needs
     (:func:`~dmlfe.solvers.partial.leading_pairs`); ``total`` is the sum of all
-    eigenvalues (the trace of A, or of B^{-1} A), the denominator of a threshold.
+    eigenvalues (the trace of A, or of B^{-1} A), the denominator of a threshold. That
+    holds for a positive semi-definite A only: a threshold on an indefinite A (graph
+    methods' X^T L X forms) needs the sum of its positive eigenvalues, so the whole
+    spectrum is computed (``total`` None).
     """
     A, B, method = template.A, template.B, template.method
+    threshold = not isinstance(n_components, int)
     if B is None:
         # A = a S + F F^T (MVMD): the label part F may lift q eigenvalues far above the rest
+        if threshold and not _known_psd(template) and not is_psd(A):
+            w, V = eigh(A)
+            return w, V, 0.0, "eigh", None
         dominant = 0 if template.lowrank is None else int(template.lowrank.shape[1])
         total = float(np.trace(A))
         w, V, _ = leading_pairs(A, n_components, k, total, random_state=random_state,
@@ -214,15 +223,25 @@ def _leading(template: TraceTemplate, n_components: int | float, k: int, random_
             F, lambda R: sla.cho_solve((L, True), R, check_finite=False))
         return w, V, reg, "lowrank-generalized", float(w.sum())
     C, L = cholesky_reduce(A, Breg, L)  # a copy of A (its upper triangle is read)
+    if threshold and not _known_psd(template) and not is_psd(C):
+        w, U = _descending(*sla.eigh(C, overwrite_a=True, check_finite=False))
+        d = choose_dimension(w, n_components)  # only the kept vectors are mapped back
+        V = sla.solve_triangular(L, U[:, :d], lower=True, trans="T", check_finite=False)
+        return w, flip_signs(V), reg, "eigh-generalized", None
     total = float(np.trace(C))
     w, U, _ = leading_pairs(C, n_components, k, total, random_state=random_state)
     V = sla.solve_triangular(L, U, lower=True, trans="T", check_finite=False)
     return w, flip_signs(V), reg, "eigh-generalized-partial", total
 
 
+def _known_psd(template: TraceTemplate) -> bool:
+    """A = c Xs^T Xs + F F^T with c >= 0 is positive semi-definite by construction."""
+    return bool(template.operator_form and template.xx_coef >= 0.0)
+
+
 def solve_dense(
     template: TraceTemplate, n_components: int | float = DEFAULT_THRESHOLD, *,
-    max_components: int = 500, random_state: int = 0,
+    max_components: int | None = None, random_state: int = 0, cap_note: str | None = None,
 ) -> EigenResult:
     """Solve a trace template on the driver and choose d.
 
@@ -230,8 +249,9 @@ def solve_dense(
     formed even when the template also carries a dense A). Otherwise problems up to
     :data:`~dmlfe.solvers.partial.FULL_SPECTRUM_LIMIT` are solved completely (every
     eigenvalue in ``eigenvalues``); larger ones compute only the leading pairs
-    (:mod:`dmlfe.solvers.partial`): d of them for an int ``n_components``, at most
-    ``max_components`` for a threshold, whose denominator is then the trace.
+    (:mod:`dmlfe.solvers.partial`): d of them for an int ``n_components``; for a
+    threshold as many as it needs (all m at most, ``max_components`` when given), whose
+    denominator is then the trace -- or the whole spectrum when A is indefinite.
 
     Raises
     ------
@@ -253,7 +273,7 @@ def solve_dense(
         )
     elif template.A.shape[0] > FULL_SPECTRUM_LIMIT:
         m = template.A.shape[0]
-        k = nc if isinstance(nc, int) else min(int(max_components), m)
+        k = nc if isinstance(nc, int) else threshold_cap(m, max_components)[0]
         if k > m:
             raise ValueError(f"n_components={k} must lie between 1 and the problem size {m}")
         w, V, reg, solver, total = _leading(template, nc, k, random_state)
@@ -264,7 +284,7 @@ def solve_dense(
         w, V, reg = eigh_generalized(template.A, template.B, what=f"B of {template.method}")
         solver = "eigh_generalized"
     k = n_genuine(w, ROUNDOFF_RTOL)
-    d = choose_dimension(w, nc, total=total)
+    d = choose_dimension(w, nc, total=total, cap_note=cap_note)
     warn_null_components(template.method, d, k)
     return EigenResult(
         components=np.ascontiguousarray(V[:, :d]),

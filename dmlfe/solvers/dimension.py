@@ -100,6 +100,7 @@ def choose_dimension(
     *,
     total: float | None = None,
     rtol: float = ROUNDOFF_RTOL,
+    cap_note: str | None = None,
 ) -> int:
     """Number of components d: the one dimension rule of every solver.
 
@@ -122,6 +123,9 @@ def choose_dimension(
     rtol : float
         Eigenvalues at or below ``rtol`` times the largest are round-off
         (:func:`n_genuine`).
+    cap_note : str, optional
+        Why no more pairs were computed, for the warning of a threshold they do not
+        reach (default: the advice to raise ``max_components``).
 
     Returns
     -------
@@ -174,12 +178,31 @@ def choose_dimension(
     if c[-1] < target - rtol * total:  # not merely round-off short of the target
         warnings.warn(
             f"the top {w.size} computed eigenvalues hold {c[-1] / total:.4f} of the total, "
-            f"below the threshold t={t:g}; keeping {k} components (raise max_components or "
-            "pass an int n_components)",
+            f"below the threshold t={t:g}; keeping {k} components ("
+            f"{cap_note or 'raise max_components or pass an int n_components'})",
             RuntimeWarning,
             stacklevel=3,
         )
     return k
+
+
+def threshold_cap(size: int, max_components: int | None = None, fits: int | None = None,
+                  memory: int | None = None) -> tuple[int, str | None]:
+    """Most leading pairs a threshold may compute (at least 1), and why no more.
+
+    All ``size`` pairs of the problem, unless the user's ``max_components`` (None: no
+    count cap) or ``fits``, the pairs whose components hold in ``memory`` bytes (the
+    estimators' ``threshold_memory``), allow fewer. A dense problem passes no ``fits``:
+    its m x m matrix already takes what m pairs do. The note (None unless memory caps
+    the pairs) is :func:`choose_dimension`'s ``cap_note``.
+    """
+    cap = int(size) if max_components is None else min(int(size), int(max_components))
+    note = None
+    if fits is not None and fits < cap:
+        cap = int(fits)
+        note = (f"more pairs would take over threshold_memory = {int(memory or 0) / 2**30:g} "
+                "GiB of driver memory; raise threshold_memory, or pass an int n_components")
+    return max(1, cap), note
 
 
 def threshold_rounds(solve: Callable[[int], tuple[np.ndarray, float, R]], t: float,

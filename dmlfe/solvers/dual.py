@@ -46,7 +46,12 @@ from scipy.linalg.blas import dgemm
 
 from dmlfe.methods.template import TraceTemplate
 from dmlfe.solvers.dense import REG_EPS, solve_dense
-from dmlfe.solvers.dimension import choose_dimension, n_genuine, warn_null_components
+from dmlfe.solvers.dimension import (
+    choose_dimension,
+    n_genuine,
+    threshold_cap,
+    warn_null_components,
+)
 from dmlfe.solvers.partial import leading_pairs, small_pencil, wants_full_spectrum
 from dmlfe.stats.sufficient import SufficientStats
 
@@ -107,7 +112,8 @@ def centre_gram(G: np.ndarray) -> np.ndarray:
 
 
 def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int | float,
-              max_components: int, random_state: int) -> DualSolution:
+              max_components: int | None, random_state: int,
+              cap_note: str | None = None) -> DualSolution:
     """Form 1: B = I, A = Xs^T (a I + Phi Phi^T) Xs."""
     a = float(t.xx_coef)
     M = G  # Gs, overwritten by C^{1/2} Gs C^{1/2}
@@ -133,7 +139,8 @@ def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int
     else:
         M *= a
     m = M.shape[0]
-    k = n_components if isinstance(n_components, int) else min(max_components, m)
+    k = n_components if isinstance(n_components, int) else \
+        threshold_cap(m, max_components)[0]
     if wants_full_spectrum(m, k, complete=False):
         k = min(max(k, m), m)  # the whole spectrum is computed anyway
     if k > m:
@@ -145,7 +152,8 @@ def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int
     w, V, info = leading_pairs(M, n_components, k, total, random_state=random_state,
                                complete=False, dominant=0 if U is None else U.shape[1],
                                dominant_start=U)
-    d = choose_dimension(w, n_components, total=total if w.size < m else None)
+    d = choose_dimension(w, n_components, total=total if w.size < m else None,
+                         cap_note=cap_note)
     warn_null_components(t.method, d, n_genuine(w))
     w_d = w[:d]
     alpha = np.sqrt(a) * V[:, :d]
@@ -273,14 +281,14 @@ def reduced_data(G: np.ndarray, overwrite: bool = False
 
 
 def _reduced(G: np.ndarray, build_reduced: Callable[[np.ndarray, np.ndarray], TraceTemplate],
-             n_components: int | float, max_components: int, random_state: int
-             ) -> DualSolution:
+             n_components: int | float, max_components: int | None, random_state: int,
+             cap_note: str | None = None) -> DualSolution:
     """Form 3: the method on the reduced data Z by the dense route, mapped back."""
     Z, piv, L11 = reduced_data(G, overwrite=True)
     template = build_reduced(Z, piv)
     del Z
     res = solve_dense(template, n_components, max_components=max_components,
-                      random_state=random_state)
+                      random_state=random_state, cap_note=cap_note)
     r = L11.shape[0]
     alpha = np.zeros((G.shape[0], res.n_components))
     alpha[piv[:r]] = sla.solve_triangular(L11, res.components, lower=True, trans="T",
@@ -292,7 +300,8 @@ def _reduced(G: np.ndarray, build_reduced: Callable[[np.ndarray, np.ndarray], Tr
 def solve_dual(label_side: TraceTemplate | None, G: np.ndarray, Y: np.ndarray, n_features: int,
                n_components: int | float, *,
                build_reduced: Callable[[np.ndarray, np.ndarray], TraceTemplate],
-               max_components: int = 500, random_state: int = 0) -> DualSolution:
+               max_components: int | None = None, cap_note: str | None = None,
+               random_state: int = 0) -> DualSolution:
     """Solve a method's problem in the row space; see the module docstring.
 
     Parameters
@@ -310,22 +319,25 @@ def solve_dual(label_side: TraceTemplate | None, G: np.ndarray, Y: np.ndarray, n
     build_reduced : callable
         ``build_reduced(Z, order)`` -> the method's dense template on the reduced data Z,
         whose rows are the documents ``order`` (labels ``Y[order]``).
-    max_components : int
-        Most eigenpairs computed for a threshold.
+    max_components : int, optional
+        Most eigenpairs computed for a threshold (None: as many as it needs); the
+        caller's :func:`~dmlfe.solvers.dimension.threshold_cap`, whose note is
+        ``cap_note``.
     random_state : int
         Seed of the block Krylov start.
     """
     t = label_side
     if t is None:
-        return _reduced(G, build_reduced, n_components, max_components, random_state)
+        return _reduced(G, build_reduced, n_components, max_components, random_state,
+                        cap_note)
     Yc = np.asarray(Y, dtype=np.float64)
     Yc = Yc - Yc.mean(axis=0)
     has_factor = t.lowrank is None or t.label_factor is not None
     if t.operator_form and t.constraint is None and t.B is None and t.xx_coef > 0 and \
             has_factor:
         Gs = centre_gram(G) if t.centred else G
-        return _identity(t, Gs, Yc, n_components, max_components, random_state)
+        return _identity(t, Gs, Yc, n_components, max_components, random_state, cap_note)
     if t.operator_form and t.constraint is not None and t.xx_coef == 0 and \
             t.label_factor is not None and t.centred and t.constraint[0] > 0:
         return _lowrank(t, centre_gram(G), Yc, n_features, n_components, random_state)
-    return _reduced(G, build_reduced, n_components, max_components, random_state)
+    return _reduced(G, build_reduced, n_components, max_components, random_state, cap_note)

@@ -72,6 +72,7 @@ from dmlfe.solvers.dimension import (
     check_n_components,
     choose_dimension,
     n_genuine,
+    threshold_cap,
     threshold_rounds,
 )
 from dmlfe.solvers.partial import block_krylov_eigh, orthonormalize
@@ -624,8 +625,7 @@ def matrix_free_eigh(
 #: Default driver memory (bytes) a threshold n_components may take on this route (the
 #: estimators' ``threshold_memory``): its rounds ask for at most as many pairs k as fit
 #: three D' x (k + n_oversamples) float64 blocks and the D x k components in it (D' the
-#: used columns). The default t = 0.999 on text asks for max_components = 500 pairs:
-#: 15.9 GiB at D' = D = 2^20.
+#: used columns).
 THRESHOLD_MEMORY = 2**32
 
 
@@ -663,7 +663,7 @@ def solve_matrix_free(
     X: Any,
     n_components: int | float = DEFAULT_THRESHOLD,
     *,
-    max_components: int = 500,
+    max_components: int | None = None,
     threshold_memory: int = THRESHOLD_MEMORY,
     solver: str = "randomized",
     client: Any = None,
@@ -694,15 +694,15 @@ def solve_matrix_free(
         An int: d, and exactly d eigenpairs are computed. A float t in (0, 1]: d is
         the smallest number whose eigenvalues hold t * tr(A), found by rounds of
         growing k, at most ``min(max_components, D)`` and at most what
-        ``threshold_memory`` holds (a RuntimeWarning says so)
+        ``threshold_memory`` holds
         (:func:`~dmlfe.solvers.dimension.threshold_rounds`; ``info["rounds"]``, and
         ``n_passes`` counts them all); a RuntimeWarning says when the computed ones
         fall short (d is then all genuine computed).
-    max_components : int
-        Most eigenpairs computed for a threshold.
+    max_components : int, optional
+        Most eigenpairs computed for a threshold (None: as many as it needs).
     threshold_memory : int
         Bytes of driver memory a threshold's rounds may take (:func:`threshold_memory_cap`;
-        default :data:`THRESHOLD_MEMORY`, 4 GiB: 120 pairs at D' = D = 2^20).
+        default :data:`THRESHOLD_MEMORY`, 4 GiB).
     solver : {"randomized", "lanczos"}
         See :func:`matrix_free_eigh`.
     client : distributed.Client, optional
@@ -783,26 +783,17 @@ def solve_matrix_free(
         res = leading(int(n_components))
     else:
         # only the pairs the threshold needs: each round is passes of its own, and
-        # max_components pairs at 2^20 would be blocks of 4 GB on the driver
+        # hundreds of pairs at 2^20 would be blocks of 4 GB on the driver
         def solve(k: int) -> tuple[np.ndarray, float, EigenResult]:
             r = leading(k)
             return r.eigenvalues, float(r.trace), r
 
-        cap = min(int(max_components), Da)
         extra = int(solver_options.get("n_oversamples", N_OVERSAMPLES))
-        fits = threshold_memory_cap(Da, D, extra, threshold_memory)
-        if fits < cap:
-            warnings.warn(
-                f"{template.method}: the threshold n_components={n_components:g} computes at "
-                f"most {fits} leading pairs here, not max_components={max_components}: more "
-                f"would take over threshold_memory = {threshold_memory / 2**30:g} GiB of "
-                f"driver memory (three {Da:,} x (k + {extra}) blocks and the {D:,} x k "
-                "components, 8 bytes each). Raise threshold_memory, or pass an int "
-                "n_components to choose d yourself",
-                RuntimeWarning, stacklevel=2)
-            cap = fits
+        cap, note = threshold_cap(Da, max_components,
+                                  threshold_memory_cap(Da, D, extra, threshold_memory),
+                                  threshold_memory)
         res, rounds = threshold_rounds(solve, float(n_components), cap)
-        res.info = {**(res.info or {}), "rounds": rounds}
+        res.info = {**(res.info or {}), "rounds": rounds, "cap_note": note}
         res.n_passes = passes
     if cols is not None:
         res.columns = cols
@@ -821,7 +812,8 @@ def _finish(template: TraceTemplate, res: EigenResult, n_components: int | float
             RuntimeWarning,
             stacklevel=2,
         )
-    d = choose_dimension(res.eigenvalues, n_components, total=res.trace)
+    d = choose_dimension(res.eigenvalues, n_components, total=res.trace,
+                         cap_note=(res.info or {}).get("cap_note"))
     res.components = np.ascontiguousarray(res.components[:, :d])
     if res.columns is not None and not compact:
         res.components = expand_rows(res.components, res.columns, D)

@@ -56,6 +56,7 @@ from threadpoolctl import threadpool_limits
 
 from dmlfe.shards.slots import Group, Mailbox, Slots
 from dmlfe.shards.tiles import Slice, TiledMatrix, tile_blocks
+from dmlfe.solvers.dimension import n_genuine, threshold_cap, threshold_rounds
 from dmlfe.solvers.krylov import (
     FLOOR,
     MAX_PASSES,
@@ -666,7 +667,7 @@ def capacity(slots: Slots) -> int:
 
 
 def unavailable(template: Any, X: Any, Y: Any, *, block_fn: Any, solver: str,
-                n_components: int | float, max_components: int) -> str | None:
+                n_components: int | float, max_components: int | None) -> str | None:
     """Why the n-space route cannot solve this template on X (None when it can)."""
     n, D = int(X.shape[0]), int(X.shape[1])
     if solver != "randomized":
@@ -678,7 +679,7 @@ def unavailable(template: Any, X: Any, Y: Any, *, block_fn: Any, solver: str,
     if template.lowrank is not None and Y is None:
         return "the labels were not given"
     k = int(n_components) if isinstance(n_components, numbers.Integral) else \
-        int(max_components)
+        threshold_cap(max(n - 1, 1), max_components)[0]
     if n >= D:
         return f"n = {n} >= D = {D}: the features' space is the smaller one"
     if k >= n:
@@ -701,7 +702,7 @@ def template_trace(template: Any, stats: Any, tiled: TiledMatrix) -> float:
 
 def solve_nspace(template: Any, X: Any, Y: Any, n_components: int | float, *,
                  stats: Any = None, client: Any = None, tiled: TiledMatrix | None = None,
-                 max_components: int = 500,
+                 max_components: int | None = None,
                  threshold_memory: int = 2**32, random_state: int = 0, tol: float = TOL,
                  max_passes: int = MAX_PASSES, n_iter: int | None = None,
                  block: int | None = None) -> Any:
@@ -716,11 +717,10 @@ def solve_nspace(template: Any, X: Any, Y: Any, n_components: int | float, *,
     ``n_iter``, scikit-learn's fixed count, makes exactly that many passes (``converged``
     then says whether ``tol`` was met anyway). A threshold ``n_components`` grows k in
     rounds (:func:`~dmlfe.solvers.dimension.threshold_rounds`) on one Krylov basis, at
-    most ``max_components`` pairs and as many as ``threshold_memory`` bytes of
-    components hold on the driver.
+    most ``max_components`` pairs (None: n - 1) and as many as ``threshold_memory``
+    bytes of components hold on the driver.
     """
     from dmlfe.compute import computing_client, driver_threads
-    from dmlfe.solvers.dimension import n_genuine, threshold_rounds
     from dmlfe.solvers.result import EigenResult
 
     labels = Y if template.lowrank is not None else None
@@ -745,8 +745,9 @@ def solve_nspace(template: Any, X: Any, Y: Any, n_components: int | float, *,
             res = nspace_eigh(tiled, int(n_components), **kw)
             rounds = None
         else:
-            cap = int(min(max_components, tiled.n - 1,
-                          max(1, threshold_memory // (8 * max(D_used, 1)))))
+            cap, note = threshold_cap(tiled.n - 1, max_components,
+                                      threshold_memory // (8 * max(D_used, 1)),
+                                      threshold_memory)
             got: dict[str, Any] = {}
 
             def rounds_of(solve: Any) -> KrylovResult:
@@ -768,6 +769,7 @@ def solve_nspace(template: Any, X: Any, Y: Any, n_components: int | float, *,
     info = {**res.info, "route": "n-space", "tol": tol, "n_iter": n_iter}
     if rounds is not None:
         info["rounds"] = rounds
+        info["cap_note"] = note
     return EigenResult(components=res.components, columns=res.columns,
                        eigenvalues=res.eigenvalues, n_components=res.eigenvalues.size,
                        n_genuine=n_genuine(res.eigenvalues), solver="thick-restart-lanczos",
