@@ -16,6 +16,7 @@ refits give identical models. :func:`solve_dense` returns the
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 import scipy.linalg as sla
@@ -33,6 +34,7 @@ from dmlfe.solvers.dimension import (
 )
 from dmlfe.solvers.partial import (
     FULL_SPECTRUM_LIMIT,
+    block_krylov_eigh,
     cholesky_reduce,
     is_psd,
     leading_pairs,
@@ -44,8 +46,8 @@ from dmlfe.solvers.result import EigenResult, flip_signs
 COND_RTOL = 1e-10
 #: Ridge added to a near-singular B, as a fraction of its mean eigenvalue trace(B)/D.
 REG_EPS = 1e-8
-#: B's whole spectrum is computed after all (for the exact check, warning and ridge of
-#: :func:`regularize_constraint`) when LAPACK's estimate of B's reciprocal condition
+#: B's extreme eigenvalues are computed (for the check, warning and ridge of
+#: :func:`constraint_factor`) when LAPACK's estimate of B's reciprocal condition
 #: number (:func:`reciprocal_condition`) is within this factor of ``cond_rtol``. The
 #: estimate errs low -- the 1-norm condition number is at least the 2-norm one -- except
 #: where LAPACK's estimate of ||B^{-1}||_1 falls short, which is rarely by more than a
@@ -77,9 +79,22 @@ def regularize_constraint(
     negative eigenvalue is not a valid constraint and raises.
     """
     B = symmetrize(np.asarray(B, dtype=np.float64))
-    D = B.shape[0]
     ev = sla.eigvalsh(B)
-    lo, hi = float(ev[0]), float(ev[-1])
+    r = constraint_ridge(float(ev[0]), float(ev[-1]), float(np.trace(B)), B.shape[0], what,
+                         cond_rtol, eps)
+    if r == 0.0:
+        return B, 0.0
+    B = B.copy()
+    B[np.diag_indices_from(B)] += r
+    return B, r
+
+
+def constraint_ridge(lo: float, hi: float, trace: float, D: int, what: str = "B",
+                     cond_rtol: float = COND_RTOL, eps: float = REG_EPS,
+                     stacklevel: int = 4) -> float:
+    """The ridge r of :func:`regularize_constraint` from B's extreme eigenvalues ``lo``,
+    ``hi`` and its trace: 0 for a well-conditioned B, else eps trace / D (+ -lo when
+    lo < 0) with a warning; errors for a zero, negative or indefinite B."""
     if hi == 0.0:
         raise InputError(
             f"the constraint matrix {what} is zero: the training data have no variance in the "
@@ -96,8 +111,8 @@ def regularize_constraint(
             f"{hi:.3e}); it must be positive semi-definite"
         )
     if lo >= cond_rtol * hi:
-        return B, 0.0
-    r = eps * float(np.trace(B)) / D + max(0.0, -lo)
+        return 0.0
+    r = eps * trace / D + max(0.0, -lo)
     warnings.warn(
         f"the constraint matrix {what} is near-singular (smallest/largest eigenvalue = "
         f"{lo / hi:.3e} < {cond_rtol:g}); added {r:.3e} * I to it ({eps:g} * trace/D"
@@ -105,11 +120,9 @@ def regularize_constraint(
         "eigenproblem is well posed. Raise the method's regularisation parameter "
         "(e.g. gamma_x) to control this yourself.",
         RuntimeWarning,
-        stacklevel=3,
+        stacklevel=stacklevel,
     )
-    B = B.copy()
-    B[np.diag_indices_from(B)] += r
-    return B, r
+    return r
 
 
 def reciprocal_condition(B: np.ndarray, L: np.ndarray) -> float:
@@ -143,29 +156,88 @@ def _exactly_symmetric(B: np.ndarray) -> bool:
 def constraint_factor(
     B: np.ndarray, what: str = "B", cond_rtol: float = COND_RTOL, eps: float = REG_EPS
 ) -> tuple[np.ndarray, float, np.ndarray]:
-    """:func:`regularize_constraint` for a large B, without B's whole spectrum when clear.
+    """:func:`regularize_constraint` for a large B, without B's whole spectrum.
 
     Returns (B + r I, r, L) with L the lower Cholesky factor of B + r I (the solvers
     need it anyway). When B's Cholesky factorisation succeeds and LAPACK's estimate of
     its reciprocal condition number (:func:`reciprocal_condition`) is above
-    ``ESTIMATE_MARGIN * cond_rtol``, B is well conditioned and r = 0; otherwise the
-    exact check decides, with its warning and ridge. On R10's relation route at
-    p = n = 6,490 the whole spectrum took 9.6 s.
+    ``ESTIMATE_MARGIN * cond_rtol``, B is well conditioned and r = 0. Otherwise B's
+    extreme eigenvalues decide, by the same rule (:func:`constraint_ridge`): the
+    largest from block Krylov on products with B, the smallest from the largest of
+    (B + s I)^{-1}, applied by triangular solves with a Cholesky factor the solve may
+    keep (:func:`smallest_eigenvalue`): B's own (s = 0), else that of B + eps tr(B)/m I
+    -- the ridge itself when B has no negative eigenvalue -- else of
+    B + 1e-8 lambda_max I, the rule's limit of a round-off eigenvalue. Only a B with a
+    clearly negative eigenvalue (the rule's error) has its whole spectrum computed.
     """
     B = np.asarray(B, dtype=np.float64)
     if not _exactly_symmetric(B):
         B = symmetrize(B)
-    try:
-        L: np.ndarray | None = sla.cholesky(B, lower=True, check_finite=False)
-    except np.linalg.LinAlgError:
-        L = None
-    if L is not None and np.all(np.isfinite(np.diag(L))):
-        if reciprocal_condition(B, L) >= ESTIMATE_MARGIN * cond_rtol:
-            return B, 0.0, L
+    m = B.shape[0]
+    L = _cholesky_or_none(B)
+    if L is not None and reciprocal_condition(B, L) >= ESTIMATE_MARGIN * cond_rtol:
+        return B, 0.0, L
+    hi = largest_eigenvalue(lambda V: B @ V, m)
+    trace = float(np.trace(B))
+    shifts = [0.0] if L is not None else \
+        [s for s in (eps * trace / m, 1e-8 * hi) if s > 0 and hi > 0]
+    for shift in shifts:
+        Ls = L if shift == 0.0 else _cholesky_or_none(_shifted(B, shift))
+        if Ls is None:
+            continue
+        lo = smallest_eigenvalue(Ls, shift)
+        r = constraint_ridge(lo, hi, trace, m, what, cond_rtol, eps)
+        if shift <= r <= (1.0 + SHIFT_RTOL) * shift:
+            # B + r I is the matrix just factorised, up to a round-off -lo far below the
+            # estimate's own accuracy
+            return (B if shift == 0.0 else _shifted(B, shift)), shift, Ls
+        Breg = _shifted(B, r)
+        return Breg, r, sla.cholesky(Breg, lower=True, check_finite=False)
+    # no Cholesky factor even 1e-8 lambda_max above B (or B is zero): the exact check's
+    # error, with its figures
     Breg, r = regularize_constraint(B, what, cond_rtol, eps)
-    if r != 0.0 or L is None:
-        L = sla.cholesky(Breg, lower=True, check_finite=False)
-    return Breg, r, L
+    return Breg, r, sla.cholesky(Breg, lower=True, check_finite=False)
+
+
+#: A ridge within this fraction above a shift already factorised is that shift.
+SHIFT_RTOL = 1e-3
+
+
+def _shifted(B: np.ndarray, shift: float) -> np.ndarray:
+    S = B.copy()
+    S[np.diag_indices_from(S)] += shift
+    return S
+
+
+def _cholesky_or_none(B: np.ndarray) -> np.ndarray | None:
+    try:
+        L = sla.cholesky(B, lower=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        return None
+    return L if np.all(np.isfinite(np.diag(L))) else None
+
+
+#: Block width, depth and most restarts of the Krylov spaces of
+#: :func:`largest_eigenvalue`: an extreme Ritz value converges far sooner than its
+#: vector (to a cluster of eigenvalues at once), and the decision it serves has
+#: ESTIMATE_MARGIN's room; each product with an inverse reads its factor twice.
+EXTREME_BLOCK, EXTREME_DEPTH, EXTREME_RESTARTS = 8, 6, 2
+
+
+def largest_eigenvalue(matmat: Callable[[np.ndarray], np.ndarray], m: int) -> float:
+    """The largest eigenvalue of a symmetric m x m operator, by a short block Krylov run."""
+    w, _, _ = block_krylov_eigh(matmat, m, 1, block=min(EXTREME_BLOCK, m),
+                                depth=EXTREME_DEPTH, max_restarts=EXTREME_RESTARTS, tol=1e-8)
+    return float(w[0])
+
+
+def smallest_eigenvalue(L: np.ndarray, shift: float = 0.0) -> float:
+    """lambda_min(B) from the Cholesky factor L of B + ``shift`` I: 1 / theta - shift, theta
+    the largest eigenvalue of (B + shift I)^{-1}."""
+    factor = (L, True)
+    theta = largest_eigenvalue(lambda V: sla.cho_solve(factor, V, check_finite=False),
+                               L.shape[0])
+    return 1.0 / theta - shift
 
 
 def eigh_generalized(
