@@ -10,10 +10,19 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from conftest import data_path, sparse_dask
+from scipy.linalg import solve_sylvester
 from sklearn.exceptions import ConvergenceWarning
 
 from dmlfe import GRROOR
-from dmlfe.selection.grroor import alm_simplex_qp, gpi_stiefel, project_simplex
+from dmlfe.selection.grroor import (
+    alm_simplex_qp,
+    gpi_stiefel,
+    heat_kernel_laplacian,
+    project_simplex,
+    shifted_cg,
+    simplex_qp,
+    sym_sylvester,
+)
 
 
 def _small(n=40, D=12, k=4, seed=0):
@@ -191,3 +200,115 @@ def test_cluster_matches_memory(cluster_client):
     assert dist.n_passes_ == 2 + 1 + 2 * 3
     sel = dist.transform(Xd)
     assert np.array_equal(sel.compute().toarray(), X[:, dist.get_support()])
+
+
+def _dense_laplacian(L):
+    return L.toarray() if sp.issparse(L) else np.asarray(L)
+
+
+def test_fast_updates_match_dense_reference():
+    """One iteration's V, B and θ updates against the same equations solved densely: V by
+    scipy's Bartels-Stewart Sylvester solver on eq. 30, B on eq. 32, θ by the paper's
+    ALM (eq. 23-28) and the KKT conditions of eq. 21."""
+    rng = np.random.default_rng(4)
+    n, D, k, c, a, eta, beta, lam = 30, 10, 4, 3, 1.0, 2.5, 0.7, 0.3
+    X = rng.normal(size=(n, D))
+    Yp = 2.0 * (rng.uniform(size=(n, k)) < 0.4) - 1.0
+    L = heat_kernel_laplacian(X, 5, 20.0)
+    assert sp.issparse(L) and np.allclose(np.asarray(L.sum(axis=1)).ravel(), 0.0)
+    H = np.eye(n) - 1.0 / n
+    B = rng.normal(size=(c, k))
+    P = rng.normal(size=(n, c))
+    V0 = rng.normal(size=(n, c))
+    V0 -= V0.mean(axis=0)
+    # V step (eq. 30): (H + ηL) V + V (α B B^T) = H P
+    V = GRROOR._v_step(L, eta, a, B, P, V0)
+    ref = solve_sylvester(H + eta * _dense_laplacian(L), a * B @ B.T, H @ P)
+    assert np.allclose(V, ref, rtol=0, atol=1e-8 * np.abs(ref).max())
+    # the shifted systems one by one
+    shifts = np.array([0.0, 0.5, 3.0])
+    Xs, _ = shifted_cg(L, eta, shifts, P, np.zeros_like(P), tol=1e-12)
+    for j, nu in enumerate(shifts):
+        Aj = (1.0 + nu) * np.eye(n) + eta * _dense_laplacian(L)
+        assert np.allclose(Xs[:, j], np.linalg.solve(Aj, P[:, j]), atol=1e-9)
+    # B step (eq. 32): (α V^T V) B + B (β R) = α V^T Y, R symmetric positive definite
+    R = rng.normal(size=(k, k))
+    R = R @ R.T + 0.1 * np.eye(k)
+    Bn = sym_sylvester(np.linalg.eigh(a * V.T @ V), beta * R, a * V.T @ Yp)
+    assert np.allclose(Bn, solve_sylvester(a * V.T @ V, beta * R, a * V.T @ Yp), atol=1e-9)
+    # θ step (eq. 21-22) against the paper's ALM and the KKT conditions
+    Xc = X - X.mean(axis=0)
+    S = Xc.T @ Xc
+    W = np.linalg.qr(rng.normal(size=(D, c)))[0]
+    F = Xc / np.linalg.norm(Xc, axis=0)
+    Q = S * (W @ W.T) + lam * (F.T @ F) ** 2
+    s = 2.0 * np.sum((Xc.T @ V) * W, axis=1)
+    theta = simplex_qp(Q, s, np.full(D, 1.0 / D))
+    alm, _ = alm_simplex_qp(Q, s, np.full(D, 1.0 / D), np.trace(Q) / D, max_iter=20000,
+                            tol=1e-14)
+    assert np.allclose(theta, alm, atol=1e-8)
+    g = 2.0 * Q @ theta - s
+    on = theta > 0
+    assert theta.min() >= 0 and theta.sum() == pytest.approx(1.0)
+    assert np.ptp(g[on]) < 1e-8 * np.abs(g).max()
+    assert np.all(g[~on] >= g[on].mean() - 1e-8 * np.abs(g).max())
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # tol = 0
+def test_objective_monotone_on_medical():
+    """All 1,449 medical features: the fast updates keep the history non-increasing."""
+    X, Y = _mulan("medical")
+    g = GRROOR(max_iter=12, tol=0).fit(X, Y)
+    h = np.asarray(g.objective_history_)
+    assert len(h) == 13
+    assert np.all(np.diff(h) <= 1e-10 * np.abs(h[:-1]))
+    assert h[-1] < h[0] and g.theta_steps_rejected_ == 0
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # max_iter 5
+def test_grid_search_cv_over_a_pipeline():
+    from sklearn.base import clone
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import Pipeline
+
+    from dmlfe import MLkNN
+
+    X, Y = _small(n=80, D=12)
+    pipe = Pipeline([("select", GRROOR(n_features_to_select=4, max_iter=5)),
+                     ("clf", MLkNN(k=5))])
+    grid = {"select__lam": [0.1, 10.0], "select__n_latent": [2, 3]}
+    gs = GridSearchCV(pipe, grid, cv=2).fit(X, Y)
+    assert set(gs.best_params_) == set(grid)
+    assert gs.best_params_["select__lam"] in grid["select__lam"]
+    assert len(gs.cv_results_["params"]) == 4
+    sel = gs.best_estimator_.named_steps["select"]
+    assert sel.get_support().sum() == 4 and gs.predict(X).shape == Y.shape
+    c = clone(sel).set_params(lam=0.5)
+    assert c.get_params()["lam"] == 0.5 and not hasattr(c, "scores_")
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_grroor_search_staged_and_grid():
+    from dmlfe.selection import grroor_search, paper_grid
+    from dmlfe.selection.search import PAPER_VALUES
+
+    X, Y = _small(n=70, D=12, k=4)
+    r = grroor_search(X, Y, estimator=GRROOR(n_features_to_select=4, max_iter=20),
+                      max_sweeps=1, n_features=6)
+    assert r.n_fit + r.n_validation == 70 and r.n_validation == 21
+    # one staged round: each parameter over its paper values, settings not repeated
+    assert len(r.results) <= 1 + 3 * len(PAPER_VALUES) + len(paper_grid(4, 12)["n_latent"])
+    keys = [tuple(sorted(x["params"].items())) for x in r.results]
+    assert len(set(keys)) == len(keys)
+    best = min(r.results, key=lambda x: x["acr"])
+    assert r.best_params == best["params"]
+    est = r.estimator
+    assert est.V_.shape[0] == 70 and est.lam == r.best_params["lam"]
+    assert est.n_latent == r.best_params["n_latent"]
+    # an explicit grid: every combination, and the paper's c values
+    r2 = grroor_search(X, Y, estimator=GRROOR(n_features_to_select=4, max_iter=5),
+                       grid={"lam": [0.1, 10.0], "beta": [1.0]}, n_features=4)
+    assert sorted(x["params"]["lam"] for x in r2.results) == [0.1, 10.0]
+    assert paper_grid(53, 1001)["n_latent"] == [2, 14, 27, 40, 53]
+    with pytest.raises(ValueError, match="grid='full'"):
+        grroor_search(X, Y, grid="full")

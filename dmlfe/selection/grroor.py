@@ -11,20 +11,25 @@ the bias eliminated (eq. 17):
     s.t. W^T W = I_c, θ^T 1 = 1, θ >= 0, Θ = diag(θ),
 
 solved by the paper's alternating scheme (Algorithm 1): W by generalized power
-iteration on the Stiefel manifold (eq. 18, Nie et al. 2017), θ by the augmented
-Lagrangian (eq. 21-28), V and B by the Sylvester equations eq. 30 and eq. 32.
+iteration on the Stiefel manifold (eq. 18, Nie et al. 2017), θ by the simplex QP eq. 21
+(an active-set search with Cholesky factorisations where the paper uses the augmented
+Lagrangian eq. 23-28, kept as :func:`alm_simplex_qp`), V by the Sylvester equation eq. 30
+(conjugate gradients on the sparse graph Laplacian) and B by eq. 32.
 """
 
 from __future__ import annotations
 
 import os
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import dask
 import dask.array as da
 import numpy as np
+import scipy.linalg as sla
 import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_selection import SelectorMixin
@@ -42,6 +47,10 @@ from dmlfe.validation import checked_matrix
 
 #: R's eigenvalues are raised to this fraction of its largest (see GRROOR's Notes).
 _R_FLOOR = 1e-2
+#: The polar factor goes through Z's Gram matrix above this eigenvalue ratio, else an SVD.
+_POLAR_GRAM_FLOOR = 1e-4
+#: Matrices up to this order get a dense eigenvalue routine instead of Lanczos.
+_SMALL_EIG = 64
 #: Default limits: the D x D and n x n float64 matrices held on the driver.
 DEFAULT_MAX_FEATURES = 10_000
 DEFAULT_MAX_SAMPLES = 10_000
@@ -55,7 +64,7 @@ PARAMS = (
     Param("alpha", 1.0, interval(0, None, closed="neither"), "float"),
     Param("beta", 10.0, _NONNEG, "float"),
     Param("eta", 10.0, _NONNEG, "float"),
-    Param("lam", 10.0, _NONNEG, "float"),
+    Param("lam", 100.0, _NONNEG, "float"),
     Param("n_latent", None, optional(_INT1), "int or None"),
     Param("n_neighbors", 5, _INT1, "int"),
     Param("sigma2", 1.0, interval(0, None, closed="neither"), "float"),
@@ -117,10 +126,40 @@ class _XProducts:
 
 
 # --------------------------------------------------------------------------- sub-solvers
+def _inv_sqrt(G: np.ndarray) -> np.ndarray | None:
+    """G^{-1/2} of the c x c Gram matrix G = Z^T Z, so that Z G^{-1/2} is Z's polar factor;
+    None where G is so ill-conditioned that the Gram route would square the rounding."""
+    s2, U = np.linalg.eigh(G)
+    if not s2[0] > _POLAR_GRAM_FLOOR * s2[-1]:
+        return None
+    return (U / np.sqrt(s2)) @ U.T
+
+
 def _polar(Z: np.ndarray) -> np.ndarray:
-    """argmax_{W^T W = I} tr(W^T Z): U V^T of the thin SVD of Z."""
-    U, _, Vt = np.linalg.svd(Z, full_matrices=False)
-    return U @ Vt
+    """argmax_{W^T W = I} tr(W^T Z): Z (Z^T Z)^{-1/2}, the U V^T of Z's thin SVD.
+
+    Through the c x c Gram matrix (O(D c²), where an SVD of the tall Z costs several times
+    more); an ill-conditioned Z takes the SVD.
+    """
+    C = _inv_sqrt(Z.T @ Z)
+    if C is None:
+        Us, _, Vt = np.linalg.svd(Z, full_matrices=False)
+        return Us @ Vt
+    return Z @ C
+
+
+def _top_eigenvalue(J: np.ndarray) -> float:
+    """An estimate of λ_max of the symmetric PSD J from above (Lanczos, 1% margin); the
+    exact eigenvalues for a small J."""
+    m = J.shape[0]
+    if m <= _SMALL_EIG:
+        return float(np.linalg.eigvalsh(J)[-1]) if m else 0.0
+    try:
+        v0 = np.ones(m) / np.sqrt(m)  # deterministic start: the fit stays reproducible
+        top = spla.eigsh(J, k=1, which="LA", tol=1e-4, v0=v0, return_eigenvectors=False)
+    except spla.ArpackNoConvergence:
+        return np.inf
+    return float(top[0]) * 1.01
 
 
 def gpi_stiefel(J: np.ndarray, M: np.ndarray, W: np.ndarray, max_iter: int = 200,
@@ -130,29 +169,52 @@ def gpi_stiefel(J: np.ndarray, M: np.ndarray, W: np.ndarray, max_iter: int = 200
     With γ >= λ_max(J) (J PSD), Ã = γ I - J is PSD and the problem is max tr(W^T Ã W + 2 W^T M);
     each step W <- polar(2 Ã W + 2 M) does not decrease it (Nie, Zhang & Li 2017,
     Alg. 1). Stops on the relative change of the objective.
+
+    The closer γ is to λ_max(J), the faster the iteration: γ is a Lanczos estimate of
+    λ_max with a margin; a step that raises the objective (the estimate fell short) is
+    undone and the iteration goes on with a certain bound (the trace or Gershgorin's).
     """
-    # J = Θ S Θ vanishes off the support of the sparse θ: J W needs only that block
-    nz = np.flatnonzero(np.abs(J).sum(axis=1) > 0)
-    Jf = J[np.ix_(nz, nz)]
-
-    def jw(W: np.ndarray) -> np.ndarray:
-        out = np.zeros_like(W)
-        out[nz] = Jf @ W[nz]
-        return out
-
-    # any γ >= λ_max(J) will do: for the PSD J, its trace and the Gershgorin bound are
-    # such bounds at O(D²), where an eigensolver would cost O(D³) per W step
-    gamma = min(float(np.trace(Jf)), float(np.abs(Jf).sum(axis=1).max(initial=0.0)))
-    gamma = max(gamma, 0.0) * (1.0 + 1e-12) + 1e-300
-    f_old = float(np.sum(W * jw(W)) - 2.0 * np.sum(W * M))
+    # J = Θ S Θ and M = Θ X^T H V vanish off the support F of the sparse θ. Off F a step
+    # only mixes the columns, W_O <- γ W_O C with C = (Z^T Z)^{-1/2}, and Z^T Z = Z_F^T Z_F
+    # + γ² T^T (W_O^T W_O) T: the iteration runs on W_F (m x c) and the c x c product T
+    # of the γ C, W_O T being formed at the end (or when T grows large)
+    nz = (np.abs(J).sum(axis=1) > 0) | (np.abs(M).sum(axis=1) > 0)
+    Jf, Mf = J[np.ix_(nz, nz)], M[nz]
+    WF, WO, T = W[nz], W[~nz], np.eye(W.shape[1])
+    GO = WO.T @ WO
+    # the trace and the Gershgorin bound are λ_max bounds at O(D²) for the PSD J
+    safe = min(float(np.trace(Jf)), float(np.abs(Jf).sum(axis=1).max(initial=0.0)))
+    safe = max(safe, 0.0) * (1.0 + 1e-12) + 1e-300
+    gamma = min(safe, _top_eigenvalue(Jf))
+    JW = Jf @ WF
+    f_old = float(np.sum(WF * JW) - 2.0 * np.sum(WF * Mf))
     it = 0
-    for _ in range(max_iter):
+    while it < max_iter:
         it += 1
-        W = _polar(gamma * W - jw(W) + M)
-        f = float(np.sum(W * jw(W)) - 2.0 * np.sum(W * M))
+        ZF = gamma * WF - JW + Mf
+        C = _inv_sqrt(ZF.T @ ZF + gamma**2 * (T.T @ GO @ T))
+        if C is None:  # ill-conditioned: the full polar factor by an SVD
+            Z = np.empty_like(W)
+            Z[nz], Z[~nz] = ZF, gamma * (WO @ T)
+            P = _polar(Z)
+            WF_new, WO_new, T_new = P[nz], P[~nz], np.eye(T.shape[0])
+            GO_new = WO_new.T @ WO_new
+        else:
+            WF_new, WO_new, T_new, GO_new = ZF @ C, WO, gamma * (T @ C), GO
+        JW_new = Jf @ WF_new
+        f = float(np.sum(WF_new * JW_new) - 2.0 * np.sum(WF_new * Mf))
+        if f > f_old + 1e-12 * abs(f_old) and gamma < safe:
+            gamma = safe  # the estimate was below λ_max: redo the step with the bound
+            continue
+        WF, WO, T, JW, GO = WF_new, WO_new, T_new, JW_new, GO_new
+        if np.abs(T).max() > 1e6:  # T grows along W_O's null space (m > D - c): apply it
+            WO, T = WO @ T, np.eye(T.shape[0])
+            GO = WO.T @ WO
         if abs(f_old - f) <= tol * max(abs(f), 1e-300):
             break
         f_old = f
+    W = np.empty_like(W)
+    W[nz], W[~nz] = WF, WO @ T
     return W, it
 
 
@@ -165,16 +227,116 @@ def project_simplex(v: np.ndarray) -> np.ndarray:
     return np.maximum(v - css[rho] / (rho + 1.0), 0.0)
 
 
+def _support_qp(Q: np.ndarray, s: np.ndarray, F: np.ndarray) -> tuple[np.ndarray, float] | None:
+    """min θ_F^T Q_FF θ_F - s_F^T θ_F s.t. 1^T θ_F = 1 (signs free), by one Cholesky of
+    2 Q_FF: θ_F = (2 Q_FF)^{-1} (s_F + ν 1), ν from 1^T θ_F = 1. None where Q_FF is singular."""
+    try:
+        cf = sla.cho_factor(2.0 * Q[np.ix_(F, F)], check_finite=False)
+    except np.linalg.LinAlgError:
+        return None
+    ab = sla.cho_solve(cf, np.column_stack([s[F], np.ones(F.size)]), check_finite=False)
+    den = float(ab[:, 1].sum())
+    if not den > 0:
+        return None
+    nu = (1.0 - float(ab[:, 0].sum())) / den
+    return ab[:, 0] + nu * ab[:, 1], nu
+
+
+def active_set_qp(Q: np.ndarray, s: np.ndarray, support: np.ndarray,
+                  max_iter: int = 50) -> np.ndarray | None:
+    """The exact minimiser of θ^T Q θ - θ^T s on the simplex (eq. 21) by a primal-dual
+    active-set search started at ``support`` (a boolean mask); None if it fails.
+
+    On a support F the KKT system 2 Q_FF θ_F = s_F + ν 1, 1^T θ_F = 1 is solved (one
+    Cholesky, :func:`_support_qp`); features with θ_F < 0 leave F and every feature off F
+    whose gradient (2 Q θ - s)_j is below ν enters, until θ_F >= 0 and the gradient off F
+    is at least ν (the KKT conditions). Started at the previous θ's support it usually
+    ends in one or two solves. A repeated support (a cycle), a singular Q_FF or
+    ``max_iter`` solves give None.
+    """
+    D = s.size
+    inF = support.copy()
+    seen: set[bytes] = set()
+    for _ in range(max_iter):
+        key = np.packbits(inF).tobytes()
+        if not inF.any() or key in seen:
+            return None
+        seen.add(key)
+        F = np.flatnonzero(inF)
+        sol = _support_qp(Q, s, F)
+        if sol is None:
+            return None
+        tF, nu = sol
+        theta = np.zeros(D)
+        theta[F] = tF
+        grad = 2.0 * (Q[:, F] @ tF) - s
+        scale = max(float(np.abs(grad).max()), abs(nu), 1e-300)
+        neg = tF < -1e-12 * max(float(np.abs(tF).max()), 1e-300)
+        enter = (grad - nu < -1e-10 * scale) & ~inF
+        if not neg.any() and not enter.any():
+            return np.maximum(theta, 0.0)
+        inF[F[neg]] = False
+        inF |= enter
+    return None
+
+
+def projected_gradient_qp(Q: np.ndarray, s: np.ndarray, theta0: np.ndarray,
+                          max_iter: int = 500, tol: float = 1e-10) -> np.ndarray:
+    """min θ^T Q θ - θ^T s on the simplex by accelerated projected gradient (FISTA with
+    gradient restarts, O'Donoghue & Candès 2015) from ``theta0``: one Q-product a step.
+    The fall-back of :func:`simplex_qp` where the active-set search fails."""
+    lip = 2.0 * _top_eigenvalue(Q)
+    if not np.isfinite(lip) or lip <= 0:
+        lip = 2.0 * float(np.abs(Q).sum(axis=1).max())  # Gershgorin
+    if lip <= 0:
+        return theta0.copy()
+    x = y = theta0.copy()
+    t = 1.0
+    for _ in range(max_iter):
+        x_new = project_simplex(y - (2.0 * (Q @ y) - s) / lip)
+        step = x_new - x
+        if np.linalg.norm(step) <= tol * max(np.linalg.norm(x_new), 1e-300):
+            return x_new
+        if float((y - x_new) @ step) > 0:  # the momentum points uphill: restart it
+            t, y = 1.0, x_new
+        else:
+            t_new = (1.0 + np.sqrt(1.0 + 4.0 * t * t)) / 2.0
+            y = x_new + ((t - 1.0) / t_new) * step
+            t = t_new
+        x = x_new
+    return x
+
+
+def simplex_qp(Q: np.ndarray, s: np.ndarray, theta0: np.ndarray) -> np.ndarray:
+    """The θ step (eq. 21): min θ^T Q θ - θ^T s s.t. θ >= 0, 1^T θ = 1.
+
+    The paper's ALM (eq. 23-28, :func:`alm_simplex_qp`) needs an eigendecomposition of Q
+    and hundreds of O(D²) iterations for every θ step; the active-set search
+    (:func:`active_set_qp`) from the previous θ's support reaches the same KKT point with
+    a Cholesky factorisation of Q on the support per active-set change, usually one.
+    Where it fails, accelerated projected gradient finds a support to restart it from;
+    if that fails too, the projected-gradient θ is returned.
+    """
+    theta = active_set_qp(Q, s, theta0 > 0)
+    if theta is not None:
+        return theta
+    approx = projected_gradient_qp(Q, s, theta0)
+    theta = active_set_qp(Q, s, approx > 0)
+    return approx if theta is None else theta
+
+
 def alm_simplex_qp(Q: np.ndarray, s: np.ndarray, theta0: np.ndarray, mu0: float,
                    rho: float = 1.1, max_iter: int = 1000, tol: float = 1e-12,
                    mu_max_factor: float = 1e4
                    ) -> tuple[np.ndarray, int]:
-    """min θ^T Q θ - θ^T s on the simplex by the augmented Lagrangian eq. 23-28.
+    """min θ^T Q θ - θ^T s on the simplex by the paper's augmented Lagrangian eq. 23-28
+    (the reference for :func:`simplex_qp`, which ``fit`` uses).
 
     θ-step θ = E^{-1} f (eq. 25-26) with E = 2Q + μ I + μ 1 1^T: one eigendecomposition
     of Q serves every μ (the 1 1^T part by Sherman-Morrison); v-step eq. 28;
     multipliers δ1, δ2 and μ <- ρ μ as in Algorithm 1 (lines 11-13), μ capped. The result is
-    projected onto the simplex (ALM is only feasible in the limit).
+    projected onto the simplex (ALM is only feasible in the limit) and polished
+    by :func:`active_set_qp` from its support.
     """
     d = Q.shape[0]
     lam, U = np.linalg.eigh(Q)
@@ -198,44 +360,9 @@ def alm_simplex_qp(Q: np.ndarray, s: np.ndarray, theta0: np.ndarray, mu0: float,
         mu = min(mu * rho, mu_max_factor * mu0)
         if np.linalg.norm(theta - v) <= tol and abs(gap) <= tol:
             break
-    return _polish(Q, s, project_simplex(theta)), it
-
-
-def _polish(Q: np.ndarray, s: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    """The QP's exact minimiser by a small active-set search started at the ALM's support.
-
-    On a support F: [2 Q_FF 1; 1^T 0] [θ_F; -ν] = [s_F; 1]. Features with θ_F < 0 leave
-    F, the off-F feature with the most negative gradient - ν enters, until the KKT
-    conditions hold (θ_F >= 0, gradient >= ν off F); if that takes too long the ALM's
-    θ is returned unchanged.
-    """
-    D = theta.size
-    inF = theta > 1e-12 * theta.max(initial=0.0)
-    for _ in range(2 * D + 2):
-        F = np.flatnonzero(inF)
-        m = F.size
-        K = np.zeros((m + 1, m + 1))
-        K[:m, :m] = 2.0 * Q[np.ix_(F, F)]
-        K[:m, m] = K[m, :m] = 1.0
-        try:
-            sol = np.linalg.solve(K, np.concatenate([s[F], [1.0]]))
-        except np.linalg.LinAlgError:
-            return theta
-        tF, nu = sol[:m], -sol[m]
-        if tF.min() < 0:
-            inF[F[tF < 0]] = False
-            if not inF.any():
-                return theta
-            continue
-        out = np.zeros(D)
-        out[F] = tF
-        viol = (2.0 * Q @ out - s) - nu
-        viol[inF] = 0.0
-        j = int(np.argmin(viol))
-        if viol[j] >= -1e-12 * max(abs(nu), 1.0):
-            return out
-        inF[j] = True
-    return theta
+    theta = project_simplex(theta)
+    exact = active_set_qp(Q, s, theta > 1e-12 * theta.max(initial=0.0))
+    return (theta if exact is None else exact), it
 
 
 def sym_sylvester(K: tuple[np.ndarray, np.ndarray], N: np.ndarray, P: np.ndarray) -> np.ndarray:
@@ -253,18 +380,77 @@ def sym_sylvester(K: tuple[np.ndarray, np.ndarray], N: np.ndarray, P: np.ndarray
     return KU @ Vt @ NU.T
 
 
-def heat_kernel_laplacian(X: Any, n_neighbors: int, sigma2: float) -> np.ndarray:
+def shifted_cg(L: sp.spmatrix, eta: float, shifts: np.ndarray, P: np.ndarray, X0: np.ndarray,
+               tol: float = 1e-10, max_iter: int = 1000) -> tuple[np.ndarray, int]:
+    """Solve ((1 + ν_j) I + η L) x_j = p_j for every column j at once (the V step eq. 30 in
+    the eigenbasis of α B B^T; ν = ``shifts``), by Jacobi-preconditioned conjugate
+    gradients on the sparse Laplacian L, started at X0.
+
+    Every system is symmetric positive definite; each CG iteration lowers its energy
+    ½ x^T A x - p^T x, so a warm start from the previous V can only lower the objective,
+    however early the iteration stops. Stops when every column's residual is at most
+    ``tol`` times its right-hand side's norm.
+    """
+    diag = 1.0 + shifts
+    dinv = 1.0 / (diag[None, :] + eta * L.diagonal()[:, None])
+
+    def op(Z: np.ndarray) -> np.ndarray:
+        return Z * diag[None, :] + eta * (L @ Z)
+
+    X = X0.copy()
+    R = P - op(X)
+    Z = dinv * R
+    D = Z.copy()
+    rz = np.sum(R * Z, axis=0)
+    goal = tol * np.maximum(np.linalg.norm(P, axis=0), 1e-300)
+    it = 0
+    while it < max_iter:
+        live = np.linalg.norm(R, axis=0) > goal
+        if not live.any():
+            break
+        it += 1
+        AD = op(D)
+        dad = np.sum(D * AD, axis=0)
+        a = np.divide(rz, dad, out=np.zeros_like(rz), where=live & (dad > 0))
+        X += a * D
+        R -= a * AD
+        Z = dinv * R
+        rz_new = np.sum(R * Z, axis=0)
+        b = np.divide(rz_new, rz, out=np.zeros_like(rz), where=live & (rz > 0))
+        D = Z + b * D
+        rz = rz_new
+    return X, it
+
+
+def heat_kernel_laplacian(X: Any, n_neighbors: int, sigma2: float) -> sp.csr_matrix:
     """L = G - S of eq. 9: S_ij = exp(-||x_i - x_j||² / σ²) when i is among j's p nearest
-    neighbours or j among i's, else 0; G = diag(S 1). Dense n x n."""
+    neighbours or j among i's, else 0; G = diag(S 1). Sparse n x n (at most 2 p n
+    off-diagonal entries), as the V step's conjugate gradients use it."""
     n = X.shape[0]
     p = min(int(n_neighbors), n - 1)
     if p < 1:
-        return np.zeros((n, n))
-    Gd = kneighbors_graph(X, p, mode="distance", include_self=False)
-    Gd.data = np.exp(-(Gd.data**2) / sigma2)
-    S = Gd.toarray()
-    S = np.maximum(S, S.T)
-    return np.diag(S.sum(axis=1)) - S
+        return sp.csr_matrix((n, n))
+    S = kneighbors_graph(X, p, mode="distance", include_self=False).tocsr()
+    S.data = np.exp(-(S.data**2) / sigma2)
+    S = S.maximum(S.T).tocsr()
+    return (sp.diags(np.asarray(S.sum(axis=1)).ravel()) - S).tocsr()
+
+
+@dataclass
+class _Problem:
+    """What a fit computes from the data before λ, η, β and c enter: the centred scatter
+    S = X^T H X and the redundancy A (eq. 12-14, D x D), the sparse graph Laplacian L
+    (eq. 9, for ``graph`` = (p, σ²)), the eigendecomposition of 1 1^T - Z (eq. 10), the
+    ±1 labels and X's products. A parameter search builds it once for all its settings."""
+
+    S: np.ndarray
+    A: np.ndarray
+    L: sp.csr_matrix
+    R_eig: tuple[np.ndarray, np.ndarray]
+    Ypm: np.ndarray
+    prod: _XProducts
+    n_passes: int
+    graph: tuple[int, float]
 
 
 def _mib(nbytes: float) -> str:
@@ -285,9 +471,14 @@ class GRROOR(SelectorMixin, BaseEstimator):
         β, global label relevance tr(R B^T B) (eq. 10-11).
     eta : float, default 10.0
         η, local geometry tr(V^T L V) (eq. 8-9).
-    lam : float, default 10.0
+    lam : float, default 100.0
         λ, global feature redundancy θ^T A θ (eq. 15). Called ``lambda_`` in 0.1.0;
         renamed because scikit-learn takes a name ending in ``_`` for a fitted attribute.
+        The defaults of λ, η, β and c are the setting that :func:`grroor_search` chose on
+        yeast's training split (from the paper's grid) and that had the smallest ACR
+        relative to the earlier defaults (λ = 10) over the validation splits of yeast,
+        enron, medical, emotions and scene (``benchmarks/grroor_search.py --defaults``);
+        for a given data set, :func:`grroor_search` does better.
     n_latent : int or None, default None
         c, the latent label dimension (columns of W and V); None: max(2, ceil(k / 2)), at most D.
     n_neighbors : int, default 5
@@ -330,13 +521,20 @@ class GRROOR(SelectorMixin, BaseEstimator):
     -----
     **What scales how.** The feature redundancy matrix A (eq. 12-14) and the θ
     subproblem's Q = (X^T H X) o (W W^T) + λ A (eq. 22) are dense D x D, and the W step
-    needs J = Θ X^T H X Θ (D x D): about 5 · 8 D² bytes of driver memory and O(D³)
-    time per outer iteration (one D x D eigendecomposition, for the θ step). The graph Laplacian L
-    (eq. 9) and the V step's Sylvester equation (eq. 30) are dense n x n: about
-    3 · 8 n² bytes and one O(n³) eigendecomposition (H + ηL does not change between
-    iterations). Above ``max_features`` / ``max_samples`` ``fit`` raises with the
-    memory figure instead of exhausting memory; GRROOR is for n and D in the
-    thousands, not for the millions of the relation route.
+    needs J = Θ X^T H X Θ (D x D): about 5 · 8 D² bytes of driver memory. Per outer
+    iteration the W step costs O(D² c) per power step on J's support (γ from a Lanczos
+    estimate of λ_max(J), the polar factor from the c x c Gram matrix), and the θ step one
+    Cholesky factorisation of Q on θ's support per active-set change (usually one; θ is
+    sparse, so the support is small once the first steps have found it) instead of the
+    paper's ALM with its eigendecomposition of Q and hundreds of O(D²) iterations. The
+    graph Laplacian L (eq. 9) is sparse (at most 2 p n off-diagonal entries); the V step's
+    Sylvester equation (eq. 30) splits, in the eigenbasis of α B B^T, into c sparse
+    positive definite systems (1 + ν_j) I + η L, solved by conjugate gradients started at
+    the previous V (O(p n c) per CG step, no n x n matrix). The data-only parts (X^T H X,
+    A, L, R) are computed once per data set and shared by the settings of
+    :func:`dmlfe.selection.grroor_search`. Above ``max_features`` / ``max_samples``
+    ``fit`` raises with the memory figure instead of exhausting memory; GRROOR is for n
+    and D in the thousands, not for the millions of the relation route.
 
     **Distributed passes.** For a dask X (row blocks) the centred scatter X^T H X comes
     from one distributed statistics pass (:func:`dmlfe.stats.pass_.compute_stats`), and
@@ -367,13 +565,15 @@ class GRROOR(SelectorMixin, BaseEstimator):
     objective then converges linearly (yeast: relative change below 1e-6 after 18
     iterations; the paper reports convergence within 6 iterations on Image, under a
     criterion it does not state).
-    The ALM's θ is projected onto the simplex, and a θ step that would raise the
-    objective (ALM stopped early) is not taken, so that the history never increases.
+    Each θ step is the exact minimiser of eq. 21 (its KKT conditions hold); a candidate
+    that would still raise the objective (rounding in a nearly singular Q) is not taken,
+    and the V step's conjugate gradients start at the previous V, so that the history
+    never increases.
     Z is the cosine similarity of the 0/1 label columns.
     """
 
     def __init__(self, n_features_to_select: int = 50, alpha: float = 1.0, beta: float = 10.0,
-                 eta: float = 10.0, lam: float = 10.0, n_latent: int | None = None,
+                 eta: float = 10.0, lam: float = 100.0, n_latent: int | None = None,
                  n_neighbors: int = 5, sigma2: float = 1.0, max_iter: int = 50,
                  tol: float = 1e-6, random_state: int = 0,
                  max_features: int = DEFAULT_MAX_FEATURES,
@@ -438,11 +638,12 @@ class GRROOR(SelectorMixin, BaseEstimator):
         return X, check_labels(Y).astype(np.float64)
 
     # ------------------------------------------------------------------ objective
-    def _objective(self, S: np.ndarray, XtV: np.ndarray, HV2: float, W: np.ndarray,
-                   theta: np.ndarray, V: np.ndarray, B: np.ndarray, Ypm: np.ndarray,
-                   L: np.ndarray, A: np.ndarray, R: np.ndarray) -> float:
+    def _objective(self, S: np.ndarray, XtV: np.ndarray, W: np.ndarray, theta: np.ndarray,
+                   V: np.ndarray, B: np.ndarray, Ypm: np.ndarray, L: sp.spmatrix,
+                   A: np.ndarray, R: np.ndarray) -> float:
+        """Eq. 17 at a centred V (H V = V)."""
         TW = theta[:, None] * W
-        fit = float(np.sum(TW * (S @ TW)) - 2.0 * np.sum(TW * XtV) + HV2)
+        fit = float(np.sum(TW * (S @ TW)) - 2.0 * np.sum(TW * XtV) + np.sum(V * V))
         return (fit + self.alpha * float(np.sum((Ypm - V @ B) ** 2))
                 + self.eta * float(np.sum(V * (L @ V)))
                 + self.lam * float(theta @ A @ theta)
@@ -468,8 +669,40 @@ class GRROOR(SelectorMixin, BaseEstimator):
         """
         validate(self.get_params(), PARAMS, "GRROOR")
         X, Y01 = self._inputs(X, Y)
-        n, D = X.shape
+        return self._fit_problem(self._problem(X, Y01))
+
+    def _problem(self, X: Any, Y01: np.ndarray) -> _Problem:
+        """Everything the fit needs that λ, η, β and c do not change (see :class:`_Problem`)."""
         k = Y01.shape[1]
+        # one pass: n, means and the centred scatter X^T H X (D x D)
+        st = compute_stats(X, Y01, need_xtx=True, max_dense_features=self.max_features,
+                           client=self.client)
+        S = st.centred_xtx()
+        S = (S + S.T) / 2.0
+        n_passes = 1
+        Xg = X
+        if is_dask(X):  # the graph needs every row at once (eq. 9)
+            blocks = compute_one(dask.delayed(list)(list(X.to_delayed().ravel())),
+                                 client=self.client)
+            Xg = sp.vstack(blocks, format="csr") if sp.issparse(blocks[0]) else np.vstack(blocks)
+            n_passes += 1
+        # label relevance (eq. 10): Z cosine of the label columns, R = 1 1^T - Z
+        nrm = np.linalg.norm(Y01, axis=0)
+        outer = np.outer(nrm, nrm)
+        Z = np.divide(Y01.T @ Y01, outer, out=np.zeros((k, k)), where=outer > 0)
+        np.fill_diagonal(Z, 1.0)
+        return _Problem(S=S, A=squared_cosines(S),  # eq. 12-14 on the centred features
+                        L=heat_kernel_laplacian(Xg, self.n_neighbors, float(self.sigma2)),
+                        R_eig=np.linalg.eigh(1.0 - Z), Ypm=2.0 * Y01 - 1.0,
+                        prod=_XProducts(X, st.mean_x, self.client), n_passes=n_passes,
+                        graph=(int(self.n_neighbors), float(self.sigma2)))
+
+    def _fit_problem(self, pb: _Problem) -> GRROOR:
+        """Algorithm 1 on a prepared problem (shared between the settings of a search)."""
+        S, A, L, Ypm, prod = pb.S, pb.A, pb.L, pb.Ypm, pb.prod
+        n, k = Ypm.shape
+        D = S.shape[0]
+        self.n_features_in_ = D
         # the default c must fit W^T W = I_c on narrow data; an explicit one is refused
         c = self.n_latent if self.n_latent is not None else min(D, max(2, int(np.ceil(k / 2))))
         if c > D:
@@ -481,35 +714,11 @@ class GRROOR(SelectorMixin, BaseEstimator):
                              f"X has {D} feature(s); choose at most {D}")
         a, b_, eta, lam = float(self.alpha), float(self.beta), float(self.eta), \
             float(self.lam)
-
-        # one pass: n, means and the centred scatter X^T H X (D x D)
-        st = compute_stats(X, Y01, need_xtx=True, max_dense_features=self.max_features,
-                           client=self.client)
-        S = st.centred_xtx()
-        S = (S + S.T) / 2.0
-        n_passes = 1
-        A = squared_cosines(S)  # eq. 12-14 on the centred features
-        prod = _XProducts(X, st.mean_x, self.client)
-        Xg = X
-        if is_dask(X):  # the graph needs every row at once (eq. 9)
-            blocks = compute_one(dask.delayed(list)(list(X.to_delayed().ravel())),
-                                 client=self.client)
-            Xg = sp.vstack(blocks, format="csr") if sp.issparse(blocks[0]) else np.vstack(blocks)
-            n_passes += 1
-        L = heat_kernel_laplacian(Xg, self.n_neighbors, float(self.sigma2))
-        H = np.eye(n) - 1.0 / n
-        K = np.linalg.eigh(H + eta * L)  # fixed for all V steps (eq. 30)
-
-        # label relevance (eq. 10): Z cosine of label columns, R = 1 1^T - Z, PSD part
-        nrm = np.linalg.norm(Y01, axis=0)
-        outer = np.outer(nrm, nrm)
-        Z = np.divide(Y01.T @ Y01, outer, out=np.zeros((k, k)), where=outer > 0)
-        np.fill_diagonal(Z, 1.0)
-        rv, rU = np.linalg.eigh(1.0 - Z)
+        rv, rU = pb.R_eig
         self.label_relevance_eigenvalues_ = rv
-        floor = _R_FLOOR * max(float(rv.max()), 1e-12)
-        R = (rU * np.maximum(rv, floor)) @ rU.T
-        Ypm = 2.0 * Y01 - 1.0  # the paper's {-1, 1} coding
+        # R's PSD part with its eigenvalues raised to a floor (see Notes)
+        R = (rU * np.maximum(rv, _R_FLOOR * max(float(rv.max()), 1e-12))) @ rU.T
+        passes0 = prod.n_passes
 
         rng = np.random.default_rng(self.random_state)
         theta = np.full(D, 1.0 / D)
@@ -518,37 +727,27 @@ class GRROOR(SelectorMixin, BaseEstimator):
         V -= V.mean(axis=0)
         B = rng.standard_normal((c, k))
         XtV = prod.xt(V)
-        HV2 = float(np.sum((V - V.mean(axis=0)) ** 2))
-        hist = [self._objective(S, XtV, HV2, W, theta, V, B, Ypm, L, A, R)]
+        hist = [self._objective(S, XtV, W, theta, V, B, Ypm, L, A, R)]
         self.theta_steps_rejected_ = 0
         it, converged = 0, False
         for _ in range(self.max_iter):
             it += 1
             # W step (eq. 18): J = Θ X^T H X Θ, M = Θ X^T H V
-            J = theta[:, None] * S * theta[None, :]
-            M = theta[:, None] * XtV
-            W, _ = gpi_stiefel(J, M, W)
-            # θ step (eq. 21-28): Q = (X^T H X) o (W W^T) + λ A, s = 2 diag(X^T H V W^T)
+            W, _ = gpi_stiefel(theta[:, None] * S * theta[None, :], theta[:, None] * XtV, W)
+            # θ step (eq. 21-22): Q = (X^T H X) o (W W^T) + λ A, s = 2 diag(X^T H V W^T)
             Q = S * (W @ W.T) + lam * A
             Q = (Q + Q.T) / 2.0
             s = 2.0 * np.sum(XtV * W, axis=1)
-            mu0 = max(float(np.trace(Q)) / D, 1e-12)
-            cand, _ = alm_simplex_qp(Q, s, theta, mu0)
+            cand = simplex_qp(Q, s, theta)
             if cand @ Q @ cand - cand @ s <= theta @ Q @ theta - theta @ s:
                 theta = cand
-            else:
+            else:  # rounding in a nearly singular Q: keep the better θ (monotone history)
                 self.theta_steps_rejected_ += 1
-            # V step (eq. 30): (H + ηL) V + V (α B B^T) = H X Θ W + α Y B^T on the centred
-            # V (1^T V = 0, see Notes): the right-hand side's column means are removed, and
-            # K's null vector 1 then gets no component
-            P = prod.x(theta[:, None] * W) + a * Ypm @ B.T
-            V = sym_sylvester(K, a * (B @ B.T), P - P.mean(axis=0))
+            V = self._v_step(L, eta, a, B, prod.x(theta[:, None] * W) + a * Ypm @ B.T, V)
             # B step (eq. 32): (α V^T V) B + B (β R) = α V^T Y
-            Vv = np.linalg.eigh(a * (V.T @ V))
-            B = sym_sylvester(Vv, b_ * R, a * (V.T @ Ypm))
+            B = sym_sylvester(np.linalg.eigh(a * (V.T @ V)), b_ * R, a * (V.T @ Ypm))
             XtV = prod.xt(V)
-            HV2 = float(np.sum((V - V.mean(axis=0)) ** 2))
-            hist.append(self._objective(S, XtV, HV2, W, theta, V, B, Ypm, L, A, R))
+            hist.append(self._objective(S, XtV, W, theta, V, B, Ypm, L, A, R))
             if abs(hist[-2] - hist[-1]) <= self.tol * max(abs(hist[-1]), 1e-300):
                 converged = True
                 break
@@ -556,7 +755,7 @@ class GRROOR(SelectorMixin, BaseEstimator):
             rel = abs(hist[-2] - hist[-1]) / max(abs(hist[-1]), 1e-300)
             warnings.warn(f"GRROOR: stopped at max_iter = {self.max_iter} with the objective's "
                           f"relative change {rel:.2e} above tol = {self.tol:g}; raise max_iter "
-                          "(or tol) for a converged fit", ConvergenceWarning, stacklevel=2)
+                          "(or tol) for a converged fit", ConvergenceWarning, stacklevel=3)
         self.converged_ = converged
         self.scores_ = theta
         # θ is sparse (the simplex): features at 0 are ordered by their reduced cost,
@@ -566,8 +765,24 @@ class GRROOR(SelectorMixin, BaseEstimator):
         self.objective_history_ = hist
         self.W_, self.V_, self.B_ = W, V, B
         self.n_iter_ = it
-        self.n_passes_ = n_passes + prod.n_passes
+        self.n_passes_ = pb.n_passes + prod.n_passes - passes0
         return self
+
+    @staticmethod
+    def _v_step(L: sp.spmatrix, eta: float, a: float, B: np.ndarray, P: np.ndarray,
+                V: np.ndarray) -> np.ndarray:
+        """The V step (eq. 30), (H + ηL) V + V (α B B^T) = H X Θ W + α Y B^T, on the
+        centred V (1^T V = 0, see Notes).
+
+        On centred matrices H is the identity, so in the eigenbasis α B B^T = U diag(ν) U^T
+        the equation splits into the sparse systems ((1 + ν_j) I + η L) v_j = p_j, solved
+        by :func:`shifted_cg` from the previous V; the right-hand side's column means are
+        removed, and 1 (L 1 = 0) then gets no component.
+        """
+        nu, NU = np.linalg.eigh(a * (B @ B.T))
+        Vr, _ = shifted_cg(L, eta, np.maximum(nu, 0.0), (P - P.mean(axis=0)) @ NU, V @ NU)
+        V = Vr @ NU.T
+        return V - V.mean(axis=0)  # the preconditioner's rounding off 1^T V = 0
 
     # ------------------------------------------------------------------ selection
     def _get_support_mask(self) -> np.ndarray:
