@@ -26,6 +26,13 @@ Parts (``--parts``, comma list):
   seeding and by label strata (PCA, d = 100, in memory), after and before in turn.
 * ``reduced``: MLSI, MLDA and DMLDA (d = 10, defaults: the dual route's reduced form)
   on the same data in memory, after and before in turn.
+* ``all``: every registered method (``dmlfe.methods.registry.all_methods``, the kernel
+  methods included) with its defaults and ``n_components=10``, fit only, in memory, each
+  ``--repeat`` times in fresh processes (wall seconds and peak RSS of the fit), beside
+  scikit-learn's TruncatedSVD(100) on the same CSR; and every method's exactness at 2^11
+  features: its default-route eigenvalues (``max_dense_features=1000``, so the dual or
+  relation route as at 2^20) against ``scipy.linalg.eigh`` of the dense feature-route
+  template the same method builds there (captured from a ``route="feature"`` fit).
 * ``save``: a fitted MVMD (d = 100) saved and loaded as the fit keeps it (the used
   columns, model format 2) against the whole d x D array (format 1's layout; built
   first): seconds and file sizes, in fresh processes.
@@ -450,6 +457,71 @@ def part_reduced(args: argparse.Namespace) -> dict[str, Any]:
              for method in ("mlsi", "mlda", "dmlda") for version in versions]
     runs = _repeated(cases, args.repeat, versions, args.timeout)
     return {"repeat": args.repeat, "summary": _before_ratios(summary(runs)), "runs": runs}
+
+
+def part_all(args: argparse.Namespace) -> dict[str, Any]:
+    """Every registered method at 2^20 (d = 10, defaults, fit only) and TruncatedSVD(100)
+    in the same run, round by round; then every method's exactness at 2^11."""
+    from dmlfe.methods.registry import all_methods
+
+    store = str(r10_store(2**20))
+    cases: list[dict[str, Any]] = [{"kind": "sklearn", "store": store, "n_components": 100,
+                                    "f1": False}]
+    cases += [{"kind": "dmlfe", "store": store, "method": name, "n_components": 10,
+               "source": "memory", "f1": False} for name in sorted(all_methods())]
+    runs = _repeated(cases, args.repeat, {}, args.timeout)
+    rows = summary(runs)
+    return {"repeat": args.repeat, "summary": rows, "runs": runs,
+            "over_6_seconds": [r["method"] for r in rows
+                               if r["kind"] == "dmlfe" and r.get("median_seconds", 1e9) > 6],
+            "over_2_gib": [r["method"] for r in rows if r["kind"] == "dmlfe"
+                           and r.get("peak_rss_total_mib_max", 1e9) > 2048],
+            "exactness_2^11": exactness_all(str(r10_store(2**11)))}
+
+
+def exactness_all(store: str, d: int = 10) -> dict[str, Any]:
+    """Each method on its route at 2^11 (``max_dense_features=1000`` < D, so the dual
+    route; the graph and kernel methods, which refuse that, on the relation route with
+    p = n as at 2^20) against scipy.linalg.eigh of a dense template: the template that route
+    solved itself (relation route: p x p), or, on the dual route, which forms none, the
+    D x D template of the method's own feature-route fit."""
+    import scipy.linalg as sla
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_threshold import captured_fit  # the test's capture of the solved template
+
+    from dmlfe.methods.registry import all_methods
+
+    X, Y = _split(store, "train")
+
+    def reference(fit: Any, seen: list) -> np.ndarray:
+        template, stats = seen[0]
+        A = template.A if template.A is not None else template.operator_matrix(stats)
+        B = template.B
+        if B is not None and fit.regularization_:
+            B = B + fit.regularization_ * np.eye(B.shape[0])
+        return sla.eigh(A, B, eigvals_only=True)[::-1][:d]
+
+    out: dict[str, Any] = {}
+    for name in sorted(all_methods()):
+        try:
+            try:
+                fit, seen = captured_fit(name, X, Y, n_components=d, max_dense_features=1000)
+            except ValueError as exc:  # p = n prototypes, solved densely
+                if "max_dense_features" not in str(exc):
+                    raise
+                fit, seen = captured_fit(name, X, Y, n_components=d, route="relation")
+            if not seen:  # the dual route: the feature route's D x D template
+                seen = captured_fit(name, X, Y, n_components=d, route="feature")[1]
+            ref = reference(fit, seen)
+            out[name] = {"route": fit.route_, "solver": fit.solver_,
+                         "reference": "own template" if fit.route_ != "dual" else
+                         "feature-route template",
+                         "max_rel_eigenvalue_err": float(
+                             np.max(np.abs(fit.eigenvalues_[:d] - ref)) / abs(ref[0]))}
+        except Exception as exc:  # reported, not hidden: a method the check cannot run
+            out[name] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    return out
 
 
 def part_imdb(args: argparse.Namespace) -> dict[str, Any]:

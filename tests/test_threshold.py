@@ -36,8 +36,9 @@ def reference_d(A: np.ndarray, B: np.ndarray | None, t: float) -> tuple[int, np.
     return int(np.searchsorted(c, t * c[-1], side="left") + 1), w
 
 
-def captured_fit(name: str, X, Y, **kw):
-    """(estimator, [the templates it solved and their statistics])."""
+def captured_fit(name: str, X, Y, n_components: float | int = T, **kw):
+    """(estimator, [the templates it solved and their statistics]); also used by
+    benchmarks/scale.py's exactness check."""
     seen = []
     solve = run.solve
 
@@ -49,7 +50,7 @@ def captured_fit(name: str, X, Y, **kw):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a regularised B says so
-            est = make_estimator(name, n_components=T, **kw).fit(X, Y)
+            est = make_estimator(name, n_components=n_components, **kw).fit(X, Y)
     finally:
         run.solve = solve
     return est, seen

@@ -34,6 +34,7 @@ from dmlfe.compute import (
     to_float_block,
     tree_reduce,
 )
+from dmlfe.stats.outer import dense_crossprod
 
 
 @dataclass
@@ -122,7 +123,22 @@ def _dense(M: Any) -> np.ndarray:
 
 
 def _pair(xb: Any, xc: Any, parts: dict[str, sp.csr_matrix]) -> dict[str, np.ndarray]:
-    return {name: _dense(xb.T @ _dense_or_sparse(S @ xc)) for name, S in parts.items()}
+    out = {}
+    for name, S in parts.items():
+        w = _nonneg_diagonal(S) if xb is xc and isinstance(xb, np.ndarray) else None
+        # X^T diag(w) X of dense relation features (B = R^T D R of LPP, MESD, HSL...):
+        # one symmetric rank-k product of diag(sqrt w) X, half the flops of X^T (S X)
+        out[name] = _dense(xb.T @ _dense_or_sparse(S @ xc)) if w is None else \
+            dense_crossprod(np.sqrt(w)[:, None] * xb)
+    return out
+
+
+def _nonneg_diagonal(S: sp.csr_matrix) -> np.ndarray | None:
+    """S's diagonal when S is a diagonal matrix with no negative entry, else None."""
+    S = sp.coo_matrix(S)
+    if S.shape[0] != S.shape[1] or np.any(S.row != S.col) or np.any(S.data < 0):
+        return None
+    return np.asarray(S.diagonal(), dtype=np.float64)
 
 
 def _dense_or_sparse(M: Any) -> Any:
