@@ -279,3 +279,35 @@ def test_cholesky_reduce_is_the_standard_form_of_the_pencil(m):
     C2, _ = cholesky_reduce(A, B, L, overwrite_a=True)
     assert np.shares_memory(C2, A)
     np.testing.assert_array_equal(C2, C)
+
+
+def test_generalized_leading_pairs_by_the_operator(monkeypatch):
+    """A fixed d of a large generalised problem: block Krylov on L^-1 A L^-T applied by
+    triangular solves (no dsygst), against scipy.linalg.eigh of the pencil; B-orthonormal
+    components; a threshold still reduces the pencil (its denominator is tr(C))."""
+    import scipy.linalg as sla
+
+    import dmlfe.solvers.dense as dense
+    import dmlfe.solvers.partial as partial
+    from dmlfe.methods.template import TraceTemplate
+
+    monkeypatch.setattr(dense, "FULL_SPECTRUM_LIMIT", 50)
+    monkeypatch.setattr(partial, "KRYLOV_MIN_SIZE", 50)
+    m, k = 700, 6
+    rng = np.random.default_rng(3)
+    F = rng.standard_normal((m, 40)) * np.geomspace(10.0, 0.1, 40)
+    A = F @ F.T - 0.3 * np.eye(m)  # indefinite, a clear gap after the leading pairs
+    W = rng.standard_normal((m, 2 * m))
+    B = W @ W.T / m + 0.1 * np.eye(m)
+    t = TraceTemplate(method="test", params={}, centred=False, n_features=m, A=A, B=B)
+    reduced = []
+    monkeypatch.setattr(dense, "cholesky_reduce",
+                        lambda *a, **kw: reduced.append(1) or partial.cholesky_reduce(*a, **kw))
+    res = dense.solve_dense(t, k)
+    assert res.solver == "eigh-generalized-operator" and reduced == []
+    w_ref, V_ref = sla.eigh(A, B, subset_by_index=[m - k, m - 1])
+    np.testing.assert_allclose(res.eigenvalues[:k], w_ref[::-1], rtol=1e-8)
+    P = res.components
+    np.testing.assert_allclose(P.T @ B @ P, np.eye(k), atol=1e-8)
+    assert np.max(subspace_angles(P, V_ref)) < 1e-5
+    assert dense.solve_dense(t, 0.5).solver != "eigh-generalized-operator" and reduced

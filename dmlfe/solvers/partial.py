@@ -481,6 +481,14 @@ def _after_locked(locked: np.ndarray | None, V: np.ndarray) -> np.ndarray:
     return V if locked is None else np.hstack([locked, V])
 
 
+def krylov_pays(m: int, k: int) -> bool:
+    """Whether :func:`leading_eigh` takes block Krylov for k pairs of an m x m problem
+    (else LAPACK): m above KRYLOV_MIN_SIZE, k at most LAPACK_FRACTION of it, and a basis
+    within KRYLOV_BASIS_FRACTION of the space."""
+    return m > KRYLOV_MIN_SIZE and k <= LAPACK_FRACTION * m and \
+        (k + KRYLOV_OVERSAMPLING) * DENSE_KRYLOV_DEPTH <= KRYLOV_BASIS_FRACTION * m
+
+
 def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
                  tol: float = KRYLOV_TOL, complete: bool = True, dominant: int = 0,
                  dominant_start: np.ndarray | None = None
@@ -512,8 +520,7 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
     # both float32 branches below (m > FULL_SPECTRUM_LIMIT) deflate the dominant pairs
     locked, products64 = _dominant_block(A, k, dominant, tol, random_state, dominant_start) \
         if m > FULL_SPECTRUM_LIMIT else (None, 0)
-    if m <= KRYLOV_MIN_SIZE or k > LAPACK_FRACTION * m or \
-            (k + KRYLOV_OVERSAMPLING) * DENSE_KRYLOV_DEPTH > KRYLOV_BASIS_FRACTION * m:
+    if not krylov_pays(m, k):
         if m > FULL_SPECTRUM_LIMIT:
             checked = _float32_subset(A, k, tol, locked)
             if checked is not None:
