@@ -294,8 +294,8 @@ def test_grroor_search_staged_and_grid():
 
     X, Y = _small(n=70, D=12, k=4)
     r = grroor_search(X, Y, estimator=GRROOR(n_features_to_select=4, max_iter=20),
-                      max_sweeps=1, n_features=6)
-    assert r.n_fit + r.n_validation == 70 and r.n_validation == 21
+                      max_sweeps=1, n_features=6, cv=None)
+    assert r.n_fit + r.n_validation == 70 and r.n_validation == 21 and len(r.folds) == 1
     # one staged round: each parameter over its paper values, settings not repeated
     assert len(r.results) <= 1 + 3 * len(PAPER_VALUES) + len(paper_grid(4, 12)["n_latent"])
     keys = [tuple(sorted(x["params"].items())) for x in r.results]
@@ -312,3 +312,69 @@ def test_grroor_search_staged_and_grid():
     assert paper_grid(53, 1001)["n_latent"] == [2, 14, 27, 40, 53]
     with pytest.raises(ValueError, match="grid='full'"):
         grroor_search(X, Y, grid="full")
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_grroor_search_cv_folds_use_only_the_training_rows(monkeypatch):
+    """cv=3: every setting is fitted on two folds of the given (training) rows and scored
+    on the third; the validation parts partition those rows, and ACR is their mean."""
+    import dmlfe.selection.search as search
+
+    X, Y = _small(n=60, D=10, k=4)
+    seen = []
+    real_acr = search.acr
+
+    def spy(ranking, X_fit, Y_fit, X_val, Y_val, n_features):
+        seen.append((X_fit, X_val))
+        return real_acr(ranking, X_fit, Y_fit, X_val, Y_val, n_features)
+
+    monkeypatch.setattr(search, "acr", spy)
+    r = search.grroor_search(X, Y, estimator=GRROOR(n_features_to_select=4, max_iter=10),
+                             grid={"lam": [0.1, 10.0]}, n_features=4, cv=3)
+    assert len(r.folds) == 3 and len(seen) == 2 * 3
+    val = np.concatenate([v for _, v in r.folds])
+    assert np.array_equal(np.sort(val), np.arange(60))  # a partition of the rows given
+    for (f, v), (X_fit, X_val) in zip(r.folds * 2, seen, strict=True):
+        assert np.intersect1d(f, v).size == 0 and f.size + v.size == 60
+        assert np.array_equal(X_fit, X[f]) and np.array_equal(X_val, X[v])
+    for res in r.results:
+        assert len(res["acr_folds"]) == 3
+        assert res["acr"] == pytest.approx(np.mean(res["acr_folds"]), rel=1e-5)
+    assert r.best_params == min(r.results, key=lambda x: x["acr"])["params"]
+    for bad in (1, 0, 61, 2.5, True):
+        with pytest.raises(ValueError, match="cv="):
+            search.grroor_search(X, Y, grid={"lam": [1.0]}, cv=bad)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # max_iter 30
+def test_rank_unscored_orders_the_zero_scores():
+    """θ is sparse at small λ; the features at θ = 0 follow by the steepest slope any
+    feasible W row allows (a lower bound of the fitted W's gradient), or by that
+    gradient; θ and the fit are the same either way."""
+
+    X, Y = _small(n=80, D=30, k=4, seed=3)
+    kw = {"lam": 1e-3, "max_iter": 30, "n_features_to_select": 5}
+    s = GRROOR(**kw).fit(X, Y)
+    g = GRROOR(rank_unscored="gradient", **kw).fit(X, Y)
+    assert np.array_equal(s.scores_, g.scores_) and np.array_equal(s.W_, g.W_)
+    th = s.scores_
+    zero = th == 0
+    assert zero.sum() >= 10  # sparse θ
+    Xc = X - X.mean(axis=0)
+    r = Xc.T @ (Xc @ (th[:, None] * s.W_) - s.V_)
+    from dmlfe.evaluation.metrics import squared_cosines
+
+    A = squared_cosines(Xc.T @ Xc)
+    steep = 2 * s.lam * (A @ th) - 2 * np.linalg.norm(r, axis=1)
+    assert np.allclose(s.reduced_costs_, steep, atol=1e-8 * np.abs(steep).max())
+    # the slope at the fitted W (the θ problem's gradient at the last V) is never steeper
+    grad = 2 * np.sum(s.W_ * r, axis=1) + 2 * s.lam * (A @ th)
+    assert np.all(s.reduced_costs_ <= grad + 1e-9 * np.abs(grad).max())  # ||W_j|| <= 1
+    assert not np.allclose(s.reduced_costs_[zero], g.reduced_costs_[zero])
+    for est in (s, g):
+        k = int((~zero).sum())
+        assert np.array_equal(np.sort(est.ranking_[:k]), np.flatnonzero(~zero))
+        assert np.all(np.diff(th[est.ranking_[:k]]) <= 0)
+        assert np.all(np.diff(est.reduced_costs_[est.ranking_[k:]]) >= 0)
+    with pytest.raises(ValueError, match="rank_unscored"):
+        GRROOR(rank_unscored="theta").fit(X, Y)

@@ -41,7 +41,7 @@ from dmlfe.errors import InputError
 from dmlfe.evaluation._common import as_features, check_labels, dense_block, from_store
 from dmlfe.evaluation.metrics import squared_cosines
 from dmlfe.labels import class_indicators
-from dmlfe.params import Param, anything, interval, optional, validate
+from dmlfe.params import Param, anything, interval, one_of, optional, validate
 from dmlfe.stats.pass_ import compute_stats
 from dmlfe.validation import checked_matrix
 
@@ -71,6 +71,8 @@ PARAMS = (
     Param("max_iter", 50, _INT1, "int"),
     Param("tol", 1e-6, _NONNEG, "float"),
     Param("random_state", 0, interval(0, None, integer=True), "int"),
+    Param("rank_unscored", "steepest", one_of("steepest", "gradient"),
+          "'steepest' or 'gradient'"),
     Param("max_features", DEFAULT_MAX_FEATURES, _INT1, "int"),
     Param("max_samples", DEFAULT_MAX_SAMPLES, _INT1, "int"),
     Param("client", None, anything, "distributed.Client or None"),
@@ -493,6 +495,18 @@ class GRROOR(SelectorMixin, BaseEstimator):
         most ``tol`` (Algorithm 1's "until convergence").
     random_state : int, default 0
         Seed of the random initial W, V and B (Algorithm 1, line 1).
+    rank_unscored : {"steepest", "gradient"}, default "steepest"
+        The order of the features with θ = 0 after those with θ > 0 (the paper sorts by θ,
+        section 4.5, and θ on the simplex is sparse: with small λ only a handful of
+        features score). Both orders are reduced costs of the θ problem (eq. 21), the
+        feature nearest to entering the support first -- what the paper's ALM (eq. 23-28),
+        stopped short of the exact optimum, leaves in its small θ_j. "gradient": the θ
+        problem's gradient 2 Q θ - s at the fitted W (the earlier order); but W's rows off θ's
+        support do not enter the objective and stay at their random start, so this order
+        is largely random. "steepest": the same slope with W_j the most favourable row a
+        W with W^T W = I_c allows (||W_j|| <= 1), 2 λ (A θ)_j - 2 ||(X^T H (X Θ W - V))_j||:
+        a feature's correlation with the latent residual, less its redundancy with the
+        scoring features (``reduced_costs_``).
     max_features, max_samples : int, default 10,000 each
         Refuse (before reading the data) when D or n exceeds them; see Notes.
     client : distributed.Client, optional
@@ -504,7 +518,9 @@ class GRROOR(SelectorMixin, BaseEstimator):
         The feature scores θ (non-negative, summing to 1).
     ranking_ : ndarray (D,)
         Feature indices by decreasing score; θ is sparse, and features with θ = 0 follow
-        by increasing gradient of the last θ problem (eq. 21), then by index.
+        by increasing ``reduced_costs_`` (see ``rank_unscored``), then by index.
+    reduced_costs_ : ndarray (D,)
+        The key that orders the features with θ = 0 (``rank_unscored``).
     objective_history_ : list of float
         The objective eq. 17 after initialisation and after every outer iteration;
         it does not increase.
@@ -575,7 +591,7 @@ class GRROOR(SelectorMixin, BaseEstimator):
     def __init__(self, n_features_to_select: int = 50, alpha: float = 1.0, beta: float = 10.0,
                  eta: float = 10.0, lam: float = 100.0, n_latent: int | None = None,
                  n_neighbors: int = 5, sigma2: float = 1.0, max_iter: int = 50,
-                 tol: float = 1e-6, random_state: int = 0,
+                 tol: float = 1e-6, random_state: int = 0, rank_unscored: str = "steepest",
                  max_features: int = DEFAULT_MAX_FEATURES,
                  max_samples: int = DEFAULT_MAX_SAMPLES, client: Any = None):
         self.n_features_to_select = n_features_to_select
@@ -589,6 +605,7 @@ class GRROOR(SelectorMixin, BaseEstimator):
         self.max_iter = max_iter
         self.tol = tol
         self.random_state = random_state
+        self.rank_unscored = rank_unscored
         self.max_features = max_features
         self.max_samples = max_samples
         self.client = client
@@ -758,15 +775,36 @@ class GRROOR(SelectorMixin, BaseEstimator):
                           "(or tol) for a converged fit", ConvergenceWarning, stacklevel=3)
         self.converged_ = converged
         self.scores_ = theta
-        # θ is sparse (the simplex): features at 0 are ordered by their reduced cost,
-        # the θ-problem's gradient 2 Q θ - s (eq. 21) -- the nearest to entering first
-        grad = 2.0 * Q @ theta - s if it else np.zeros(D)
-        self.ranking_ = np.lexsort((np.arange(D), grad, -theta))
+        # θ is sparse (the simplex): features at 0 are ordered by their reduced cost (see
+        # ``rank_unscored``), the nearest to entering first
+        if self.rank_unscored == "gradient":
+            cost = 2.0 * Q @ theta - s if it else np.zeros(D)
+        else:
+            cost = self._steepest_entry(S, A, theta, W, XtV, lam)
+        self.reduced_costs_ = cost
+        self.ranking_ = np.lexsort((np.arange(D), cost, -theta))
         self.objective_history_ = hist
         self.W_, self.V_, self.B_ = W, V, B
         self.n_iter_ = it
         self.n_passes_ = pb.n_passes + prod.n_passes - passes0
         return self
+
+    @staticmethod
+    def _steepest_entry(S: np.ndarray, A: np.ndarray, theta: np.ndarray, W: np.ndarray,
+                        XtV: np.ndarray, lam: float) -> np.ndarray:
+        """The steepest slope of eq. 17 along each θ_j that a feasible W allows:
+        2 λ (A θ)_j - 2 ||r_j||, r = X^T H (X Θ W - V) (D x c).
+
+        ∂J/∂θ_j = 2 W_j^T r_j + 2 λ (A θ)_j (the θ problem's gradient 2 Q θ - s, eq. 21);
+        a row of W (W^T W = I_c) has norm at most 1, and W_j = r_j / ||r_j|| attains the
+        minimum. Off θ's support W_j does not enter the objective, so the fitted W_j there
+        is its random start mixed by the W steps; this bound replaces it by the most
+        favourable direction: features whose column best explains the latent residual
+        V - H X Θ W, less their redundancy with the selected ones, come first.
+        """
+        F = np.flatnonzero(theta)
+        r = S[:, F] @ (theta[F, None] * W[F]) - XtV
+        return 2.0 * lam * (A[:, F] @ theta[F]) - 2.0 * np.linalg.norm(r, axis=1)
 
     @staticmethod
     def _v_step(L: sp.spmatrix, eta: float, a: float, B: np.ndarray, P: np.ndarray,
