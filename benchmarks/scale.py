@@ -500,7 +500,8 @@ def exactness_all(store: str, d: int = 10) -> dict[str, Any]:
         B = template.B
         if B is not None and fit.regularization_:
             B = B + fit.regularization_ * np.eye(B.shape[0])
-        return sla.eigh(A, B, eigvals_only=True)[::-1][:d]
+        m = A.shape[0]
+        return sla.eigh(A, B, eigvals_only=True, subset_by_index=[m - d, m - 1])[::-1]
 
     out: dict[str, Any] = {}
     for name in sorted(all_methods()):

@@ -34,6 +34,7 @@ from dmlfe.solvers.dimension import (
 )
 from dmlfe.solvers.partial import (
     FULL_SPECTRUM_LIMIT,
+    KRYLOV_OVERSAMPLING,
     KRYLOV_TOL,
     block_krylov_eigh,
     cholesky_reduce,
@@ -297,8 +298,9 @@ def _leading(template: TraceTemplate, n_components: int | float, k: int, random_
             F, lambda R: sla.cho_solve((L, True), R, check_finite=False))
         return w, V, reg, "lowrank-generalized", float(w.sum())
     if not threshold and krylov_pays(A.shape[0], k):
-        w, V = _generalized_operator(A, L, k, random_state, method)
-        return w, V, reg, "eigh-generalized-operator", None
+        pairs = _generalized_operator(A, L, k, random_state)
+        if pairs is not None:
+            return pairs[0], pairs[1], reg, "eigh-generalized-operator", None
     C, L = cholesky_reduce(A, Breg, L)  # a copy of A (its upper triangle is read)
     if threshold and not _known_psd(template) and not is_psd(C):
         w, U = _descending(*sla.eigh(C, overwrite_a=True, check_finite=False))
@@ -311,25 +313,33 @@ def _leading(template: TraceTemplate, n_components: int | float, k: int, random_
     return w, flip_signs(V), reg, "eigh-generalized-partial", total
 
 
-def _generalized_operator(A: np.ndarray, L: np.ndarray, k: int, random_state: int,
-                          method: str) -> tuple[np.ndarray, np.ndarray]:
+#: Most single-vector products the operator form of :func:`_generalized_operator` may
+#: take, as a fraction of m: each costs three m^2 passes (two triangular solves and a
+#: product), against LAPACK's m^3 reduction and products with the reduced matrix in
+#: float32 (R10's reduced MLSI problem, m = 6,490, d = 10, converged in 286; DMLDA's
+#: did not, and the reduction was the faster there).
+OPERATOR_BUDGET = 1 / 8
+
+
+def _generalized_operator(A: np.ndarray, L: np.ndarray, k: int, random_state: int
+                          ) -> tuple[np.ndarray, np.ndarray] | None:
     """k leading pairs of A p = lambda B p (B = L L^T) by block Krylov on the operator
     C = L^{-1} A L^{-T}, applied by two triangular solves and a product with A: C itself
-    (LAPACK's ``dsygst``, m^3 flops and an m x m copy) is never formed, where a few
-    hundred products of a narrow block cost a fraction of that. p = L^{-T} u."""
+    (LAPACK's ``dsygst``, m^3 flops and an m x m copy) is never formed. p = L^{-T} u.
+    None when the pairs have not converged within OPERATOR_BUDGET x m products (the
+    caller reduces the pencil instead)."""
     m = A.shape[0]
 
     def apply(U: np.ndarray) -> np.ndarray:
         W = sla.solve_triangular(L, U, lower=True, trans="T", check_finite=False)
         return sla.solve_triangular(L, A @ W, lower=True, check_finite=False)
 
-    w, U, info = block_krylov_eigh(apply, m, k, tol=KRYLOV_TOL, random_state=random_state)
+    depth, block = 6, k + KRYLOV_OVERSAMPLING
+    restarts = max(1, int(OPERATOR_BUDGET * m) // (block * depth))
+    w, U, info = block_krylov_eigh(apply, m, k, block=block, depth=depth, tol=KRYLOV_TOL,
+                                   max_restarts=restarts, random_state=random_state)
     if not info["converged"]:
-        warnings.warn(
-            f"{method}: the block Krylov eigensolver stopped after {info['restarts']} "
-            f"restarts with a relative residual of {info['max_residual']:.1e}, above "
-            f"tol = {KRYLOV_TOL:g}: the {k} leading eigenpairs of this {m} x {m} problem are "
-            "approximate (ask for fewer components)", RuntimeWarning, stacklevel=4)
+        return None
     V = sla.solve_triangular(L, U, lower=True, trans="T", check_finite=False)
     return w, flip_signs(V)
 
