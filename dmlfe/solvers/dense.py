@@ -318,7 +318,7 @@ def _leading(template: TraceTemplate, n_components: int | float, k: int, random_
 #: product), against LAPACK's m^3 reduction and products with the reduced matrix in
 #: float32 (R10's reduced MLSI problem, m = 6,490, d = 10, converged in 286; DMLDA's
 #: did not, and the reduction was the faster there).
-OPERATOR_BUDGET = 1 / 8
+OPERATOR_BUDGET = 1 / 16
 
 
 def _generalized_operator(A: np.ndarray, L: np.ndarray, k: int, random_state: int
