@@ -38,7 +38,6 @@ from dmlfe.solvers.partial import (
     KRYLOV_TOL,
     block_krylov_eigh,
     cholesky_reduce,
-    is_psd,
     krylov_pays,
     leading_pairs,
     lowrank_generalized,
@@ -212,9 +211,23 @@ def _shifted(B: np.ndarray, shift: float) -> np.ndarray:
     return S
 
 
-def _cholesky_or_none(B: np.ndarray) -> np.ndarray | None:
+def is_psd(C: np.ndarray, rtol: float = ROUNDOFF_RTOL) -> bool:
+    """Whether the symmetric C has no eigenvalue below -``rtol`` ||C||_F, round-off aside.
+
+    A Cholesky factorisation of C + rtol ||C||_F I succeeds exactly then (up to the
+    factorisation's own round-off, far below that shift): a third of the flops of a
+    tridiagonal reduction, and no spectrum. A threshold's denominator is the trace of a
+    positive semi-definite C, and the sum of the positive eigenvalues otherwise.
+    """
+    shifted = _shifted(C, rtol * float(np.linalg.norm(C)))
+    return _cholesky_or_none(shifted, overwrite=True) is not None
+
+
+def _cholesky_or_none(B: np.ndarray, overwrite: bool = False) -> np.ndarray | None:
+    """B's lower Cholesky factor, None when B is not (numerically) positive definite;
+    ``overwrite``: B is scratch the factorisation may use."""
     try:
-        L = sla.cholesky(B, lower=True, check_finite=False)
+        L = sla.cholesky(B, lower=True, overwrite_a=overwrite, check_finite=False)
     except np.linalg.LinAlgError:
         return None
     return L if np.all(np.isfinite(np.diag(L))) else None
@@ -316,9 +329,13 @@ def _leading(template: TraceTemplate, n_components: int | float, k: int, random_
 #: Most single-vector products the operator form of :func:`_generalized_operator` may
 #: take, as a fraction of m: each costs three m^2 passes (two triangular solves and a
 #: product), against LAPACK's m^3 reduction and products with the reduced matrix in
-#: float32 (R10's reduced MLSI problem, m = 6,490, d = 10, converged in 286; DMLDA's
-#: did not, and the reduction was the faster there).
+#: float32. A pencil whose pairs converge slowly (R10's reduced DMLDA problem) is
+#: reduced after all, and the budget bounds what the attempt wasted
+#: (``benchmarks/scale.py --parts all``).
 OPERATOR_BUDGET = 1 / 16
+#: Blocks per Krylov space of the operator form (its products cost three passes each,
+#: so shallow spaces and restarts from the best Ritz block).
+OPERATOR_DEPTH = 6
 
 
 def _generalized_operator(A: np.ndarray, L: np.ndarray, k: int, random_state: int
@@ -334,9 +351,10 @@ def _generalized_operator(A: np.ndarray, L: np.ndarray, k: int, random_state: in
         W = sla.solve_triangular(L, U, lower=True, trans="T", check_finite=False)
         return sla.solve_triangular(L, A @ W, lower=True, check_finite=False)
 
-    depth, block = 6, k + KRYLOV_OVERSAMPLING
-    restarts = max(1, int(OPERATOR_BUDGET * m) // (block * depth))
-    w, U, info = block_krylov_eigh(apply, m, k, block=block, depth=depth, tol=KRYLOV_TOL,
+    block = k + KRYLOV_OVERSAMPLING
+    restarts = max(1, int(OPERATOR_BUDGET * m) // (block * OPERATOR_DEPTH))
+    w, U, info = block_krylov_eigh(apply, m, k, block=block, depth=OPERATOR_DEPTH,
+                                   tol=KRYLOV_TOL,
                                    max_restarts=restarts, random_state=random_state)
     if not info["converged"]:
         return None

@@ -34,7 +34,7 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.linalg import blas
 
-from dmlfe.solvers.dimension import ROUNDOFF_RTOL, threshold_rounds
+from dmlfe.solvers.dimension import threshold_rounds
 from dmlfe.solvers.result import flip_signs
 from dmlfe.stats.outer import mirror_upper
 
@@ -581,24 +581,6 @@ def leading_eigh_threshold(A: np.ndarray, t: float, total: float, max_k: int,
     (w, V, info), rounds = threshold_rounds(solve, t, max_k)
     info["rounds"] = rounds
     return w, V, info
-
-
-def is_psd(C: np.ndarray, rtol: float = ROUNDOFF_RTOL) -> bool:
-    """Whether the symmetric C has no eigenvalue below -``rtol`` ||C||_F, round-off aside.
-
-    A Cholesky factorisation of C + rtol ||C||_F I succeeds exactly then (up to the
-    factorisation's own round-off, far below that shift): a third of the flops of a
-    tridiagonal reduction, and no spectrum. A threshold's denominator is the trace of a
-    positive semi-definite C, and the sum of the positive eigenvalues otherwise.
-    """
-    shift = rtol * float(np.linalg.norm(C))
-    S = np.array(C, dtype=np.float64, order="F")
-    S[np.diag_indices_from(S)] += shift
-    try:
-        sla.cholesky(S, lower=True, overwrite_a=True, check_finite=False)
-    except np.linalg.LinAlgError:
-        return False
-    return True
 
 
 def leading_pairs(A: np.ndarray, n_components: int | float, k: int, total: float,
