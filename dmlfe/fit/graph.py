@@ -14,12 +14,14 @@ from typing import Any
 
 import numpy as np
 
+from dmlfe.compute import is_dask
 from dmlfe.graph.knn import knn_graph, load_or_compute_graph
 from dmlfe.graph.methods import GraphSource
 from dmlfe.graph.products import graph_products
 from dmlfe.labels import dense_labels
 from dmlfe.methods.template import TraceTemplate, symmetrize
 from dmlfe.relation import RelationMap, ship
+from dmlfe.solvers.partial import FULL_SPECTRUM_LIMIT
 from dmlfe.stats.sufficient import SufficientStats
 from dmlfe.store import Store
 
@@ -61,15 +63,21 @@ def graph_fit(spec: Any, params: dict[str, Any], X: Any, Y: Any, store: Store | 
     if params.get("unlabelled_split") is not None:  # SSMOPE: unlabelled by split
         inputs["doc_splits"] = _doc_splits(store)
     ops = spec.build(Y, source, **inputs, **params)
+    # in memory, a relation route above the full-spectrum size keeps R^T A R as an
+    # operator: R is held anyway, and the leading pairs need only its products
+    implicit = frozenset({"A"}) if rmap is not None and not is_dask(X) and \
+        rmap.n_prototypes > FULL_SPECTRUM_LIMIT else frozenset()
     out = graph_products(X, {"A": ops["A"], "B": ops["B"]},
                          block_fn=None if rmap is None else ship(rmap, X),
-                         client=client, progress=progress, extra_factors={"y": Y})
+                         client=client, progress=progress, extra_factors={"y": Y},
+                         implicit=implicit)
     D = int(out["sum_x"].shape[0])
     B = None
     if ops["B"] is not None:
         B = symmetrize(out["B"]) + float(ops["reg"]) * np.eye(D)
     template = TraceTemplate(method=spec.name, params=dict(params), centred=False,
-                             n_features=D, A=symmetrize(out["A"]), B=B)
+                             n_features=D,
+                             A=out["A"] if "A" in implicit else symmetrize(out["A"]), B=B)
     stats = SufficientStats(n=out["n"], sum_x=out["sum_x"], sum_y=Y.sum(axis=0),
                             xty=out["xt:y"], yty=Y.T @ Y)
     searched = 0 if source.searched is None else source.searched.n_passes

@@ -59,7 +59,15 @@ import scipy.sparse as sp
 from dask import delayed
 
 from dmlfe._version import __version__
-from dmlfe.compute import compute_one, is_dask, row_block_list, to_float_block, tree_reduce
+from dmlfe.compute import (
+    compute_one,
+    driver_threads,
+    in_threads,
+    is_dask,
+    row_block_list,
+    to_float_block,
+    tree_reduce,
+)
 from dmlfe.errors import InputError, MissingExtraError
 from dmlfe.relation.kernels import DEFAULT_EQ9_TAU, row_sq_norms, sq_distances
 from dmlfe.relation.prototypes import gather_rows
@@ -217,8 +225,11 @@ def _pair_candidates(xb: Any, xc: Any, rows_b: np.ndarray, start_c: int,
     nb_sq, nc_sq = row_sq_norms(xb), row_sq_norms(xc)
     xct = sp.csr_matrix(xc.T)
     cols = start_c + np.arange(xc.shape[0], dtype=np.int64)
-    outs_d, outs_i = [], []
-    for s in range(0, xb.shape[0], SLICE_ROWS):
+    starts = list(range(0, xb.shape[0], SLICE_ROWS))
+    outs: list[tuple[np.ndarray, np.ndarray]] = [None] * len(starts)  # type: ignore[list-item]
+
+    def slice_best(j: int) -> None:
+        s = starts[j]
         piece = xb[s:s + SLICE_ROWS]
         # scipy's product, not stats.outer.dense_outer: each entry is summed in column
         # order whatever the blocks, so the graph is identical across chunkings (BLAS
@@ -229,10 +240,12 @@ def _pair_candidates(xb: Any, xc: Any, rows_b: np.ndarray, start_c: int,
         own = rows_b[s:s + SLICE_ROWS] - start_c
         inside = (own >= 0) & (own < xc.shape[0])
         d2[r[inside], own[inside]] = np.inf  # a document is not its own neighbour
-        d, i = _best(d2, cols, k)
-        outs_d.append(d)
-        outs_i.append(i)
-    return np.vstack(outs_d), np.vstack(outs_i)
+        outs[j] = _best(d2, cols, k)
+
+    # slices are independent and scipy's product releases the GIL: the driver's CPUs
+    # share them (one thread inside a dask task, where the workers are the parallelism)
+    in_threads(slice_best, range(len(starts)), threads=driver_threads())
+    return np.vstack([o[0] for o in outs]), np.vstack([o[1] for o in outs])
 
 
 def _merge(*parts: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -15,6 +15,11 @@ ever formed. One pass over the row blocks of X computes
 reduced on the workers in a tree (:func:`dmlfe.compute.tree_reduce`). On the relation
 route each block is first mapped to its relation features R_b (``block_fn``), so the
 same pass gives R^T A R (p x p). Sums are float64.
+
+In memory, an operator named in ``implicit`` comes back as a :class:`ProjectedOperator`
+instead: R (or X) is held anyway, and R^T A R applied to a block of k vectors costs
+two n x p products and one with the sparse part, where forming it costs 2 n p^2 flops
+(p = n = 6,490 on R10's relation route: most of a graph method's fit).
 """
 
 from __future__ import annotations
@@ -112,6 +117,58 @@ def lowrank(U: np.ndarray, V: np.ndarray | None = None, coef: float = 1.0) -> Pa
     return PairOperator(None, [(float(coef), U, V)])
 
 
+class ProjectedOperator:
+    """R^T A R (p x p, symmetric) applied on demand: A = S + sum_k coef_k U_k V_k^T as in
+    :class:`PairOperator`, with R (n x p) and the products R^T U_k, R^T V_k at hand.
+
+    Symmetrised as the dense form is (0.5 (M + M^T)): S by 0.5 (S + S^T) once, each
+    low-rank term by its two orders. ``A @ V`` (p x b) returns float64 (p x b);
+    :meth:`toarray` (or ``np.asarray``) forms the dense matrix for the solvers that need
+    every entry (a threshold over an indefinite A, small problems).
+    """
+
+    def __init__(self, R: np.ndarray, sparse: sp.csr_matrix | None,
+                 lowrank: list[tuple[float, np.ndarray, np.ndarray]]) -> None:
+        self.R = R
+        self.sparse = None if sparse is None or sparse.nnz == 0 else \
+            sp.csr_matrix(0.5 * (sparse + sparse.T))
+        self.lowrank = lowrank
+        p = int(R.shape[1])
+        self.shape = (p, p)
+        self.dtype = np.dtype(np.float64)
+
+    def __matmul__(self, V: np.ndarray) -> np.ndarray:
+        V = np.asarray(V, dtype=np.float64)
+        out = np.zeros((self.shape[0],) + V.shape[1:])
+        if self.sparse is not None:
+            out += self.R.T @ (self.sparse @ (self.R @ V))
+        for coef, a, b in self.lowrank:
+            out += (0.5 * coef) * (a @ (b.T @ V) + b @ (a.T @ V))
+        return out
+
+    def trace(self) -> float:
+        """tr(R^T S R) + sum_k coef_k tr((R^T V_k)^T R^T U_k), without the p x p matrix."""
+        total = sum(coef * float(np.einsum("ij,ij->", a, b)) for coef, a, b in self.lowrank)
+        if self.sparse is not None:
+            step = 1024
+            for s in range(0, self.R.shape[0], step):
+                total += float(np.einsum("ij,ij->", self.sparse[s:s + step] @ self.R,
+                                         self.R[s:s + step]))
+        return total
+
+    def toarray(self) -> np.ndarray:
+        M = np.zeros(self.shape)
+        if self.sparse is not None:
+            M += _dense(self.R.T @ _dense_or_sparse(self.sparse @ self.R))
+        for coef, a, b in self.lowrank:
+            M += coef * (a @ b.T)
+        return 0.5 * (M + M.T)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        M = self.toarray()
+        return M if dtype is None else M.astype(dtype)
+
+
 # --------------------------------------------------------------------------- the pass
 def _mapped(xb: Any, block_fn: BlockFn | None) -> Any:
     xb = to_float_block(xb)
@@ -162,8 +219,12 @@ def _add(*parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 def graph_products(X: Any, operators: dict[str, PairOperator | None], *,
                    block_fn: BlockFn | None = None, client: Any = None,
                    progress: bool = False,
-                   extra_factors: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+                   extra_factors: dict[str, np.ndarray] | None = None,
+                   implicit: frozenset[str] = frozenset()) -> dict[str, Any]:
     """X^T A X for every named operator, in one pass over X (module docstring).
+
+    ``implicit``: names of operators returned as a :class:`ProjectedOperator` when X is
+    in memory (a dask X gives dense products whatever it says).
 
     Returns
     -------
@@ -194,11 +255,20 @@ def graph_products(X: Any, operators: dict[str, PairOperator | None], *,
     if not is_dask(X):
         # in memory X is one block: the block functions run here, without a dask graph
         xb = _mapped(X, block_fn)
-        parts = {k: S for k, S in _sparse_parts(ops).items() if S.nnz}
+        sparse = _sparse_parts(ops)
+        parts = {k: S for k, S in sparse.items() if S.nnz and k not in implicit}
         total = _own(xb, F)
         if parts:
             total = _add(total, _pair(xb, xb, parts))
-        return _assemble(total, ops, slots, extra)
+        out = _assemble(total, {k: v for k, v in ops.items() if k not in implicit}, slots,
+                        extra)
+        xtf = total["xtf"]
+        for k in implicit & ops.keys():
+            terms = [(coef, xtf[:, slice(*slots[id(U)])], xtf[:, slice(*slots[id(V)])])
+                     for coef, U, V in ops[k].lowrank]
+            out[k] = ProjectedOperator(np.asarray(xb) if not sp.issparse(xb) else xb,
+                                       sparse.get(k), terms)
+        return out
     raw, starts = row_block_list(X)
     blocks = [delayed(_mapped, pure=True)(xb, block_fn) for xb in raw]
     sparse = _sparse_parts(ops)

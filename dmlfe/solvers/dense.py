@@ -292,6 +292,19 @@ def _leading(template: TraceTemplate, n_components: int | float, k: int, random_
     """
     A, B, method = template.A, template.B, template.method
     threshold = not isinstance(n_components, int)
+    if is_operator(A) and (threshold or not krylov_pays(A.shape[0], k)):
+        A = np.asarray(A)  # every entry is needed: LAPACK, or a threshold's float32 rounds
+    if B is None and is_operator(A):
+        # a negative trace: the leading pairs may be the zero end of -M (M PSD), which
+        # the products alone do not resolve; they are found below from A's entries
+        pairs = _operator_leading(A, k, random_state) if A.trace() > 0 else None
+        if pairs is not None and not _interior(pairs[0], k):
+            return pairs[0], pairs[1], 0.0, "eigh-operator", None
+        A = np.asarray(A)
+    if B is None and not threshold and np.trace(A) < 0:
+        pairs = _shift_invert_leading(A, k, random_state)
+        if pairs is not None:
+            return pairs[0], pairs[1], 0.0, "eigh-shift-invert", None
     if B is None:
         # A = a S + F F^T (MVMD): the label part F may lift q eigenvalues far above the rest
         if threshold and not _known_psd(template) and not is_psd(A):
@@ -301,6 +314,10 @@ def _leading(template: TraceTemplate, n_components: int | float, k: int, random_
         total = float(np.trace(A))
         w, V, _ = leading_pairs(A, n_components, k, total, random_state=random_state,
                                 dominant=dominant, dominant_start=template.lowrank)
+        if not threshold and _interior(w, k):
+            w, V = _descending(*sla.eigh(A, subset_by_index=[A.shape[0] - k, A.shape[0] - 1],
+                                         check_finite=False))
+            return w, flip_signs(V), 0.0, "eigh-subset", None
         return w, flip_signs(V), 0.0, "eigh-partial", total
     Breg, reg, L = constraint_factor(B, what=f"B of {method}")
     F = template.lowrank
@@ -314,7 +331,7 @@ def _leading(template: TraceTemplate, n_components: int | float, k: int, random_
         pairs = _generalized_operator(A, L, k, random_state)
         if pairs is not None:
             return pairs[0], pairs[1], reg, "eigh-generalized-operator", None
-    C, L = cholesky_reduce(A, Breg, L)  # a copy of A (its upper triangle is read)
+    C, L = cholesky_reduce(np.asarray(A), Breg, L)  # a copy of A (its upper triangle is read)
     if threshold and not _known_psd(template) and not is_psd(C):
         w, U = _descending(*sla.eigh(C, overwrite_a=True, check_finite=False))
         d = choose_dimension(w, n_components)  # only the kept vectors are mapped back
@@ -362,6 +379,62 @@ def _generalized_operator(A: np.ndarray, L: np.ndarray, k: int, random_state: in
     return w, flip_signs(V)
 
 
+def is_operator(A: object) -> bool:
+    """Whether the template's A is an operator (``A @ V``, ``shape``, ``np.asarray(A)``
+    forms it) rather than an ndarray: R^T A R of a graph method kept unformed
+    (:class:`dmlfe.graph.products.ProjectedOperator`)."""
+    return A is not None and not isinstance(A, np.ndarray)
+
+
+def _operator_leading(A: object, k: int, random_state: int
+                      ) -> tuple[np.ndarray, np.ndarray] | None:
+    """k leading pairs of a symmetric operator A by float64 block Krylov on its products
+    (a dense A's float32 exploration needs its entries), signs fixed; None when they have
+    not converged within OPERATOR_BUDGET x m products -- leading eigenvalues clustered
+    against the spread of the rest, as OLPP's -R^T L R has them at zero -- and the
+    caller forms A instead."""
+    m = A.shape[0]
+    block = k + KRYLOV_OVERSAMPLING
+    restarts = max(1, int(OPERATOR_BUDGET * m) // (block * OPERATOR_DEPTH))
+    w, V, info = block_krylov_eigh(lambda X: A @ X, m, k, block=block, depth=OPERATOR_DEPTH,
+                                   tol=KRYLOV_TOL, max_restarts=restarts,
+                                   random_state=random_state)
+    return (w, flip_signs(V)) if info["converged"] else None
+
+
+def _shift_invert_leading(A: np.ndarray, k: int, random_state: int
+                          ) -> tuple[np.ndarray, np.ndarray] | None:
+    """k leading pairs of an A = -M with M positive semi-definite (OLPP's -X^T L X, whose
+    leading eigenvalues are M's smallest, clustered at zero against M's spread: Krylov
+    on A itself does not converge). Block Krylov on (M + s I)^{-1}, s = ROUNDOFF_RTOL
+    ||M||_F, applied by triangular solves with one Cholesky factor; a Rayleigh-Ritz step
+    on A gives the eigenvalues. None when M + s I has no Cholesky factor (A has an
+    eigenvalue above round-off: not this case)."""
+    m = A.shape[0]
+    C = np.negative(A)
+    C[np.diag_indices_from(C)] += ROUNDOFF_RTOL * float(np.linalg.norm(A))
+    L = _cholesky_or_none(C, overwrite=True)
+    if L is None:
+        return None
+    factor = (L, True)
+    _, U, info = block_krylov_eigh(lambda V: sla.cho_solve(factor, V, check_finite=False),
+                                   m, k, depth=OPERATOR_DEPTH, tol=KRYLOV_TOL,
+                                   random_state=random_state)
+    if not info["converged"]:
+        return None
+    H = U.T @ (A @ U)
+    w, Q = _descending(*np.linalg.eigh(0.5 * (H + H.T)))
+    return w, flip_signs(U @ Q)
+
+
+def _interior(w: np.ndarray, k: int) -> bool:
+    """Whether Krylov pairs reach a non-positive eigenvalue: an indefinite A's wanted
+    pairs then lie inside its spectrum (SSMOPE's -L part below its labelled pairs),
+    where a small residual does not show that a pair between them was missed; LAPACK
+    solves those."""
+    return w.size >= k and w[k - 1] <= 0.0
+
+
 def _known_psd(template: TraceTemplate) -> bool:
     """A = c Xs^T Xs + F F^T with c >= 0 is positive semi-definite by construction."""
     return bool(template.operator_form and template.xx_coef >= 0.0)
@@ -406,10 +479,11 @@ def solve_dense(
             raise ValueError(f"n_components={k} must lie between 1 and the problem size {m}")
         w, V, reg, solver, total = _leading(template, nc, k, random_state)
     elif template.B is None:
-        w, V = eigh(template.A)
+        w, V = eigh(np.asarray(template.A))
         solver = "eigh"
     else:
-        w, V, reg = eigh_generalized(template.A, template.B, what=f"B of {template.method}")
+        w, V, reg = eigh_generalized(np.asarray(template.A), template.B,
+                                     what=f"B of {template.method}")
         solver = "eigh_generalized"
     k = n_genuine(w, ROUNDOFF_RTOL)
     d = choose_dimension(w, nc, total=total, cap_note=cap_note)
