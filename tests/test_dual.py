@@ -110,6 +110,31 @@ def test_dual_mvmd_deflates_its_label_directions_and_stays_exact(monkeypatch):
     assert _principal_cosines(ref.components_, dual.components_).min() > 1 - 1e-9
 
 
+@pytest.mark.parametrize(("params", "d"), [
+    ({}, 6),
+    # beta = 1: M = Yc Yc^T + gamma_xy I lifts q = 4 pairs; the rest cluster, so d <= q
+    ({"beta": 1.0, "gamma_x": 0.3}, 3),
+    ({"beta": 0.2, "gamma_x": 2.0, "gamma_xy": 0.01}, 6)])
+def test_dual_mlsi_inverse_constraint_form_is_exact(params, d, monkeypatch):
+    # above FULL_SPECTRUM_LIMIT documents with block Krylov: MLSI's B = Xc^T M^{-1} Xc +
+    # gamma_x I solved as the n x n operator a Gc T^{-1} M (form 3), duplicated documents
+    # included (a singular Gram), against the dense feature route
+    monkeypatch.setattr(partial, "KRYLOV_MIN_SIZE", 0)
+    monkeypatch.setattr(dense, "OPERATOR_BUDGET", 1.0)
+    from dmlfe.solvers import dual as dual_mod
+
+    monkeypatch.setattr(dual_mod, "OPERATOR_BUDGET", 1.0)
+    X, Y = _data(FULL_SPECTRUM_LIMIT + 100, 1_300, q=4, seed=7, duplicates=20)
+    dual = _fit("mlsi", params, d, X, Y, "dual")
+    assert dual.solver_ == "dual-inverse"
+    ref = _fit("mlsi", params, d, X, Y, "feature", solver="dense")
+    np.testing.assert_allclose(dual.eigenvalues_[:d], ref.eigenvalues_[:d], rtol=1e-9)
+    assert _principal_cosines(ref.components_, dual.components_).min() > 1 - 1e-9
+    Z, Zr = dual.transform(X[:40]), ref.transform(X[:40])
+    # Krylov vectors: relative residuals below KRYLOV_TOL, not LAPACK's round-off
+    np.testing.assert_allclose(Z, Zr, atol=1e-4 * abs(Zr).max())
+
+
 def test_dual_threshold_matches_dense():
     X, Y = _data(50, 120)
     ref = _fit("pca", {}, 0.9, X, Y, "feature", solver="dense")

@@ -83,4 +83,5 @@ def mlsi(
         B=B,
         xx_coef=1.0,
         operator_form=True,
+        inverse_constraint=(1.0 - beta, beta, gxy, gx),
     )

@@ -62,6 +62,9 @@ class TraceTemplate:
     constraint : (b, c) or None
         B = b Xs^T Xs + c I when B has that form (CCA, OPLS, MDDMf); the dual route
         then solves through the n x n Gram instead of forming B.
+    inverse_constraint : (a, b, g, c) or None
+        B = Xc^T (a Gc + b Yc Yc^T + g I_n)^{-1} Xc + c I (MLSI, mvmd eq. 39; Gc = Xc Xc^T,
+        Yc the centred 0/1 labels) when B has that form: the dual route's form 4.
     """
 
     method: str
@@ -76,6 +79,7 @@ class TraceTemplate:
     notes: list[str] = field(default_factory=list)
     label_factor: np.ndarray | None = None
     constraint: tuple[float, float] | None = None
+    inverse_constraint: tuple[float, float, float, float] | None = None
 
     @property
     def generalized(self) -> bool:

@@ -6,7 +6,7 @@ G = X X^T (n x n, :func:`dmlfe.stats.gram.gram_matrix`) the D x D problem become
 n x n (or q x q) one, solved here on the driver; the components are P = X^T alpha for
 coefficients alpha (n x d), mapped back by one pass
 (:func:`dmlfe.stats.gram.transpose_product`). Same eigenvalues and same subspaces as
-the feature route, at any D. Three forms, tried in order:
+the feature route, at any D. Four forms, tried in order:
 
 1. **B = I, A = a Xs^T Xs + Xs^T Phi Phi^T Xs** (PCA, LSI, MVMD; Phi = Yc K with K the
    template's ``label_factor``): A = Xs^T C Xs with C = a I + Phi Phi^T, whose
@@ -23,7 +23,15 @@ the feature route, at any D. Three forms, tried in order:
    dense route returns LAPACK's choice of that null space, equally arbitrary; both warn),
    one n x n x d product more -- not form 3, which solved an n x n generalised
    problem completely (MDDMf, d = 100, R10 at 2^20: 32.6 s and 3.4 GiB, now 3.3 s).
-3. **Anything else** (MLSI, MLDA, DMLDA): the pivoted Cholesky factor
+3. **A = a Xc^T Xc, B = Xc^T M^{-1} Xc + c I, M = a' Gc + b Yc Yc^T + g I** (MLSI: the
+   template's ``inverse_constraint``), c > 0, for a fixed d: by Woodbury,
+   B^{-1} Xc^T = Xc^T T^{-1} M with T = Gc + c M, so the non-zero eigenvalues are those
+   of the symmetric n x n matrix N = a Gc T^{-1} M (that of Xc B^{-1} Xc^T), whose
+   leading pairs block Krylov finds from products -- one Cholesky factor of T, no
+   n x n product; for N u = lambda u, alpha = T^{-1} M u / sqrt(lambda / a) gives
+   p = Xc^T alpha with p^T B p = 1. Pairs that do not converge within the operator
+   budget, and thresholds (which need tr(N)), go to form 4.
+4. **Anything else** (MLSI, MLDA, DMLDA): the pivoted Cholesky factor
    G[piv, piv] = Z Z^T gives reduced data Z (n x r, row i for document piv[i]) with
    X[piv] = Z U^T for an orthonormal D x r basis U of the row space, so every
    statistic of X is U (statistic of Z) U^T: the method is fitted on (Z, Y[piv])
@@ -45,14 +53,22 @@ import scipy.linalg as sla
 from scipy.linalg.blas import dgemm
 
 from dmlfe.methods.template import TraceTemplate
-from dmlfe.solvers.dense import REG_EPS, solve_dense
+from dmlfe.solvers.dense import OPERATOR_BUDGET, OPERATOR_DEPTH, REG_EPS, solve_dense
 from dmlfe.solvers.dimension import (
     choose_dimension,
     n_genuine,
     threshold_cap,
     warn_null_components,
 )
-from dmlfe.solvers.partial import leading_pairs, small_pencil, wants_full_spectrum
+from dmlfe.solvers.partial import (
+    KRYLOV_OVERSAMPLING,
+    KRYLOV_TOL,
+    block_krylov_eigh,
+    krylov_pays,
+    leading_pairs,
+    small_pencil,
+    wants_full_spectrum,
+)
 from dmlfe.stats.sufficient import SufficientStats
 
 
@@ -67,7 +83,7 @@ class DualSolution:
         The computed eigenvalues, descending (the non-zero part of the D-space spectrum).
     n_components, n_genuine : int
     solver : str
-        "dual-identity", "dual-lowrank" or "dual-reduced".
+        "dual-identity", "dual-lowrank", "dual-inverse" or "dual-reduced".
     regularization : float
     trace : float or None
         Sum of all eigenvalues when only the leading ones were computed.
@@ -283,7 +299,7 @@ def reduced_data(G: np.ndarray, overwrite: bool = False
 def _reduced(G: np.ndarray, build_reduced: Callable[[np.ndarray, np.ndarray], TraceTemplate],
              n_components: int | float, max_components: int | None, random_state: int,
              cap_note: str | None = None) -> DualSolution:
-    """Form 3: the method on the reduced data Z by the dense route, mapped back."""
+    """Form 4: the method on the reduced data Z by the dense route, mapped back."""
     Z, piv, L11 = reduced_data(G, overwrite=True)
     template = build_reduced(Z, piv)
     del Z
@@ -340,4 +356,60 @@ def solve_dual(label_side: TraceTemplate | None, G: np.ndarray, Y: np.ndarray, n
     if t.operator_form and t.constraint is not None and t.xx_coef == 0 and \
             t.label_factor is not None and t.centred and t.constraint[0] > 0:
         return _lowrank(t, centre_gram(G), Yc, n_features, n_components, random_state)
+    if t.inverse_constraint is not None and t.centred and t.operator_form and \
+            t.lowrank is None and t.xx_coef > 0 and t.inverse_constraint[3] > 0 and \
+            isinstance(n_components, int) and krylov_pays(G.shape[0], n_components):
+        sol = _inverse_constraint(t, G, Yc, n_components, random_state)
+        if sol is not None:
+            return sol
     return _reduced(G, build_reduced, n_components, max_components, random_state, cap_note)
+
+
+def _inverse_constraint(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, k: int,
+                        random_state: int) -> DualSolution | None:
+    """Form 3 (module docstring); None when the pairs do not converge within
+    OPERATOR_BUDGET x n products. G (uncentred) is left as it was, for form 4."""
+    a1, b, g, c = (float(v) for v in t.inverse_constraint)
+    a = float(t.xx_coef)
+    n = G.shape[0]
+
+    def gc(V: np.ndarray) -> np.ndarray:  # H G H V, H = I - 11^T / n
+        W = G @ (V - V.mean(axis=0))
+        return W - W.mean(axis=0)
+
+    # T = (1 + c a1) Gc + c b Yc Yc^T + c g I, in one new n x n array (G is symmetric:
+    # G^T is its F-ordered self, copied without a transposition)
+    T = np.array(G.T, order="F")
+    centre_gram(T)
+    s = 1.0 + c * a1
+    T *= s
+    if b:
+        dgemm(c * b, Yc, Yc, beta=1.0, c=T, trans_b=True, overwrite_c=True)
+    T[np.diag_indices_from(T)] += c * g
+    try:
+        factor = sla.cho_factor(T, lower=True, check_finite=False, overwrite_a=True)
+    except np.linalg.LinAlgError:
+        return None
+    del T
+
+    def t_inv_m(V: np.ndarray) -> np.ndarray:
+        # M = (a1 T + b Yc Yc^T + g I) / s: T^{-1} M V by one solve, no product with Gc
+        rhs = (b / s) * (Yc @ (Yc.T @ V)) + (g / s) * V
+        return (a1 / s) * V + sla.cho_solve(factor, rhs, check_finite=False)
+
+    def apply(V: np.ndarray) -> np.ndarray:
+        return a * gc(t_inv_m(V))
+
+    block = k + KRYLOV_OVERSAMPLING
+    restarts = max(1, int(OPERATOR_BUDGET * n) // (block * OPERATOR_DEPTH))
+    w, U, info = block_krylov_eigh(apply, n, k, block=block, depth=OPERATOR_DEPTH,
+                                   tol=KRYLOV_TOL, max_restarts=restarts,
+                                   random_state=random_state)
+    if not info["converged"] or w[k - 1] <= 0.0:
+        return None
+    d = choose_dimension(w, k)
+    warn_null_components(t.method, d, n_genuine(w))
+    alpha = t_inv_m(U[:, :d])
+    alpha *= np.sqrt(a / w[:d])
+    alpha -= alpha.mean(axis=0)
+    return DualSolution(alpha, w, d, n_genuine(w), "dual-inverse")
