@@ -42,6 +42,7 @@ import yaml
 from dask.utils import parse_bytes
 
 from dmlfe.errors import ClusterProfileError, MissingExtraError
+from dmlfe.yamlfiles import read_yaml
 
 #: Stands for the scheduler's address in a job script shown before any scheduler runs
 #: (the same placeholder dask-jobqueue's own ``job_script()`` uses then).
@@ -297,14 +298,9 @@ def parse_profile(cfg: Any, path: Path | None) -> Profile:
 
 
 def read_profile_file(path: Path) -> Profile:
-    """Read and validate the profile file ``path``."""
-    with open(path) as fh:
-        try:
-            cfg = yaml.safe_load(fh)
-        except yaml.YAMLError as exc:
-            detail = " ".join(str(exc).split())
-            raise ClusterProfileError(f"cluster profile {path} is not valid YAML: "
-                                      f"{detail}") from None
+    """Read and validate the profile file ``path`` (within the limits of
+    :func:`dmlfe.yamlfiles.read_yaml`)."""
+    cfg = read_yaml(path, ClusterProfileError, "cluster profile")
     return parse_profile({} if cfg is None else cfg, path)
 
 
