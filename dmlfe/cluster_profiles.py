@@ -150,6 +150,19 @@ def _memory(v: Any) -> str | None:
     return f"must be an amount of memory such as 4GiB, got {v!r}"
 
 
+def _optional_seconds(v: Any) -> str | None:
+    if v is None or (isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
+                     and v == v and v != float("inf")):
+        return None
+    return f"must be a number of seconds (0 or more) or null, got {v!r}"
+
+
+def _host(v: Any) -> str | None:
+    if isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9._-]+", v):
+        return None
+    return f"must be an IPv4 address or a host name such as 127.0.0.1 or 0.0.0.0, got {v!r}"
+
+
 def _address(v: Any) -> str | None:
     if isinstance(v, str) and re.fullmatch(r"([a-z]+://)?[^\s:/]+(:\d+)?/?", v):
         return None
@@ -203,7 +216,7 @@ def _one_or_per_host(check: Check) -> Check:
 #: kind -> the ``dmlfe.cluster`` fields it accepts (besides ``kind``) and their checks.
 FIELDS: dict[str, dict[str, Check]] = {
     "local": {"n_workers": _pos_int, "threads_per_worker": _pos_int, "memory_limit": _memory,
-              "processes": _boolean, "dashboard_address": _text},
+              "processes": _boolean, "host": _host, "dashboard_address": _text},
     "scheduler": {"address": _address},
     "ssh": {"hosts": _hosts, "connect_options": _one_or_per_host(_mapping),
             "worker_options": _mapping, "scheduler_options": _mapping,
@@ -212,7 +225,13 @@ FIELDS: dict[str, dict[str, Check]] = {
     "pbs": {"jobs": _nonneg_int, "adapt": _adapt("minimum_jobs", "maximum_jobs")},
     "kubernetes": {"adapt": _adapt("minimum", "maximum")},
 }
+for _fields in FIELDS.values():  # how long to wait for the first worker (any kind)
+    _fields["worker_timeout"] = _optional_seconds
 REQUIRED = {"scheduler": ("address",), "ssh": ("hosts",)}
+
+#: Where a LocalCluster that dmlfe starts listens unless its profile says otherwise: the
+#: scheduler, the workers and the dashboard are reachable from this machine only.
+LOOPBACK = "127.0.0.1"
 
 #: jobqueue.<kind>.* keys dmlfe checks itself (the library checks the rest).
 JOBQUEUE_FIELDS: dict[str, Check] = {
@@ -318,14 +337,27 @@ def require_extra(profile: Profile) -> None:
 # --------------------------------------------------------------------------- per kind
 def local_cluster_options(profile: Profile, overrides: Mapping[str, Any] | None = None
                   ) -> dict[str, Any]:
-    """The ``LocalCluster`` keywords of a local profile (defaults: one worker per core)."""
+    """The ``LocalCluster`` keywords of a local profile (defaults: one worker per core).
+
+    Everything listens on ``host`` (default :data:`LOOPBACK`): the scheduler and the
+    workers (``processes: true``) and the dashboard (``dashboard_address``, default
+    ``HOST:0``, a free port). With ``processes: false`` the workers talk to the
+    scheduler in-process (``inproc://``, no port), and the HTTP server each worker
+    keeps (``/health``, ``/metrics``) listens on ``HOST:0`` too; dask would otherwise
+    bind both HTTP servers to every interface.
+    """
     import os
 
     opts: dict[str, Any] = {"n_workers": max(1, os.cpu_count() or 1), "threads_per_worker": 1,
-                            "processes": True}
+                            "processes": True, "host": LOOPBACK}
     opts.update(profile.spec)
     opts.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    opts.setdefault("dashboard_address", ":0")  # any free port, never a clash
+    opts.pop("worker_timeout", None)  # dmlfe's own setting, not LocalCluster's
+    host = opts["host"]
+    opts.setdefault("dashboard_address", f"{host}:0")  # a free port, never a clash
+    if not opts["processes"]:
+        del opts["host"]  # an inproc:// scheduler takes no TCP host
+        opts.setdefault("worker_dashboard_address", f"{host}:0")
     return opts
 
 

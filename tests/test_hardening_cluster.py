@@ -5,6 +5,7 @@ listens on, symbolic links as outputs, bad seeds, outputs checked before the wor
 
 from __future__ import annotations
 
+import re
 import time
 import tracemalloc
 from pathlib import Path
@@ -102,3 +103,195 @@ def test_every_yaml_reader_of_the_project_goes_through_read_yaml():
                                                     "unsafe_load", "load_all")):
             readers.append(p.relative_to(ROOT).as_posix())
     assert readers == [], readers
+
+
+# --------------------------------------------------------------------------- schedulers
+def small_store(path: Path) -> Path:
+    import numpy as np
+    import scipy.sparse as sp
+    from conftest import write_store
+
+    rng = np.random.default_rng(0)
+    X = sp.random(40, 8, density=0.5, format="csr", random_state=1)
+    Y = (rng.random((40, 3)) < 0.5).astype(np.uint8)
+    return write_store(path, X, Y, np.array(["train"] * 40))
+
+
+@pytest.fixture
+def silent_server():
+    """A TCP server that accepts connections and never says a word (not dask)."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"tcp://127.0.0.1:{server.getsockname()[1]}", accepted
+    finally:
+        stop.set()
+        thread.join(5)
+        for conn in accepted:
+            conn.close()
+        server.close()
+
+
+def test_a_port_that_is_not_dask_fails_within_the_connect_timeout(tmp_path, capsys,
+                                                                 silent_server):
+    address, accepted = silent_server
+    store = small_store(tmp_path / "s.zarr")
+    start = time.monotonic()
+    rc = main(["fit", str(store), "--method", "pca", "--dim", "2", "--out",
+               str(tmp_path / "m"), "--scheduler", address, "--connect-timeout", "2"])
+    elapsed = time.monotonic() - start
+    assert rc == 2 and accepted  # it did connect: the wait was dask's handshake
+    assert 1.5 < elapsed < 10
+    err = one_error_line(capsys.readouterr().err, "fit")
+    assert (f"{address} (--scheduler) accepted a connection but did not answer as a dask "
+            "scheduler within 2 s") in err and "--connect-timeout" in err
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_worker_address_and_tls_without_certificates_are_one_line(tmp_path, capsys):
+    from distributed import LocalCluster
+
+    out = str(tmp_path / "never.zarr")
+    with LocalCluster(n_workers=1, processes=False, dashboard_address="127.0.0.1:0",
+                      protocol="tcp://", host="127.0.0.1") as lc:
+        worker = next(iter(lc.scheduler.workers))
+        assert main(["ingest", "--format", "synthetic", "--n-docs", "20", "--out", out,
+                     "--scheduler", worker, "--quiet"]) == 2
+        err = one_error_line(capsys.readouterr().err, "ingest")
+        assert f"{worker} (--scheduler) is a dask Worker, not a scheduler" in err
+    assert main(["ingest", "--format", "synthetic", "--n-docs", "20", "--out", out,
+                 "--scheduler", "tls://127.0.0.1:1", "--quiet"]) == 2
+    err = one_error_line(capsys.readouterr().err, "ingest")
+    assert "a tls:// address needs dask's TLS settings" in err
+    assert not Path(out).exists()
+
+
+@pytest.fixture
+def no_worker_scheduler():
+    """A real scheduler (TCP, on loopback) that no worker ever joins."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=0, processes=True, host="127.0.0.1",
+                      dashboard_address="127.0.0.1:0") as lc:
+        yield lc.scheduler_address
+
+
+def test_a_scheduler_without_workers_is_one_line_after_the_worker_timeout(
+        tmp_path, capsys, no_worker_scheduler):
+    address = no_worker_scheduler
+    store = small_store(tmp_path / "s.zarr")
+    start = time.monotonic()
+    rc = main(["fit", str(store), "--method", "pca", "--dim", "2", "--out",
+               str(tmp_path / "m"), "--scheduler", address, "--worker-timeout", "1",
+               "--quiet"])
+    assert rc == 2 and time.monotonic() - start < 15
+    err = one_error_line(capsys.readouterr().err, "fit")
+    assert (f"no dask worker joined the scheduler at {address} (--scheduler) within 1 s"
+            in err) and "--worker-timeout" in err
+    # without --quiet the wait is announced first; a profile sets the wait too
+    profile = tmp_path / "remote.yaml"
+    profile.write_text(f"dmlfe:\n  cluster:\n    kind: scheduler\n    address: {address}\n"
+                       "    worker_timeout: 0.5\n")
+    rc = main(["fit", str(store), "--method", "pca", "--dim", "2", "--out",
+               str(tmp_path / "m"), "--cluster", str(profile)])
+    assert rc == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[-2] == (f"waiting up to 0.5 s for a dask worker to join the scheduler at "
+                         f"{address}")
+    assert lines[-1].startswith(f"dmlfe fit: error: no dask worker joined the scheduler at "
+                                f"{address} ({profile}: dmlfe.cluster.address) within 0.5 s")
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("value, message", [
+    ("-1", "must be a number of seconds (0 or more) or null"),
+    ("ten", "must be a number of seconds (0 or more) or null"),
+])
+def test_worker_timeout_in_a_profile_is_checked(tmp_path, capsys, value, message):
+    profile = tmp_path / "p.yaml"
+    profile.write_text(f"dmlfe:\n  cluster:\n    kind: local\n    worker_timeout: {value}\n")
+    assert main(["cluster", "check", str(profile)]) == 2
+    err = one_error_line(capsys.readouterr().err, "cluster")
+    assert "dmlfe.cluster.worker_timeout" in err and message in err
+
+
+@pytest.mark.parametrize("argv", [["--workers", "0"], ["--worker-timeout", "-1"],
+                                  ["--connect-timeout", "nan"]])
+def test_bad_cluster_flags_are_refused_by_the_parser(tmp_path, capsys, argv):
+    with pytest.raises(SystemExit) as stop:
+        main(["ingest", "--format", "synthetic", "--out", str(tmp_path / "s.zarr"), *argv])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {argv[0]}" in err and not (tmp_path / "s.zarr").exists()
+
+
+# --------------------------------------------------------------------------- loopback
+def listening() -> list[tuple[str, int]]:
+    """(ip, port) of every listening TCP socket of this process and its children."""
+    import psutil
+
+    me = psutil.Process()
+    found = []
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            conns = proc.net_connections(kind="inet")
+        except psutil.NoSuchProcess:
+            continue
+        found += [(c.laddr.ip, c.laddr.port) for c in conns if c.status == psutil.CONN_LISTEN]
+    return found
+
+
+@pytest.mark.parametrize("processes", [True, False])
+def test_a_local_cluster_listens_on_loopback_and_says_where(capsys, processes):
+    from dmlfe.cluster import get_client
+
+    before = set(listening())
+    with get_client(announce=True, n_workers=1, processes=processes):
+        ours = set(listening()) - before
+        line = capsys.readouterr().err.strip()
+    assert ours  # the dashboard at least
+    assert {ip for ip, _ in ours} == {"127.0.0.1"}, ours
+    port = int(line.rsplit(":", 1)[1].split("/")[0])
+    assert line == f"dask dashboard: http://127.0.0.1:{port}/status"
+    assert ("127.0.0.1", port) in ours
+
+
+def test_a_profile_opens_the_local_cluster(tmp_path, capsys):
+    from dmlfe.cluster import get_client
+
+    profile = tmp_path / "open.yaml"
+    profile.write_text("dmlfe:\n  cluster:\n    kind: local\n    n_workers: 1\n"
+                       "    processes: false\n    host: 0.0.0.0\n")
+    assert main(["cluster", "check", str(profile)]) == 0
+    assert '"dashboard_address": "0.0.0.0:0"' in capsys.readouterr().out
+    before = set(listening())
+    with get_client(cluster=str(profile), announce=True):
+        ours = set(listening()) - before
+        line = capsys.readouterr().err.strip()
+    port = int(re.search(r"0\.0\.0\.0:(\d+)/", line).group(1))
+    assert ("0.0.0.0", port) in ours
+    assert line == (f"dask dashboard: http://0.0.0.0:{port}/status (listening on every "
+                    "interface)")
+
+
+def test_cluster_check_shows_the_loopback_default(capsys):
+    assert main(["cluster", "check", "local"]) == 0
+    out = capsys.readouterr().out
+    assert '"host": "127.0.0.1"' in out and '"dashboard_address": "127.0.0.1:0"' in out
