@@ -295,3 +295,135 @@ def test_cluster_check_shows_the_loopback_default(capsys):
     assert main(["cluster", "check", "local"]) == 0
     out = capsys.readouterr().out
     assert '"host": "127.0.0.1"' in out and '"dashboard_address": "127.0.0.1:0"' in out
+
+
+# --------------------------------------------------------------------------- outputs
+def links(tmp_path: Path) -> dict[str, Path]:
+    """A dangling and a looping symbolic link."""
+    dangling, loop_a, loop_b = tmp_path / "dangling", tmp_path / "loop_a", tmp_path / "loop_b"
+    dangling.symlink_to(tmp_path / "nowhere")
+    loop_a.symlink_to(loop_b)
+    loop_b.symlink_to(loop_a)
+    return {"dangling": dangling, "looping": loop_a}
+
+
+@pytest.mark.parametrize("kind", ["dangling", "looping"])
+def test_a_symbolic_link_as_out_is_refused_without_overwrite(tmp_path, capsys, kind):
+    import dmlfe
+
+    link = links(tmp_path)[kind]
+    store = small_store(tmp_path / "s.zarr")
+    model = tmp_path / "model"
+    dmlfe.PCA(n_components=2).fit(str(store)).save(model)
+    docs = tmp_path / "docs.txt"
+    docs.write_text("a b\nc d\n")
+    commands = {
+        "fit": ["fit", str(store), "--method", "pca", "--dim", "2"],
+        "ingest": ["ingest", "--format", "synthetic", "--n-docs", "20", "--quiet"],
+        "import": ["import", str(tmp_path / "s.parquet")],
+        "export": ["export", str(store)],
+        "transform": ["transform", str(model), str(store), "--quiet"],
+    }
+    assert main(["export", str(store), "--out", str(tmp_path / "s.parquet")]) == 0
+    capsys.readouterr()
+    for command, argv in commands.items():
+        rc = main([*argv, "--out", str(link), "--workers", "1"] if command in (
+            "fit", "ingest", "import", "transform") else [*argv, "--out", str(link)])
+        err = capsys.readouterr().err
+        assert rc == 2, (command, err)
+        one_error_line(err, command)
+        assert f"{link} " in err and "exists" in err and "symbolic link" in err, err
+        assert link.is_symlink() and not link.exists(), command  # left as it was
+
+
+def test_overwrite_onto_a_plain_file_is_refused_before_any_work(tmp_path, capsys,
+                                                                monkeypatch):
+    import dmlfe.cli as cli
+
+    store = small_store(tmp_path / "s.zarr")
+    plain = tmp_path / "notes.txt"
+    plain.write_text("mine")
+
+    def refuse(args):
+        raise AssertionError("a cluster was started before the output was checked")
+
+    monkeypatch.setattr(cli, "client_from_args", refuse)
+    assert main(["fit", str(store), "--method", "pca", "--dim", "2", "--out", str(plain),
+                 "--overwrite"]) == 2
+    err = one_error_line(capsys.readouterr().err, "fit")
+    assert f"{plain} exists and is not a dmlfe model" in err
+    assert not (tmp_path / "s.zarr.stats").exists()  # no statistics pass ran
+    assert main(["export", str(store), "--out", str(tmp_path / "s.parquet")]) == 0
+    assert main(["import", str(tmp_path / "s.parquet"), "--out", str(plain),
+                 "--overwrite"]) == 2
+    err = one_error_line(capsys.readouterr().err, "import")
+    assert f"{plain} exists and is not a directory" in err
+    assert plain.read_text() == "mine"
+
+
+@pytest.mark.parametrize("seed", ["-5", "4294967296", "x"])
+def test_a_bad_random_state_is_refused_by_the_parser(tmp_path, capsys, seed):
+    with pytest.raises(SystemExit) as stop:
+        main(["fit", str(tmp_path / "s.zarr"), "--method", "pca", "--out",
+              str(tmp_path / "m"), "--random-state", seed])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --random-state: expected a seed from 0 to 4294967295, got '{seed}'" in err
+
+
+def test_a_negative_random_state_is_refused_by_the_estimator():
+    import dmlfe
+
+    with pytest.raises(ValueError, match="random_state=-5"):
+        dmlfe.PCA(n_components=2, random_state=-5).fit([[0.0, 1.0], [1.0, 0.0]], [[1], [0]])
+
+
+# --------------------------------------------------------------------------- clean FOLDER
+def test_clean_a_folder_removes_left_over_temporaries_and_keeps_live_ones(tmp_path, capsys):
+    import subprocess
+    import sys
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    runs = tmp_path / "runs"
+    (runs / "a").mkdir(parents=True)
+    store = small_store(runs / "a" / "s.zarr")
+    left = runs / "a" / f".big.zarr.tmp-{dead.pid}-0123456789ab"  # a killed ingest
+    (left / "pieces").mkdir(parents=True)
+    (left / "pieces" / "0.npz").write_bytes(b"x" * 5120)
+    model_left = runs / f".model.tmp-{dead.pid}-abcdef012345"
+    model_left.write_bytes(b"y" * 100)
+    import os
+
+    live = runs / f".emb.zarr.tmp-{os.getpid()}-00000000000a"  # this process writes it
+    live.mkdir()
+    mine = runs / ".notes.tmp-keep"  # not a name dmlfe makes
+    mine.write_text("mine")
+
+    assert main(["clean", str(runs), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"would remove {left} (5.00 kiB)" in out
+    assert f"would remove {model_left} (100 B)" in out
+    assert f"kept {live} (0 B): process {os.getpid()} is still running" in out
+    assert left.exists() and model_left.exists()
+
+    assert main(["clean", str(runs)]) == 0
+    out = capsys.readouterr().out
+    assert f"removed {left} (5.00 kiB)" in out
+    assert out.splitlines()[-1] == (f"2 left-over temporaries removed under {runs} "
+                                    "(5.10 kiB); 1 in use kept")
+    assert not left.exists() and not model_left.exists()
+    assert live.exists() and mine.exists() and (store / "zarr.json").exists()
+
+
+def test_clean_a_store_still_removes_its_cache_and_says_how_much(tmp_path, capsys):
+    import dmlfe
+
+    store = small_store(tmp_path / "s.zarr")
+    dmlfe.PCA(n_components=2).fit(str(store))
+    cache = tmp_path / "s.zarr.stats"
+    assert cache.is_dir()
+    assert main(["clean", str(store), "--dry-run"]) == 0
+    assert f"would remove {cache} (" in capsys.readouterr().out and cache.is_dir()
+    assert main(["clean", str(store)]) == 0
+    assert f"removed {cache} (" in capsys.readouterr().out and not cache.exists()
