@@ -38,6 +38,7 @@ from dmlfe.cluster_profiles import (
     read_profile_file,
     require_extra,
     start_cluster,
+    tls_check,
 )
 from dmlfe.errors import ClusterUnreachableError, NoWorkersError
 
@@ -153,6 +154,8 @@ def get_client(
         raise ValueError("give either scheduler= (an address) or cluster= (a profile), not both")
     profile = read_profile(cluster) if cluster else Profile(None, "local", {}, {})
     require_extra(profile)
+    if cluster:
+        tls_check(profile)  # certificates that cannot be loaded fail here, in one line
     where = "--scheduler"
     if profile.kind == "scheduler":
         scheduler, where = profile.spec["address"], f"{profile.path}: dmlfe.cluster.address"
@@ -262,6 +265,11 @@ def _identify(address: str, timeout: float, where: str) -> dict[str, Any]:
             f"cannot connect to {address} ({where}): a tls:// address needs dask's TLS "
             "settings (distributed.comm.tls.ca-file, and distributed.comm.tls.client.cert "
             "and .key) in the profile or dask's configuration") from None
+    if isinstance(exc, RuntimeError) and "encryption" in str(exc):
+        raise ClusterUnreachableError(
+            f"cannot connect to {address} ({where}): dask's configuration requires "
+            "encryption (distributed.comm.require-encryption): give a tls:// address and "
+            "set dask's TLS settings (distributed.comm.tls.*)") from None
     if isinstance(exc, ValueError):
         raise ClusterUnreachableError(f"{address} ({where}) is not a dask scheduler address: "
                                       f"{' '.join(str(exc).split())[:200]}") from None

@@ -355,10 +355,80 @@ def local_cluster_options(profile: Profile, overrides: Mapping[str, Any] | None 
     opts.pop("worker_timeout", None)  # dmlfe's own setting, not LocalCluster's
     host = opts["host"]
     opts.setdefault("dashboard_address", f"{host}:0")  # a free port, never a clash
+    if tls_check(profile) == TEMPORARY_TLS:
+        opts["security"] = True  # LocalCluster makes the temporary credentials
     if not opts["processes"]:
         del opts["host"]  # an inproc:// scheduler takes no TCP host
         opts.setdefault("worker_dashboard_address", f"{host}:0")
     return opts
+
+
+TEMPORARY_TLS = ("TLS: temporary self-signed credentials made when the cluster starts "
+                 "(distributed.comm.require-encryption is true and no certificates are set)")
+
+
+def tls_check(profile: Profile) -> str | None:
+    """Whether the cluster can start under ``distributed.comm.require-encryption``.
+
+    With encryption required (by the profile or dask's own configuration), dask uses
+    ``tls://`` everywhere and needs certificates (``distributed.comm.tls.ca-file`` and
+    ``distributed.comm.tls.{scheduler,worker,client}.cert`` / ``.key``). A local
+    cluster without them is started with temporary self-signed credentials (made in
+    memory; needs the ``cryptography`` package). Otherwise the certificates are loaded
+    here as dask would load them, and a ``scheduler`` profile's address must be
+    ``tls://``.
+
+    Returns
+    -------
+    str or None
+        A line for ``dmlfe cluster check`` (None when encryption is not required).
+
+    Raises
+    ------
+    ClusterProfileError
+        Naming the setting that keeps the cluster from starting.
+    """
+    from distributed.security import Security
+
+    where = profile.where()
+    with dask.config.set(profile.dask_config()):
+        if not dask.config.get("distributed.comm.require-encryption", False):
+            return None
+        try:
+            security = Security()
+        except (ValueError, TypeError) as exc:
+            raise _fail(where, "distributed.comm.tls", " ".join(str(exc).split())) from None
+        # connecting to a running scheduler takes the client's part only
+        roles = ("client",) if profile.kind == "scheduler" else ("scheduler", "worker",
+                                                                 "client")
+        if not any(security.get_tls_config_for_role(r)["cert"] for r in roles):
+            if profile.kind != "local":
+                raise _fail(where, "distributed.comm.require-encryption", "is true but no TLS "
+                            "certificates are set (distributed.comm.tls.ca-file and "
+                            "distributed.comm.tls.scheduler/worker/client.cert and .key)")
+            if importlib.util.find_spec("cryptography") is None:
+                raise _fail(where, "distributed.comm.require-encryption", "is true and no "
+                            "TLS certificates are set: a local cluster then makes temporary "
+                            "ones, which needs the cryptography package (pip install "
+                            "cryptography), or set distributed.comm.tls.*")
+            return TEMPORARY_TLS
+        for role in roles:
+            try:
+                security.get_connection_args(role)
+                if role != "client":
+                    security.get_listen_args(role)
+            except (OSError, ValueError, TypeError) as exc:  # ssl.SSLError is an OSError
+                raise _fail(where, f"distributed.comm.tls ({role})", "cannot be loaded: "
+                            + " ".join(str(exc).split())) from None
+            if not security.get_tls_config_for_role(role)["cert"]:
+                raise _fail(where, f"distributed.comm.tls.{role}.cert", "is missing "
+                            "(encryption is required: the scheduler, the workers and the "
+                            "client each need a certificate)")
+        address = profile.spec.get("address")
+        if address is not None and not address.startswith("tls://"):
+            raise _fail(where, "dmlfe.cluster.address", f"must be a tls:// address when "
+                        f"distributed.comm.require-encryption is true, got {address!r}")
+        return "TLS: certificates of distributed.comm.tls.* (loaded)"
 
 
 def job_class(kind: str) -> type:
@@ -500,6 +570,9 @@ def check_profile(profile: Profile) -> str:
             lines.append(f"adaptive: {json.dumps(s['adapt'])}")
         lines.append("DaskCluster resource (created through the Kubernetes API):")
         lines.append(yaml.dump(spec, Dumper=_NoAliases, sort_keys=False).rstrip("\n"))
+    tls = tls_check(profile)
+    if tls:
+        lines.append(tls)
     settings = profile.dask_config()
     if settings:
         lines.append("dask settings applied while the cluster is used:")

@@ -427,3 +427,40 @@ def test_clean_a_store_still_removes_its_cache_and_says_how_much(tmp_path, capsy
     assert f"would remove {cache} (" in capsys.readouterr().out and cache.is_dir()
     assert main(["clean", str(store)]) == 0
     assert f"removed {cache} (" in capsys.readouterr().out and not cache.exists()
+
+
+# --------------------------------------------------------------------------- encryption
+def test_required_encryption_is_checked_for_real(tmp_path, capsys):
+    pytest.importorskip("cryptography")
+    profile = tmp_path / "tls.yaml"
+    profile.write_text("dmlfe:\n  cluster:\n    kind: local\n    n_workers: 1\n"
+                       "    processes: false\ndistributed:\n  comm:\n"
+                       "    require-encryption: true\n")
+    assert main(["cluster", "check", str(profile)]) == 0
+    assert "TLS: temporary self-signed credentials" in capsys.readouterr().out
+    # and it does start: a local cluster with temporary credentials, tls:// throughout
+    store = tmp_path / "s.zarr"
+    assert main(["ingest", "--format", "synthetic", "--n-docs", "20", "--out", str(store),
+                 "--cluster", str(profile), "--quiet"]) == 0
+    assert (store / "zarr.json").is_file()
+
+    remote = tmp_path / "remote.yaml"
+    remote.write_text("dmlfe:\n  cluster:\n    kind: scheduler\n    address: "
+                      "tcp://127.0.0.1:8786\ndistributed:\n  comm:\n"
+                      "    require-encryption: true\n    tls:\n      ca-file: "
+                      f"{tmp_path / 'absent-ca.pem'}\n      client:\n        cert: "
+                      f"{tmp_path / 'absent.pem'}\n")
+    for argv in (["cluster", "check", str(remote)],
+                 ["ingest", "--format", "synthetic", "--n-docs", "20", "--out",
+                  str(tmp_path / "never.zarr"), "--cluster", str(remote), "--quiet"]):
+        assert main(argv) == 2
+        err = one_error_line(capsys.readouterr().err, argv[0])
+        assert f"cluster profile {remote}: distributed.comm.tls" in err
+        assert "cannot be loaded" in err
+    remote.write_text("dmlfe:\n  cluster:\n    kind: scheduler\n    address: "
+                      "tcp://127.0.0.1:8786\ndistributed:\n  comm:\n"
+                      "    require-encryption: true\n")
+    assert main(["cluster", "check", str(remote)]) == 2
+    err = one_error_line(capsys.readouterr().err, "cluster")
+    assert "require-encryption is true but no TLS certificates are set" in err
+    assert not (tmp_path / "never.zarr").exists()
