@@ -1,7 +1,10 @@
 """Bad inputs through the command line: does each end in success or one clean line?
 
 Runs hand-made bad inputs through ``dmlfe ingest`` / ``info`` / ``import`` /
-``transform`` in this process (``dmlfe.cli.main``) and classifies each outcome:
+``transform`` in this process (``dmlfe.cli.main``), and the cases of issue 35 (YAML
+alias bombs, a port that is not dask, a scheduler without workers, TLS settings,
+symbolic links as outputs, a negative seed, ``--overwrite`` onto a plain file, ``dmlfe
+clean`` on a folder: :func:`cluster_hardening_cases`), and classifies each outcome:
 
 * ``ok``: exit 0;
 * ``clean``: exit 2 with one stderr line that names the input file or folder;
@@ -180,11 +183,125 @@ def other_cases(d: Path) -> list[tuple[str, list[str], str]]:
     ]
 
 
+# --------------------------------------------------------------------------- issue 35
+def _billion_laughs() -> str:
+    lines = ["l0: &l0 [" + ",".join(["lol"] * 9) + "]"]
+    lines += [f"l{i}: &l{i} [" + ",".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, 10)]
+    return "\n".join(lines) + "\n"
+
+
+def _silent_server(stack: contextlib.ExitStack) -> str:
+    """A TCP port that accepts connections and never speaks (not dask)."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    stack.callback(server.close)
+    kept: list[socket.socket] = []
+    stack.callback(lambda: [c.close() for c in kept])
+
+    def serve() -> None:
+        while True:
+            try:
+                kept.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"tcp://127.0.0.1:{server.getsockname()[1]}"
+
+
+def cluster_hardening_cases(d: Path, stack: contextlib.ExitStack
+                            ) -> list[tuple[str, list[str], str]]:
+    """Hangs, alias bombs, symbolic links, seeds, outputs and leftovers of issue 35."""
+    from distributed import LocalCluster
+
+    d = d / "hardening"
+    d.mkdir()
+    laughs = d / "laughs.yaml"
+    laughs.write_text("dmlfe:\n  cluster:\n    kind: local\n" + _billion_laughs())
+    pipeline = d / "laughs-pipeline.yaml"
+    pipeline.write_text("name: laughs\n" + _billion_laughs())
+    deep = d / "deep.yaml"
+    deep.write_text("[" * 5000 + "]" * 5000)
+    rng = np.random.default_rng(0)
+    X = sp.random(30, 6, density=0.5, format="csr", random_state=1)
+    Y = (rng.random((30, 2)) < 0.5).astype(np.uint8)
+    store = write_store(d / "s.zarr", X, Y, np.array(["train"] * 30))
+    fit = ["fit", str(store), "--method", "pca", "--dim", "2"]
+    dangling, loop = d / "dangling", d / "loop"
+    dangling.symlink_to(d / "nowhere")
+    loop.symlink_to(loop)
+    plain = d / "notes.txt"
+    plain.write_text("mine")
+    silent = _silent_server(stack)
+    empty = stack.enter_context(LocalCluster(
+        n_workers=0, processes=False, protocol="tcp://", host="127.0.0.1",
+        dashboard_address="127.0.0.1:0"))
+    remote = d / "tls-remote.yaml"
+    remote.write_text("dmlfe:\n  cluster:\n    kind: scheduler\n    address: "
+                      "tcp://127.0.0.1:8786\ndistributed:\n  comm:\n"
+                      "    require-encryption: true\n")
+    runs = d / "runs"
+    (runs / "a").mkdir(parents=True)
+    left = runs / "a" / ".big.zarr.tmp-999999999-0123456789ab"  # no such process
+    left.mkdir()
+    (left / "piece.npz").write_bytes(b"x" * 1000)
+    return [
+        ("cluster_check_billion_laughs", ["cluster", "check", str(laughs)], laughs.name),
+        ("run_billion_laughs", ["run", str(pipeline), "--quiet"], pipeline.name),
+        ("cluster_check_deep_nesting", ["cluster", "check", str(deep)], deep.name),
+        ("scheduler_port_not_dask", [*fit, "--out", str(d / "m1"), "--scheduler", silent,
+                                     "--connect-timeout", "2"], silent),
+        ("scheduler_without_workers", [*fit, "--out", str(d / "m2"), "--scheduler",
+                                       empty.scheduler_address, "--worker-timeout", "1"],
+         empty.scheduler_address),
+        ("tls_address_without_certificates", [*fit, "--out", str(d / "m3"), "--scheduler",
+                                              "tls://127.0.0.1:8786"], "tls://127.0.0.1:8786"),
+        ("required_encryption_tcp_profile", ["cluster", "check", str(remote)], remote.name),
+        ("out_dangling_symlink", [*fit, "--out", str(dangling)], dangling.name),
+        ("out_looping_symlink", ["ingest", "--format", "synthetic", "--n-docs", "20",
+                                 "--out", str(loop), "--quiet"], loop.name),
+        ("random_state_negative", [*fit, "--out", str(d / "m4"), "--random-state", "-5"],
+         "--random-state"),
+        ("overwrite_plain_file", [*fit, "--out", str(plain), "--overwrite"], plain.name),
+        ("clean_folder_leftovers", ["clean", str(runs)], str(runs)),
+    ]
+
+
+def run_hardening(argv: list[str], named: str) -> dict:
+    """:func:`run`, where an argparse refusal (SystemExit 2: usage lines, then one error
+    line) counts by its error line, and the announced wait for a worker is information."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            rc = main(argv)
+    except SystemExit as exc:
+        rc = exc.code if isinstance(exc.code, int) else 1
+        lines = err.getvalue().strip().splitlines()
+        text = lines[-1:]
+    except BaseException as exc:  # noqa: BLE001 - what escapes main is the finding
+        return {"outcome": "crash", "message": f"{type(exc).__name__}: {exc}"[:300]}
+    else:
+        text = [t for t in err.getvalue().strip().splitlines()
+                if not t.startswith(("dask dashboard: ", "waiting up to "))]
+    line = text[-1] if text else ""
+    if rc == 0:
+        outcome = "ok"
+    elif rc == 2:
+        outcome = "clean" if named in line and len(text) == 1 else "unnamed"
+    else:
+        outcome = "crash"
+    return {"outcome": outcome, "rc": rc, "message": line[:300]}
+
+
 def main_() -> None:
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         d = Path(tmp)
         cases = arff_cases(d) + text_cases(d) + other_cases(d)
         results = {name: run(argv, named) for name, argv, named in cases}
+        results.update({name: run_hardening(argv, named) for name, argv, named
+                        in cluster_hardening_cases(d, stack)})
     counts: dict[str, int] = {}
     for r in results.values():
         counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1

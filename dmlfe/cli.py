@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from dask.utils import format_bytes
 
 from dmlfe._version import __version__
 from dmlfe.classifier_files import (
@@ -28,10 +29,11 @@ from dmlfe.demo import demo_pipeline_path
 from dmlfe.embed import INPUT_FORMATS, label_sets, read_documents, training_classifier
 from dmlfe.errors import DmlfeError, InputError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
-from dmlfe.fit.params import COMPONENTS_DTYPES
+from dmlfe.fit.params import COMPONENTS_DTYPES, MAX_SEED
 from dmlfe.graph.knn import KNN_METHODS
 from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, open_ingest
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
+from dmlfe.model_files import check_model_target
 from dmlfe.model_io import check_compatible, load_model, text_pipeline
 from dmlfe.params import Param, split_arg
 from dmlfe.pipeline.cli import add_run_parser, cmd_run
@@ -43,7 +45,14 @@ from dmlfe.relation import relation_block_rows
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.stats.cache import clean
 from dmlfe.store import check_export, export_parquet, import_parquet, open_store
-from dmlfe.tempfiles import write_atomically
+from dmlfe.store.writer import check_store_target
+from dmlfe.tempfiles import (
+    find_temporaries,
+    link_note,
+    path_size,
+    remove_path,
+    write_atomically,
+)
 
 
 def _ngram(s: str) -> tuple[int, int]:
@@ -185,11 +194,40 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    """Remove a store's statistics cache and the temporaries killed processes left."""
-    removed = clean(args.store)
-    for path in removed:
-        print(f"removed {path}")
-    print(f"{len(removed)} removed; the store itself is untouched")
+    """Remove a store's statistics cache and the temporaries killed processes left, or
+    the left-over temporaries anywhere under a folder that is not a store."""
+    path = Path(args.store)
+    verb = "would remove" if args.dry_run else "removed"
+    if path.is_dir() and not path.is_symlink() and not (path / "zarr.json").exists():
+        return _clean_folder(path, args.dry_run)
+    found = clean(path, dry_run=True)
+    sizes = {p: path_size(p) for p in found}
+    removed = found if args.dry_run else clean(path)
+    for p in removed:
+        print(f"{verb} {p} ({format_bytes(sizes.get(p, 0))})")
+    total = sum(sizes.get(p, 0) for p in removed)
+    print(f"{len(removed)} {'to remove' if args.dry_run else 'removed'} "
+          f"({format_bytes(total)}); the store itself is untouched")
+    return 0
+
+
+def _clean_folder(folder: Path, dry_run: bool) -> int:
+    """``dmlfe clean FOLDER``: the stale temporaries under ``folder``, at any depth."""
+    verb = "would remove" if dry_run else "removed"
+    found = find_temporaries(folder)
+    stale = [t for t in found if t.stale]
+    for t in found:
+        if not t.stale:
+            print(f"kept {t.path} ({format_bytes(t.size)}): process {t.pid} is still "
+                  "running and writes it")
+            continue
+        if not dry_run:
+            remove_path(t.path)
+        print(f"{verb} {t.path} ({format_bytes(t.size)})")
+    kept = len(found) - len(stale)
+    print(f"{len(stale)} left-over temporaries {'to remove' if dry_run else 'removed'} "
+          f"under {folder} ({format_bytes(sum(t.size for t in stale))})"
+          + (f"; {kept} in use kept" if kept else ""))
     return 0
 
 
@@ -206,8 +244,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     # a file that is not a dmlfe export, or an existing output, fails before a cluster
     # is started
     check_export(args.source)
-    if not args.overwrite:
-        _check_out(args.out, False)
+    _check_out(args.out, args.overwrite)
+    check_store_target(Path(args.out).absolute(), args.overwrite)  # with --overwrite too
     with client_from_args(args) as client:
         path = import_parquet(args.source, args.out, chunk_rows=args.chunk_rows, client=client,
                               overwrite=args.overwrite)
@@ -258,6 +296,16 @@ def _positive_int(s: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
     if v < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {s}")
+    return v
+
+
+def _seed(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        v = -1
+    if not 0 <= v <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected a seed from 0 to {MAX_SEED}, got {s!r}")
     return v
 
 
@@ -312,8 +360,10 @@ def _fit_estimator(args: argparse.Namespace) -> MultiLabelProjection:
 
 
 def _check_out(out: str, overwrite: bool) -> None:
-    if Path(out).exists() and not overwrite:
-        raise FileExistsError(f"{out} exists; pass --overwrite to replace it")
+    """Refuse an existing ``out`` (a symbolic link too, even a dangling or looping one)
+    without ``--overwrite``."""
+    if os.path.lexists(out) and not overwrite:
+        raise FileExistsError(f"{out} exists{link_note(out)}; pass --overwrite to replace it")
 
 
 def _split_text(split: str | list[str]) -> str:
@@ -328,6 +378,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if args.split is not None:
         store.subset(args.split)
     _check_out(args.out, args.overwrite)
+    # with --overwrite too: a path that is not a model is refused now, not after the fit
+    check_model_target(args.out, args.overwrite)
     clf = None
     with client_from_args(args) as client:
         est.set_params(client=client)
@@ -502,9 +554,18 @@ def build_parser() -> argparse.ArgumentParser:
     pc = sub.add_parser("clean", help="remove a store's statistics cache and leftovers of "
                         "interrupted runs", description="Remove STORE.stats/ (statistics "
                         "cached beside the store) and the temporary files or folders that "
-                        "killed dmlfe processes left beside the store. The store is kept.",
-                        epilog="example: dmlfe clean corpus.zarr")
-    pc.add_argument("store", help="the store (it need not exist any more)")
+                        "killed dmlfe processes left beside the store. The store is kept. "
+                        "Given a folder that is not a store, remove the temporaries that "
+                        "killed dmlfe processes left anywhere under it (.NAME.tmp-PID-HEX); "
+                        "caches and results are kept. A temporary whose process still "
+                        "runs on this host is never removed: run it on the host that ran "
+                        "the writers. Each path is printed with its size.",
+                        epilog="example: dmlfe clean corpus.zarr   (or a folder: dmlfe clean "
+                        "runs/ --dry-run)")
+    pc.add_argument("store", metavar="PATH", help="the store (it need not exist any more), or "
+                    "a folder to search for left-over temporaries")
+    pc.add_argument("--dry-run", action="store_true",
+                    help="remove nothing; print what would be removed")
     pc.set_defaults(func=cmd_clean)
 
     pm = sub.add_parser("import", help="import a Parquet export into a store",
@@ -580,8 +641,9 @@ def build_parser() -> argparse.ArgumentParser:
     ro.add_argument("--knn-search", choices=list(KNN_METHODS), default=None,
                     help="graph methods: exact or approximate (NN-descent, needs dmlfe[ann]) "
                     "K-NN search (default auto: exact up to 100,000 documents)")
-    ro.add_argument("--random-state", type=int, default=None,
-                    help="seed of prototype selection and randomized solvers (default 0)")
+    ro.add_argument("--random-state", type=_seed, default=None,
+                    help="seed of prototype selection and randomized solvers, 0 to "
+                    f"{MAX_SEED} (default 0)")
     pf.add_argument("--split", type=split_arg, default=None,
                     help="fit on the documents of this split only (or of a comma-separated "
                     "list of splits, e.g. train,unlabelled)")

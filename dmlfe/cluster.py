@@ -17,10 +17,14 @@ Three ways to say where work runs:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import logging
 import os
+import socket
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,13 +38,21 @@ from dmlfe.cluster_profiles import (
     read_profile_file,
     require_extra,
     start_cluster,
+    tls_check,
 )
-from dmlfe.errors import ClusterUnreachableError
+from dmlfe.errors import ClusterUnreachableError, NoWorkersError
 
 log = logging.getLogger(__name__)
 
 #: Seconds to wait for a running scheduler to answer (``--connect-timeout``).
 DEFAULT_CONNECT_TIMEOUT = 10.0
+
+#: Seconds to wait for the first worker (``--worker-timeout``, or a profile's
+#: ``dmlfe.cluster.worker_timeout``) of a running scheduler and of a local or ssh
+#: cluster. A slurm, pbs or kubernetes cluster is not waited for unless its profile or
+#: the flag sets a wait: its workers start when the batch system runs their jobs.
+DEFAULT_WORKER_TIMEOUT = 30.0
+_BATCH_KINDS = ("slurm", "pbs", "kubernetes")
 
 _SOURCE_CONFIGS = Path(__file__).resolve().parent.parent / "cluster_configs"
 #: Where a (non-editable) install puts them: package data (see setup.py).
@@ -90,6 +102,7 @@ def get_client(
     cluster: str | None = None,
     announce: bool = False,
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    worker_timeout: float | None = None,
     **local_options: Any,
 ) -> Iterator[Any]:
     """Open a dask client for the duration of a ``with`` block.
@@ -105,7 +118,16 @@ def get_client(
         command line does, unless ``--quiet``).
     connect_timeout : float
         Seconds to wait for a running scheduler (``scheduler=`` or a profile of kind
-        ``scheduler``) to answer before :class:`~dmlfe.errors.ClusterUnreachableError`.
+        ``scheduler``) to answer as a dask scheduler before
+        :class:`~dmlfe.errors.ClusterUnreachableError`: the connection and dask's
+        handshake together (a port where something else listens fails in this time too).
+    worker_timeout : float, optional
+        Seconds to wait, once connected, for the first worker before
+        :class:`~dmlfe.errors.NoWorkersError` (a scheduler without workers would
+        otherwise hold the work forever). None: the profile's
+        ``dmlfe.cluster.worker_timeout``, else :data:`DEFAULT_WORKER_TIMEOUT` for a
+        running scheduler and a local or ssh cluster, and no check for a slurm, pbs or
+        kubernetes cluster.
     **local_options
         Overrides for the LocalCluster (``n_workers``, ``threads_per_worker``,
         ``memory_limit``, ``processes``); with an ssh, slurm, pbs or kubernetes
@@ -124,20 +146,28 @@ def get_client(
     MissingExtraError
         If the profile's kind needs a library that is not installed.
     ClusterUnreachableError
-        If no scheduler answers at the address within ``connect_timeout``.
+        If nothing answers at the address as a dask scheduler within ``connect_timeout``.
+    NoWorkersError
+        If no worker joins the scheduler within the worker timeout.
     """
     if scheduler and cluster:
         raise ValueError("give either scheduler= (an address) or cluster= (a profile), not both")
     profile = read_profile(cluster) if cluster else Profile(None, "local", {}, {})
     require_extra(profile)
+    if cluster:
+        tls_check(profile)  # certificates that cannot be loaded fail here, in one line
     where = "--scheduler"
     if profile.kind == "scheduler":
         scheduler, where = profile.spec["address"], f"{profile.path}: dmlfe.cluster.address"
+    if worker_timeout is None:
+        worker_timeout = profile.spec.get(
+            "worker_timeout", None if profile.kind in _BATCH_KINDS else DEFAULT_WORKER_TIMEOUT)
     with dask.config.set(profile.dask_config()):
         if scheduler:
             client = _connect(scheduler, connect_timeout, where)
             try:
-                _announce(client, announce)
+                _announce(client, None, announce)
+                _wait_for_a_worker(client, worker_timeout, where, announce)
                 yield client
             finally:
                 client.close()
@@ -147,28 +177,177 @@ def get_client(
         else:
             cm = start_cluster(profile, local_options.get("n_workers"))
         with cm as started, Client(started) as client:
-            _announce(client, announce)
+            _announce(client, started, announce)
+            what = profile.where() if profile.path else "the local cluster"
+            _wait_for_a_worker(client, worker_timeout, what, announce)
             yield client
 
 
 def _connect(address: str, timeout: float, where: str) -> Any:
+    """A client of the scheduler at ``address``, or one line saying why there is none.
+
+    ``Client(address, timeout=...)`` bounds the TCP connection but not dask's handshake
+    that follows: a port where another program listens (and never answers) would hold
+    it forever. The scheduler is therefore first asked who it is (:func:`_identify`)
+    within ``timeout``, then connected to.
+    """
+    start = time.monotonic()
+    _identify(address, timeout, where)
+    left = max(timeout - (time.monotonic() - start), 1.0)
     try:
-        return Client(address, timeout=timeout)
+        return Client(address, timeout=left)
     except (OSError, TimeoutError) as exc:
         # distributed retries until the timeout and then raises OSError("Timed out
         # trying to connect ..."): one line saying what to check instead
-        raise ClusterUnreachableError(
-            f"no dask scheduler answered at {address} ({where}) within {timeout:g} s: is "
+        raise ClusterUnreachableError(_unreachable(address, where, timeout, exc)) from None
+
+
+def _unreachable(address: str, where: str, timeout: float, exc: BaseException) -> str:
+    return (f"no dask scheduler answered at {address} ({where}) within {timeout:g} s: is "
             "it running, and are the address and port right? (--connect-timeout sets the "
-            f"wait; {' '.join(str(exc).split())[:200]})") from None
+            f"wait; {' '.join(str(exc).split())[:200]})")
 
 
-def _announce(client: Any, announce: bool) -> None:
+def _identify(address: str, timeout: float, where: str) -> dict[str, Any]:
+    """Ask the server at ``address`` for its identity, all within ``timeout`` seconds.
+
+    Runs on an event loop of its own, in a thread (the caller may be running one).
+
+    Raises
+    ------
+    ClusterUnreachableError
+        Nothing listens there; something listens but does not complete dask's
+        handshake; it is a dask server but not a scheduler; a ``tls://`` address
+        without the TLS settings to connect with.
+    """
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    try:
+        args = Security().get_connection_args("client")
+    except (OSError, ValueError, TypeError) as exc:
+        raise ClusterUnreachableError(f"cannot connect to {address} ({where}): dask's TLS "
+                                      f"settings are unusable: {' '.join(str(exc).split())}"
+                                      ) from None
+
+    async def ask() -> dict[str, Any]:
+        comm = await connect(address, timeout=timeout, **args)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    async def bounded() -> dict[str, Any]:
+        return await asyncio.wait_for(ask(), timeout)
+
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["identity"] = asyncio.run(bounded())
+        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="dmlfe-identify", daemon=True)
+    thread.start()
+    # asyncio.run may wait on a name lookup it cannot cancel: the thread is left to it
+    thread.join(timeout + 5.0)
+    exc = outcome.get("error", None if "identity" in outcome else TimeoutError())
+    if isinstance(exc, TimeoutError) and _accepts_tcp(address):
+        raise ClusterUnreachableError(
+            f"{address} ({where}) accepted a connection but did not answer as a dask "
+            f"scheduler within {timeout:g} s: is it the scheduler's address and port (not "
+            "its dashboard's, nor another program's)? (--connect-timeout sets the wait)"
+        ) from None
+    if isinstance(exc, TypeError | ValueError) and address.startswith("tls://"):
+        raise ClusterUnreachableError(
+            f"cannot connect to {address} ({where}): a tls:// address needs dask's TLS "
+            "settings (distributed.comm.tls.ca-file, and distributed.comm.tls.client.cert "
+            "and .key) in the profile or dask's configuration") from None
+    if isinstance(exc, RuntimeError) and "encryption" in str(exc):
+        raise ClusterUnreachableError(
+            f"cannot connect to {address} ({where}): dask's configuration requires "
+            "encryption (distributed.comm.require-encryption): give a tls:// address and "
+            "set dask's TLS settings (distributed.comm.tls.*)") from None
+    if isinstance(exc, ValueError):
+        raise ClusterUnreachableError(f"{address} ({where}) is not a dask scheduler address: "
+                                      f"{' '.join(str(exc).split())[:200]}") from None
+    if isinstance(exc, OSError | TimeoutError):
+        raise ClusterUnreachableError(_unreachable(address, where, timeout, exc)) from None
+    if exc is not None:
+        raise exc
+    identity = outcome["identity"]
+    kind = identity.get("type") if isinstance(identity, dict) else None
+    if kind != "Scheduler":
+        raise ClusterUnreachableError(
+            f"{address} ({where}) is a dask {kind or 'server'}, not a scheduler: give the "
+            "scheduler's address")
+    return identity
+
+
+def _accepts_tcp(address: str) -> bool:
+    """Whether a plain TCP connection to ``address`` (tcp:// or tls://) is accepted."""
+    from distributed.comm import get_address_host_port
+
+    try:
+        host, port = get_address_host_port(address)
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def _wait_for_a_worker(client: Any, timeout: float | None, where: str,
+                       announce: bool) -> None:
+    """Return once the scheduler has a worker; :class:`NoWorkersError` after ``timeout``
+    seconds without one (None: do not wait)."""
+    if timeout is None or client.scheduler_info().get("workers"):
+        return
+    address = client.scheduler.address
+    if announce and timeout > 0:
+        print(f"waiting up to {timeout:g} s for a dask worker to join the scheduler at "
+              f"{address}", file=sys.stderr)
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except TimeoutError:
+        raise NoWorkersError(
+            f"no dask worker joined the scheduler at {address} ({where}) within {timeout:g} "
+            f"s: start workers (dask worker {address}) or check why they do not connect "
+            "(--worker-timeout sets the wait)") from None
+
+
+def _announce(client: Any, cluster: Any, announce: bool) -> None:
+    link = dashboard_link(client, cluster)
     log.info("client of the scheduler at %s: %d workers; dashboard %s",
-             client.scheduler.address, len(client.scheduler_info().get("workers", {})),
-             client.dashboard_link)
-    if announce:
-        print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
+             client.scheduler.address, len(client.scheduler_info().get("workers", {})), link)
+    if announce and link:
+        print(f"dask dashboard: {link}", file=sys.stderr)
+
+
+def dashboard_link(client: Any, cluster: Any = None) -> str:
+    """The dashboard's address as it really listens.
+
+    For a cluster whose scheduler runs in this process (local, slurm, pbs), the address
+    its HTTP server is bound to: dask's own ``dashboard_link`` names the scheduler's host,
+    which is not where the dashboard listens when it is bound elsewhere (every interface,
+    or loopback beside an ``inproc://`` scheduler). A dashboard on every interface is
+    shown as ``0.0.0.0`` and said so. Otherwise (a remote scheduler) dask's link.
+    """
+    from distributed.comm.utils import get_tcp_server_addresses
+    from distributed.utils import format_dashboard_link
+
+    server = getattr(getattr(cluster, "scheduler", None), "http_server", None)
+    try:
+        bound = get_tcp_server_addresses(server) if server is not None else []
+    except (RuntimeError, AttributeError):
+        bound = []
+    if not bound:
+        return client.dashboard_link
+    host, port = bound[0][:2]
+    if host in ("0.0.0.0", "::", ""):
+        return f"{format_dashboard_link('0.0.0.0', port)} (listening on every interface)"
+    return format_dashboard_link(f"[{host}]" if ":" in host else host, port)
 
 
 def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
@@ -180,13 +359,18 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
     x.add_argument("--cluster", metavar="PROFILE",
                    help="cluster profile: a name in cluster_configs/ (local, ssh, slurm, pbs, "
                    "kubernetes) or a .yaml path; see dmlfe cluster check")
-    g.add_argument("--workers", type=int, default=None,
+    g.add_argument("--workers", type=_positive_int, default=None,
                    help="LocalCluster workers (default: one per core); with a slurm, pbs or "
                    "kubernetes profile: scale to this many workers")
-    g.add_argument("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT,
+    g.add_argument("--connect-timeout", type=_seconds, default=DEFAULT_CONNECT_TIMEOUT,
                    metavar="SECONDS", help="how long to wait for a running scheduler "
                    f"(--scheduler, or a profile of kind scheduler) to answer (default "
                    f"{DEFAULT_CONNECT_TIMEOUT:g})")
+    g.add_argument("--worker-timeout", type=_seconds, default=None, metavar="SECONDS",
+                   help="how long to wait for the first dask worker before giving up "
+                   "(default: the profile's dmlfe.cluster.worker_timeout, else "
+                   f"{DEFAULT_WORKER_TIMEOUT:g}; slurm, pbs and kubernetes clusters are not "
+                   "waited for unless this or the profile sets it)")
     o = p.add_argument_group("output")
     v = o.add_mutually_exclusive_group()
     v.add_argument("--quiet", action="store_true",
@@ -201,4 +385,25 @@ def client_from_args(args: argparse.Namespace) -> Any:
     """:func:`get_client` for the flags of :func:`add_cluster_arguments`."""
     extra = {"silence_logs": logging.INFO} if getattr(args, "verbose", False) else {}
     return get_client(scheduler=args.scheduler, cluster=args.cluster, n_workers=args.workers,
-                      announce=not args.quiet, connect_timeout=args.connect_timeout, **extra)
+                      announce=not args.quiet, connect_timeout=args.connect_timeout,
+                      worker_timeout=args.worker_timeout, **extra)
+
+
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s}")
+    return v
+
+
+def _seconds(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        v = float("nan")
+    if not (0 <= v < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds (0 or more), got {s!r}")
+    return v

@@ -42,6 +42,7 @@ import yaml
 from dask.utils import parse_bytes
 
 from dmlfe.errors import ClusterProfileError, MissingExtraError
+from dmlfe.yamlfiles import read_yaml
 
 #: Stands for the scheduler's address in a job script shown before any scheduler runs
 #: (the same placeholder dask-jobqueue's own ``job_script()`` uses then).
@@ -149,6 +150,19 @@ def _memory(v: Any) -> str | None:
     return f"must be an amount of memory such as 4GiB, got {v!r}"
 
 
+def _optional_seconds(v: Any) -> str | None:
+    if v is None or (isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
+                     and v == v and v != float("inf")):
+        return None
+    return f"must be a number of seconds (0 or more) or null, got {v!r}"
+
+
+def _host(v: Any) -> str | None:
+    if isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9._-]+", v):
+        return None
+    return f"must be an IPv4 address or a host name such as 127.0.0.1 or 0.0.0.0, got {v!r}"
+
+
 def _address(v: Any) -> str | None:
     if isinstance(v, str) and re.fullmatch(r"([a-z]+://)?[^\s:/]+(:\d+)?/?", v):
         return None
@@ -202,7 +216,7 @@ def _one_or_per_host(check: Check) -> Check:
 #: kind -> the ``dmlfe.cluster`` fields it accepts (besides ``kind``) and their checks.
 FIELDS: dict[str, dict[str, Check]] = {
     "local": {"n_workers": _pos_int, "threads_per_worker": _pos_int, "memory_limit": _memory,
-              "processes": _boolean, "dashboard_address": _text},
+              "processes": _boolean, "host": _host, "dashboard_address": _text},
     "scheduler": {"address": _address},
     "ssh": {"hosts": _hosts, "connect_options": _one_or_per_host(_mapping),
             "worker_options": _mapping, "scheduler_options": _mapping,
@@ -211,7 +225,13 @@ FIELDS: dict[str, dict[str, Check]] = {
     "pbs": {"jobs": _nonneg_int, "adapt": _adapt("minimum_jobs", "maximum_jobs")},
     "kubernetes": {"adapt": _adapt("minimum", "maximum")},
 }
+for _fields in FIELDS.values():  # how long to wait for the first worker (any kind)
+    _fields["worker_timeout"] = _optional_seconds
 REQUIRED = {"scheduler": ("address",), "ssh": ("hosts",)}
+
+#: Where a LocalCluster that dmlfe starts listens unless its profile says otherwise: the
+#: scheduler, the workers and the dashboard are reachable from this machine only.
+LOOPBACK = "127.0.0.1"
 
 #: jobqueue.<kind>.* keys dmlfe checks itself (the library checks the rest).
 JOBQUEUE_FIELDS: dict[str, Check] = {
@@ -297,14 +317,9 @@ def parse_profile(cfg: Any, path: Path | None) -> Profile:
 
 
 def read_profile_file(path: Path) -> Profile:
-    """Read and validate the profile file ``path``."""
-    with open(path) as fh:
-        try:
-            cfg = yaml.safe_load(fh)
-        except yaml.YAMLError as exc:
-            detail = " ".join(str(exc).split())
-            raise ClusterProfileError(f"cluster profile {path} is not valid YAML: "
-                                      f"{detail}") from None
+    """Read and validate the profile file ``path`` (within the limits of
+    :func:`dmlfe.yamlfiles.read_yaml`)."""
+    cfg = read_yaml(path, ClusterProfileError, "cluster profile")
     return parse_profile({} if cfg is None else cfg, path)
 
 
@@ -322,15 +337,98 @@ def require_extra(profile: Profile) -> None:
 # --------------------------------------------------------------------------- per kind
 def local_cluster_options(profile: Profile, overrides: Mapping[str, Any] | None = None
                   ) -> dict[str, Any]:
-    """The ``LocalCluster`` keywords of a local profile (defaults: one worker per core)."""
+    """The ``LocalCluster`` keywords of a local profile (defaults: one worker per core).
+
+    Everything listens on ``host`` (default :data:`LOOPBACK`): the scheduler and the
+    workers (``processes: true``) and the dashboard (``dashboard_address``, default
+    ``HOST:0``, a free port). With ``processes: false`` the workers talk to the
+    scheduler in-process (``inproc://``, no port), and the HTTP server each worker
+    keeps (``/health``, ``/metrics``) listens on ``HOST:0`` too; dask would otherwise
+    bind both HTTP servers to every interface.
+    """
     import os
 
     opts: dict[str, Any] = {"n_workers": max(1, os.cpu_count() or 1), "threads_per_worker": 1,
-                            "processes": True}
+                            "processes": True, "host": LOOPBACK}
     opts.update(profile.spec)
     opts.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    opts.setdefault("dashboard_address", ":0")  # any free port, never a clash
+    opts.pop("worker_timeout", None)  # dmlfe's own setting, not LocalCluster's
+    host = opts["host"]
+    opts.setdefault("dashboard_address", f"{host}:0")  # a free port, never a clash
+    if tls_check(profile) == TEMPORARY_TLS:
+        opts["security"] = True  # LocalCluster makes the temporary credentials
+    if not opts["processes"]:
+        del opts["host"]  # an inproc:// scheduler takes no TCP host
+        opts.setdefault("worker_dashboard_address", f"{host}:0")
     return opts
+
+
+TEMPORARY_TLS = ("TLS: temporary self-signed credentials made when the cluster starts "
+                 "(distributed.comm.require-encryption is true and no certificates are set)")
+
+
+def tls_check(profile: Profile) -> str | None:
+    """Whether the cluster can start under ``distributed.comm.require-encryption``.
+
+    With encryption required (by the profile or dask's own configuration), dask uses
+    ``tls://`` everywhere and needs certificates (``distributed.comm.tls.ca-file`` and
+    ``distributed.comm.tls.{scheduler,worker,client}.cert`` / ``.key``). A local
+    cluster without them is started with temporary self-signed credentials (made in
+    memory; needs the ``cryptography`` package). Otherwise the certificates are loaded
+    here as dask would load them, and a ``scheduler`` profile's address must be
+    ``tls://``.
+
+    Returns
+    -------
+    str or None
+        A line for ``dmlfe cluster check`` (None when encryption is not required).
+
+    Raises
+    ------
+    ClusterProfileError
+        Naming the setting that keeps the cluster from starting.
+    """
+    from distributed.security import Security
+
+    where = profile.where()
+    with dask.config.set(profile.dask_config()):
+        if not dask.config.get("distributed.comm.require-encryption", False):
+            return None
+        try:
+            security = Security()
+        except (ValueError, TypeError) as exc:
+            raise _fail(where, "distributed.comm.tls", " ".join(str(exc).split())) from None
+        # connecting to a running scheduler takes the client's part only
+        roles = ("client",) if profile.kind == "scheduler" else ("scheduler", "worker",
+                                                                 "client")
+        if not any(security.get_tls_config_for_role(r)["cert"] for r in roles):
+            if profile.kind != "local":
+                raise _fail(where, "distributed.comm.require-encryption", "is true but no TLS "
+                            "certificates are set (distributed.comm.tls.ca-file and "
+                            "distributed.comm.tls.scheduler/worker/client.cert and .key)")
+            if importlib.util.find_spec("cryptography") is None:
+                raise _fail(where, "distributed.comm.require-encryption", "is true and no "
+                            "TLS certificates are set: a local cluster then makes temporary "
+                            "ones, which needs the cryptography package (pip install "
+                            "cryptography), or set distributed.comm.tls.*")
+            return TEMPORARY_TLS
+        for role in roles:
+            try:
+                security.get_connection_args(role)
+                if role != "client":
+                    security.get_listen_args(role)
+            except (OSError, ValueError, TypeError) as exc:  # ssl.SSLError is an OSError
+                raise _fail(where, f"distributed.comm.tls ({role})", "cannot be loaded: "
+                            + " ".join(str(exc).split())) from None
+            if not security.get_tls_config_for_role(role)["cert"]:
+                raise _fail(where, f"distributed.comm.tls.{role}.cert", "is missing "
+                            "(encryption is required: the scheduler, the workers and the "
+                            "client each need a certificate)")
+        address = profile.spec.get("address")
+        if address is not None and not address.startswith("tls://"):
+            raise _fail(where, "dmlfe.cluster.address", f"must be a tls:// address when "
+                        f"distributed.comm.require-encryption is true, got {address!r}")
+        return "TLS: certificates of distributed.comm.tls.* (loaded)"
 
 
 def job_class(kind: str) -> type:
@@ -472,6 +570,9 @@ def check_profile(profile: Profile) -> str:
             lines.append(f"adaptive: {json.dumps(s['adapt'])}")
         lines.append("DaskCluster resource (created through the Kubernetes API):")
         lines.append(yaml.dump(spec, Dumper=_NoAliases, sort_keys=False).rstrip("\n"))
+    tls = tls_check(profile)
+    if tls:
+        lines.append(tls)
     settings = profile.dask_config()
     if settings:
         lines.append("dask settings applied while the cluster is used:")

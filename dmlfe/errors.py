@@ -43,5 +43,9 @@ class ClusterUnreachableError(DmlfeError, ConnectionError):
     """No dask scheduler answered at the address given within the connect timeout."""
 
 
+class NoWorkersError(DmlfeError, TimeoutError):
+    """A dask scheduler was reached but no worker joined it within the worker timeout."""
+
+
 class MissingExtraError(DmlfeError, ImportError):
     """A feature needs an optional library; the message names the ``dmlfe[...]`` extra."""

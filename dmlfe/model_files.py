@@ -66,7 +66,7 @@ from dmlfe.errors import MissingPathError, ModelFormatError
 from dmlfe.methods.registry import all_methods
 from dmlfe.params import Check, interval, one_of, validate
 from dmlfe.relation.kernels import SIMILARITIES
-from dmlfe.tempfiles import move_into_place, remove_stale, temp_sibling
+from dmlfe.tempfiles import link_note, move_into_place, remove_stale, temp_sibling
 
 #: Name written into every model.json, so that other JSON files are not mistaken for models.
 FORMAT_NAME = "dmlfe-model"
@@ -615,15 +615,30 @@ def _is_model_dir(path: Path) -> bool:
     return path.is_dir() and (path / MODEL_JSON).is_file()
 
 
-def _check_target(out: Path, overwrite: bool) -> None:
-    if not out.exists():
+def check_model_target(out: str | os.PathLike[str], overwrite: bool) -> None:
+    """Refuse ``out`` as the directory of a new model unless it may be written there.
+
+    Anything at ``out`` (a symbolic link too, even one that leads nowhere) is refused
+    without ``overwrite``; with it, anything but a dmlfe model directory. The command
+    line calls this before any work, :func:`save_model` again before writing and before
+    the rename.
+
+    Raises
+    ------
+    FileExistsError
+        With one line naming ``out``.
+    """
+    out = Path(out)
+    if not os.path.lexists(out):
         return
     if not overwrite:
-        raise FileExistsError(f"{out} exists; pass overwrite=True (--overwrite) to replace it")
+        raise FileExistsError(f"{out} exists{link_note(out)}; pass overwrite=True "
+                              "(--overwrite) to replace it")
     if not _is_model_dir(out):
         raise FileExistsError(
-            f"{out} exists and is not a dmlfe model (no {MODEL_JSON} in it), so it is not "
-            "replaced even with overwrite; choose another path or remove it yourself")
+            f"{out} exists{link_note(out)} and is not a dmlfe model (no {MODEL_JSON} in "
+            "it), so it is not replaced even with overwrite; choose another path or remove "
+            "it yourself")
 
 
 def save_model(estimator: Any, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
@@ -660,7 +675,7 @@ def save_model(estimator: Any, path: str | os.PathLike[str], *, overwrite: bool 
     if "_components" not in estimator.__dict__:  # components_ itself may build d x D
         raise ValueError(f"this {name} is not fitted yet; call fit before saving it")
     out = Path(path)
-    _check_target(out, overwrite)
+    check_model_target(out, overwrite)
 
     arrays: dict[str, np.ndarray] = {}
     # as kept: on the used columns when the fit kept them so (no d x D array is built)
@@ -726,7 +741,7 @@ def save_model(estimator: Any, path: str | os.PathLike[str], *, overwrite: bool 
 
 def _commit(tmp: Path, out: Path, overwrite: bool) -> None:
     """Rename ``tmp`` to ``out``; an old model is removed only after the rename."""
-    _check_target(out, overwrite)  # it may have appeared while we were writing
+    check_model_target(out, overwrite)  # it may have appeared while we were writing
     move_into_place(tmp, out)
 
 

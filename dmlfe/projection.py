@@ -64,7 +64,7 @@ from dmlfe.compute import (
     to_float_block,
 )
 from dmlfe.store import _format as F
-from dmlfe.tempfiles import move_into_place, remove_stale, temp_sibling
+from dmlfe.tempfiles import link_note, move_into_place, remove_stale, temp_sibling
 
 # pandas and pyarrow are imported where obs or parquet is read or written: a worker
 # projecting blocks into a zarr needs neither
@@ -269,8 +269,9 @@ def project(
 # --------------------------------------------------------------------------- #
 def _commit(tmp: Path, out: Path, overwrite: bool) -> None:
     """Rename the finished ``tmp`` to ``out``; an old ``out`` is removed only after that."""
-    if out.exists() and not overwrite:
-        raise FileExistsError(f"{out} exists; pass overwrite=True to replace it")
+    if os.path.lexists(out) and not overwrite:
+        raise FileExistsError(f"{out} exists{link_note(out)}; pass overwrite=True to replace "
+                              "it")
     move_into_place(tmp, out)
 
 
@@ -411,8 +412,9 @@ def write_embeddings(
     if format not in ("zarr", "parquet"):
         raise ValueError(f"format = {format!r} is not one of 'zarr', 'parquet'")
     out = Path(out)
-    if out.exists() and not overwrite:
-        raise FileExistsError(f"{out} exists; pass overwrite=True to replace it")
+    if os.path.lexists(out) and not overwrite:
+        raise FileExistsError(f"{out} exists{link_note(out)}; pass overwrite=True to replace "
+                              "it")
     if not is_dask(Z):
         Z = np.asarray(Z, dtype=np.float64)
         Z = da.from_array(Z, chunks=(max(Z.shape[0], 1), Z.shape[1]))

@@ -5,7 +5,13 @@ exports, pipeline records) is first written to a temporary sibling named
 ``.NAME.tmp-<pid>-<hex>`` and then renamed into place, so a reader never sees a
 half-written result. A process killed before the rename leaves that sibling behind;
 :func:`remove_stale` removes the ones whose process is gone (on this host), so that
-repeated interruptions do not fill the disk.
+repeated interruptions do not fill the disk. :func:`find_temporaries` finds them under
+a folder (``dmlfe clean FOLDER``).
+
+Whether a temporary is stale is decided on the host that looks: its pid names a process
+there. Run ``dmlfe clean`` on the host whose dmlfe processes wrote the temporaries (on
+a folder shared between hosts, a process of another host is not seen, and its
+temporaries would be taken as stale).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -66,6 +73,101 @@ def stale_temporaries(target: str | os.PathLike[str]) -> list[Path]:
         if stale:
             found.append(p)
     return sorted(found)
+
+
+def link_note(path: str | os.PathLike[str]) -> str:
+    """`` (a symbolic link...)`` when ``path`` is one, for a message saying it exists
+    (a link that leads nowhere, or in a loop, is there although ``Path.exists`` says
+    it is not); else ``""``."""
+    path = Path(path)
+    if not path.is_symlink():
+        return ""
+    return " (a symbolic link" + ("" if path.exists() else " that leads nowhere") + ")"
+
+
+#: A name :func:`temp_sibling` makes (``.NAME.tmp-<pid>-<hex>``, 12 hex digits; 8 in
+#: earlier versions), or that dmlfe made before pids were recorded (``.NAME.tmp-<uuid>``).
+_TEMP_NAME = re.compile(
+    r"^\.(?P<target>.+)\.tmp-(?:(?P<pid>\d+)-[0-9a-f]{8}(?:[0-9a-f]{4})?|[0-9a-f]{32})$")
+
+
+@dataclass(frozen=True)
+class Temporary:
+    """A temporary of dmlfe's found by :func:`find_temporaries`.
+
+    Attributes
+    ----------
+    path : Path
+        The temporary file or folder.
+    pid : int or None
+        The process that writes it (None: not recorded in its name).
+    stale : bool
+        Whether it is left over: its process is gone (on this host), or, without a pid,
+        it is older than :data:`UNKNOWN_OWNER_AGE`.
+    size : int
+        Bytes in it (the sizes of its files, not followed through symbolic links).
+    """
+
+    path: Path
+    pid: int | None
+    stale: bool
+    size: int
+
+
+def find_temporaries(root: str | os.PathLike[str]) -> list[Temporary]:
+    """Every temporary of dmlfe's under the folder ``root``, at any depth.
+
+    Folders are walked without following symbolic links; a temporary folder is not
+    looked into (it counts as one), nor is a zarr store or group (a folder holding
+    ``zarr.json``: dmlfe writes no temporaries inside one, and a store holds many files).
+
+    Returns
+    -------
+    list of Temporary
+        Sorted by path; whether each one is stale follows the rule of
+        :func:`stale_temporaries`.
+    """
+    found = []
+    for folder, dirs, files in os.walk(root, onerror=lambda exc: None):
+        here = Path(folder)
+        if "zarr.json" in files and here != Path(root):
+            dirs[:] = []
+            continue
+        for name in [*dirs, *files]:
+            m = _TEMP_NAME.match(name)
+            if m is None:
+                continue
+            p = here / name
+            pid = None if m.group("pid") is None else int(m.group("pid"))
+            try:
+                if pid is not None:
+                    stale = not _alive(pid)
+                else:
+                    stale = time.time() - p.lstat().st_mtime > UNKNOWN_OWNER_AGE
+            except FileNotFoundError:
+                continue
+            found.append(Temporary(p, pid, stale, path_size(p)))
+        dirs[:] = [d for d in dirs if _TEMP_NAME.match(d) is None]
+    return sorted(found, key=lambda t: t.path)
+
+
+def path_size(p: str | os.PathLike[str]) -> int:
+    """Bytes in the file or folder tree ``p`` (symbolic links are not followed)."""
+    p = Path(p)
+    try:
+        st = p.lstat()
+    except OSError:
+        return 0
+    if not p.is_dir() or p.is_symlink():
+        return st.st_size
+    total = 0
+    for folder, _dirs, files in os.walk(p, onerror=lambda exc: None):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                pass
+    return total
 
 
 def remove_path(p: Path) -> None:

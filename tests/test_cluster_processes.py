@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import dmlfe.cluster
 from dmlfe.cli import main
 from dmlfe.projection import read_embeddings
 from dmlfe.store import open_store
@@ -107,19 +106,13 @@ def test_cli_on_a_scheduler_and_two_worker_processes(process_scheduler, cluster_
     np.testing.assert_allclose(za, (Xd - ma.mean_) @ ma.components_.T, rtol=0, atol=1e-10)
 
 
-def test_unreachable_scheduler_is_one_line_within_the_timeout(tmp_path, capsys, monkeypatch):
-    # the connect timeout asked for is the one distributed's Client is given
-    timeouts = []
-    real_client = dmlfe.cluster.Client
-    def spy(*a, **kw):
-        timeouts.append(kw.get("timeout"))
-        return real_client(*a, **kw)
-
-    monkeypatch.setattr(dmlfe.cluster, "Client", spy)
+def test_unreachable_scheduler_is_one_line_within_the_timeout(tmp_path, capsys):
+    # the connect timeout asked for is the wait (the connection and dask's handshake)
     out = tmp_path / "never.zarr"
+    start = time.monotonic()
     rc = main(["ingest", "--format", "synthetic", "--out", str(out), "--n-docs", "20",
                "--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "2"])
-    assert timeouts == [2.0]
+    assert 1.5 < time.monotonic() - start < 6
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("dmlfe ingest: error: no dask scheduler answered at "
@@ -130,12 +123,13 @@ def test_unreachable_scheduler_is_one_line_within_the_timeout(tmp_path, capsys, 
     profile = tmp_path / "dead.yaml"
     profile.write_text("dmlfe:\n  cluster:\n    kind: scheduler\n    address: "
                        "tcp://127.0.0.1:1\n")
+    start = time.monotonic()
     rc = main(["ingest", "--format", "synthetic", "--out", str(out), "--n-docs", "20",
                "--cluster", str(profile), "--connect-timeout", "2"])
+    assert 1.5 < time.monotonic() - start < 6
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1
     assert f"({profile}: dmlfe.cluster.address) within 2 s" in err
-    assert timeouts == [2.0, 2.0]
 
 
 SBATCH = """#!/bin/bash

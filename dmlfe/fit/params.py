@@ -17,6 +17,9 @@ from dmlfe.solvers.dimension import DEFAULT_THRESHOLD, check_n_components
 
 #: The solvers that make passes over X (or R) of their own.
 MATRIX_FREE = ("randomized", "lanczos")
+#: Largest ``random_state``: ``numpy.random.RandomState`` (k-means++ prototypes) takes
+#: seeds from 0 to 2**32 - 1.
+MAX_SEED = 2**32 - 1
 SOLVERS = ("auto", "dense", *MATRIX_FREE)
 ROUTES = ("feature", "relation", "dual", "auto")
 #: Storage dtypes of ``components_``; the solve itself is always float64.
@@ -96,8 +99,9 @@ COMMON: tuple[Param, ...] = (
     Param("client", None, anything,
           "distributed.Client, optional\n    Where passes run; default the process's default "
           "client or dask's local scheduler."),
-    Param("random_state", 0, interval(None, None, integer=True),
-          "int, default 0\n    Seed of the randomized solver and of prototype selection."),
+    Param("random_state", 0, interval(0, MAX_SEED, integer=True),
+          "int, default 0\n    Seed of the randomized solver and of prototype selection "
+          "(0 to 2**32 - 1,\n    the seeds numpy's generators accept)."),
     Param("progress", False, boolean,
           "bool, default False\n    Progress messages on stderr for the passes."),
     Param("route", "auto", one_of(*ROUTES),

@@ -47,12 +47,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from dmlfe.fit.params import COMMON
 from dmlfe.ingestion import FORMATS
 from dmlfe.methods.registry import resolve_method
 from dmlfe.solvers.dimension import check_n_components
+from dmlfe.yamlfiles import read_yaml
 
 #: Metric names of :func:`dmlfe.metrics.metric_report`, and whether lower is better.
 METRICS: dict[str, bool] = {
@@ -500,8 +499,5 @@ def load_config(path: str | os.PathLike[str]) -> PipelineConfig:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"pipeline file {path} not found")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise PipelineConfigError(f"{path}: not valid YAML: {exc}") from None
+    raw = read_yaml(path, PipelineConfigError, "pipeline file")
     return parse_config(raw, path)

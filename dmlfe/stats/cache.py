@@ -288,13 +288,20 @@ def _warn_bad(path: Path, exc: Exception) -> None:
     )
 
 
-def clean(store_path: str | os.PathLike[str]) -> list[Path]:
+def clean(store_path: str | os.PathLike[str], *, dry_run: bool = False) -> list[Path]:
     """Remove the statistics cache of a store and the temporaries killed processes left.
 
     Removes ``<store>.stats/`` (every saved entry and the stale temporaries in it; the
     temporaries of a process still writing there are left, and then the folder too),
     and the stale temporaries beside the store (``.<store>.tmp-<pid>-*`` of an ingest,
     an export or an overwrite that was killed). The store itself is not touched.
+
+    Parameters
+    ----------
+    store_path : path-like
+        The store (it need not exist any more).
+    dry_run : bool
+        Remove nothing; return what would be removed.
 
     Returns
     -------
@@ -311,15 +318,23 @@ def clean(store_path: str | os.PathLike[str]) -> list[Path]:
     cache_dir = stats_dir_for(store_path)
     removed: list[Path] = []
     for target in (store_path, cache_dir):
-        removed += remove_stale(target, quiet=True)
+        for p in stale_temporaries(target):
+            if not dry_run:
+                remove_path(p)
+            removed.append(p)
     if cache_dir.is_dir():
         stale = set(_stale_temporaries_in(cache_dir))
-        inside = []
+        inside, live = [], False
         for p in sorted(cache_dir.iterdir()):
             if ".tmp-" in p.name and p not in stale:
+                live = True
                 continue  # a live process is writing this one
-            remove_path(p)
+            if not dry_run:
+                remove_path(p)
             inside.append(p)
+        if dry_run:
+            removed += inside if live or cache_dir.is_symlink() else [cache_dir]
+            return removed
         try:
             if cache_dir.is_symlink():  # the link is the user's: empty what it points to
                 raise OSError

@@ -12,6 +12,7 @@ rebuilds an identical store. :func:`import_parquet` refuses anything else with a
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import BinaryIO
 
@@ -24,7 +25,7 @@ from dmlfe.errors import DataFormatError, DmlfeError, MissingPathError
 from dmlfe.store import _format as F
 from dmlfe.store.reader import Store, open_store
 from dmlfe.store.writer import StoreWriter, write_piece
-from dmlfe.tempfiles import write_atomically
+from dmlfe.tempfiles import link_note, write_atomically
 
 _META_KEY = b"dmlfe"
 _COLUMNS = ("id", "split", "indices", "values", "labels")
@@ -71,8 +72,9 @@ def export_parquet(store_or_path, out_path, *, row_group_rows: int = 65536,
     if not store.is_subset and store.chunk_rows != row_group_rows:
         store = open_store(store.path, chunk_rows=row_group_rows)
     out_path = Path(out_path).absolute()
-    if out_path.exists() and not overwrite:
-        raise FileExistsError(f"{out_path} already exists; pass overwrite=True to replace it")
+    if os.path.lexists(out_path) and not overwrite:
+        raise FileExistsError(f"{out_path} already exists{link_note(out_path)}; pass "
+                              "overwrite=True to replace it")
     idx_type = pa.from_numpy_dtype(F.index_dtype(store.n_features))
     large = store.nnz >= 2**31
     fields = [

@@ -29,7 +29,7 @@ import zarr
 from dmlfe._version import __version__
 from dmlfe.progress import ProgressLine, progress_default, watch_futures
 from dmlfe.store import _format as F
-from dmlfe.tempfiles import move_into_place, remove_stale, temp_sibling
+from dmlfe.tempfiles import link_note, move_into_place, remove_stale, temp_sibling
 
 _PIECE_KEYS = ("index", "rows", "nnz", "path", "n_cols", "n_labels", "splits", "meta_keys")
 
@@ -277,7 +277,7 @@ class StoreWriter:
         self.chunk_rows = int(chunk_rows)
         self.overwrite = bool(overwrite)
         remove_stale(self.out)  # what killed ingests into the same path left behind
-        _check_target(self.out, self.overwrite)
+        check_store_target(self.out, self.overwrite)
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.tmp_path = temp_sibling(self.out)
         self.tmp_path.mkdir()
@@ -433,17 +433,23 @@ class StoreWriter:
         }
 
     def _rename(self) -> None:
-        _check_target(self.out, self.overwrite)
+        check_store_target(self.out, self.overwrite)
         move_into_place(self.tmp_path, self.out)
 
 
-def _check_target(out: Path, overwrite: bool) -> None:
-    """Refuse an existing ``out`` unless overwriting a store (or an empty directory)."""
+def check_store_target(out: Path, overwrite: bool) -> None:
+    """Refuse an existing ``out`` unless overwriting a store (or an empty directory).
+
+    A symbolic link at ``out`` (even a dangling or looping one) is refused, with
+    ``overwrite`` too. Called by :class:`StoreWriter` when it opens and before its
+    rename; the command line calls it before any work.
+    """
     if not os.path.lexists(out):
         return
     if not overwrite:
-        raise FileExistsError(f"{out} already exists; pass overwrite=True (CLI: --overwrite) "
-                              "to replace it, or choose another output path")
+        raise FileExistsError(f"{out} already exists{link_note(out)}; pass overwrite=True "
+                              "(CLI: --overwrite) to replace it, or choose another output "
+                              "path")
     if not out.is_dir() or out.is_symlink():
         raise FileExistsError(f"{out} exists and is not a directory; refusing to replace it "
                               "with a store even with overwrite=True; remove it yourself")
