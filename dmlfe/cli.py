@@ -183,9 +183,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if not report.ok:
         raise StoreError(f"store {report.path} is damaged: {len(report.problems)} problem(s) "
                          "(listed on standard output); re-ingest it or restore a copy")
-    how = ("sizes and CRC-32s match the record" if report.recorded and not args.record
-           else "decoded and consistent" + (", record written" if report.recorded else ""))
-    print(f"{report.path}: intact: {report.n_arrays} arrays, {report.n_chunks} chunks ({how})")
+    if report.recorded and not args.record:
+        print(f"{report.path}: intact: {report.n_arrays} arrays, {report.n_chunks} chunks "
+              "(sizes and CRC-32s match the record)")
+        return 0
+    unchecked = (f"; {report.n_unchecked} chunk(s) without a file could not be checked (see "
+                 "the notes)" if report.n_unchecked else "")
+    print(f"{report.path}: no damage found: {report.n_arrays} arrays, {report.n_chunks} "
+          f"chunks decoded and consistent{unchecked}"
+          + ("; checksums recorded" if report.recorded else ""))
     return 0
 
 

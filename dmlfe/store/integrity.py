@@ -450,6 +450,9 @@ class VerifyReport:
         The store carries an integrity record (checksums were compared).
     n_arrays, n_chunks : int
         Arrays and chunks checked.
+    n_unchecked : int
+        Chunks without a file in a store without a record: all-zero chunks zarr did not
+        write, or deleted ones; nothing tells them apart.
     problems : list of str
         One line per damage, each naming the array (and chunk).
     notes : list of str
@@ -460,6 +463,7 @@ class VerifyReport:
     recorded: bool
     n_arrays: int = 0
     n_chunks: int = 0
+    n_unchecked: int = 0
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -566,6 +570,7 @@ def _check_unrecorded(root: Path, meta: dict, arrays: dict[str, zarr.Array],
         keys = array_chunk_keys(arr)
         report.n_chunks += len(keys)
         missing = [k for k in keys if not (root / name / k).is_file()]
+        report.n_unchecked += len(missing)
         if missing:
             more = ", ..." if len(missing) > 3 else ""
             report.notes.append(f"{name}: {len(missing)} of {len(keys)} chunks have no file "

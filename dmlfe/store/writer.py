@@ -178,7 +178,7 @@ def _fill_elem_chunk(root: str, c0: int, c1: int, spans: list[tuple[str, int, in
     group = zarr.open_group(root, mode="r+")
     group["X/data"][c0:c1] = data
     group["X/indices"][c0:c1] = indices.astype(idx_dtype, copy=False)
-    k = c0 // F.ELEM_CHUNK
+    k = c0 // int(group["X/data"].chunks[0])  # c0 is a multiple of the chunk size
     return integrity.merge_entries(integrity.written_chunks(root, group, name, k)
                                    for name in ("X/data", "X/indices"))
 
