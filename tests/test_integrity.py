@@ -333,3 +333,10 @@ def test_recorded_store_still_opens_in_anndata(tmp_path):
         warnings.simplefilter("error")
         adata = anndata.read_zarr(store)
     assert adata.shape == (N, D) and adata.obsm["Y"].shape == (N, Q)
+
+
+def test_verify_names_a_missing_group_zarr_json(tmp_path, capsys):
+    store = make_store(tmp_path / "s.zarr")
+    (store / "obsm" / "zarr.json").unlink()
+    rc, _, out = run_cli(["verify", str(store)], capsys)
+    assert rc == 2 and "obsm: its group zarr.json" in out

@@ -524,12 +524,31 @@ def verify_store(path: str | os.PathLike) -> VerifyReport:
             arrays[name] = arr
     if record is None or arrays:  # no record, or arrays whose record no longer applies
         report.problems += _check_unrecorded(root, meta, arrays, report)
+    report.problems += _group_problems(root, names)
     if record is None and entry is None:
         report.notes.append("no integrity record (a store written before dmlfe recorded "
                             "checksums): a missing chunk cannot be told from an all-zero one "
                             f"and changed bytes go unnoticed; add one with: dmlfe verify "
                             f"{root} --record")
     return report
+
+
+def _group_problems(root: Path, arrays: Iterable[str]) -> list[str]:
+    """Groups of anndata's layout whose zarr.json is missing or is not a group's (dmlfe
+    reads arrays by path and does not need them, but ``anndata.read_zarr`` does)."""
+    groups = {str(Path(a).parent) for a in arrays} | set(F.EMPTY_GROUPS)
+    groups |= {str(Path(g).parent) for g in groups} - {"."}
+    problems = []
+    for g in sorted(groups - {"."}):
+        try:
+            doc = json.loads((root / g / "zarr.json").read_text())
+            ok = isinstance(doc, dict) and doc.get("node_type") == "group"
+        except (OSError, ValueError):
+            ok = False
+        if not ok:
+            problems.append(f"{g}: its group zarr.json ({root / g / 'zarr.json'}) is missing "
+                            "or damaged (anndata.read_zarr needs it)")
+    return problems
 
 
 def _short(exc: StoreError) -> str:

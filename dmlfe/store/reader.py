@@ -3,16 +3,22 @@
 Every block of ``X``, ``Y``, ``ids`` and ``split`` is a task that reads only its own
 slices from zarr when it runs (the graph holds the store path and row range, never
 data), so the arrays work on a distributed cluster of processes that see the store's
-path.
+path. Each process opens a store once (:func:`_opened`): every array's zarr.json is
+checked against the store's metadata and integrity record, and every chunk is read
+through :class:`dmlfe.store.integrity.CheckedStore`, so a damaged store is a
+:class:`~dmlfe.errors.StoreError` naming the store and the array wherever it is read,
+never zeros.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,21 +55,38 @@ class _Opened:
         return integrity.read_values(self.root, name, self.arrays[name], selection)
 
 
-@lru_cache(maxsize=64)
-def _opened(root: str, store_uuid: str) -> _Opened:
-    # keyed by the store's uuid so that a store replaced at the same path is reopened;
-    # runs once per process (driver or dask worker) and store
+#: Stores opened in this process, by (path, uuid): the uuid makes a store replaced at the
+#: same path open afresh. Bounded like an LRU cache; a worker keeps at most this many.
+_OPENED: OrderedDict[tuple[str, str], _Opened] = OrderedDict()
+_OPENED_MAX = 64
+_OPENED_LOCK = threading.Lock()
+
+
+def _opened(root: str, store_uuid: str, meta: dict | None = None) -> _Opened:
+    """The store at ``root`` opened and checked, once per process (driver or dask
+    worker) and store; ``meta``: its root metadata when the caller has just read it."""
+    key = (root, store_uuid)
+    with _OPENED_LOCK:
+        if key in _OPENED:
+            _OPENED.move_to_end(key)
+            return _OPENED[key]
     path = Path(root)
-    try:
-        meta = _read_root_meta(path)
-    except MissingPathError:
-        raise integrity._gone(path) from None
+    if meta is None:
+        try:
+            meta = _read_root_meta(path)
+        except MissingPathError:
+            raise integrity._gone(path) from None
     if str(meta["uuid"]) != store_uuid:
         raise StoreError(f"store {path} was replaced while in use (another ingest wrote it: "
                          "its uuid changed); nothing was written: run the command again")
     record = integrity.read_record(path, meta["integrity"]) if "integrity" in meta else None
     group = integrity.open_checked_group(path, record)
-    return _Opened(path, record, integrity.open_arrays(path, group, meta, record))
+    opened = _Opened(path, record, integrity.open_arrays(path, group, meta, record))
+    with _OPENED_LOCK:
+        _OPENED[key] = opened
+        while len(_OPENED) > _OPENED_MAX:
+            _OPENED.popitem(last=False)
+    return opened
 
 
 def _read_x(root: str, uid: str, r0: int, r1: int, n_features: int,
@@ -214,7 +237,7 @@ def open_store(path, *, chunk_rows: int | None = None) -> Store:
         raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
     n = int(meta["n_docs"])
     # every array's zarr.json is checked here (once per process), before any work starts
-    _opened(str(path), str(meta["uuid"]))
+    _opened(str(path), str(meta["uuid"]), meta)
     blocks = [(r0, min(r0 + int(cr), n), None) for r0 in range(0, n, int(cr))] or [(0, 0, None)]
     return Store(path, meta, int(cr), blocks)
 
