@@ -34,8 +34,9 @@ What is checked where:
   the record and with the store's own metadata (``n_docs``, ``nnz``, ...); a
   ``zarr.json`` that zarr cannot parse is reported by name;
 * every chunk read is checked against the record: missing, of another size, another
-  CRC-32, or present where none was written: :class:`~dmlfe.errors.StoreError` naming
-  the store, the array and the chunk, never fill values;
+  CRC-32 (computed the first time a process reads the chunk; the size on every read),
+  or present where none was written: :class:`~dmlfe.errors.StoreError` naming the
+  store, the array and the chunk, never fill values;
 * :func:`verify_store` (``dmlfe verify``) checks every chunk of every array and lists
   each problem.
 
@@ -260,13 +261,18 @@ class CheckedStore(WrapperStore):
         are then passed through, except that a store gone while in use is an error).
 
     Only whole-chunk reads are checksummed (dmlfe's stores are not sharded; a byte
-    range is checked for presence only).
+    range is checked for presence only). A chunk's CRC-32 is computed the first time
+    this process reads it; later reads of it (the next row block inside the same
+    ``X/data`` chunk, the next pass of a solver) compare presence and size only, which
+    is free. So a chunk rewritten with other bytes of the same size while a process
+    already read it goes unnoticed by that process (``dmlfe verify`` sees it).
     """
 
     def __init__(self, store: Any, root: Path, record: Record | None) -> None:
         super().__init__(store)
         self._root = Path(root)
         self._record = record
+        self._verified: set[str] = set()  # keys whose CRC-32 matched in this process
 
     def _with_store(self, store: Any) -> CheckedStore:
         return type(self)(store, self._root, self._record)
@@ -281,10 +287,15 @@ class CheckedStore(WrapperStore):
         hit = self._record.by_key.get(key)
         if hit is None:  # metadata, or a chunk of an array outside the record
             return buf
+        if buf is not None and hit[2] is not None and len(buf) == hit[2][0] \
+                and key in self._verified:
+            return buf  # its CRC-32 matched on an earlier read here; the size still does
         if buf is not None and byte_range is None and len(buf) >= _OFFLOAD_BYTES:
             await asyncio.to_thread(self._check, hit, buf, byte_range)
         else:
             self._check(hit, buf, byte_range)
+        if buf is not None and byte_range is None:
+            self._verified.add(key)
         return buf
 
     def _check(self, hit: tuple, buf: Any, byte_range: Any) -> None:
