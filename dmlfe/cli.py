@@ -27,7 +27,7 @@ from dmlfe.cluster import add_cluster_arguments, client_from_args, read_profile
 from dmlfe.cluster_profiles import check_profile
 from dmlfe.demo import demo_pipeline_path
 from dmlfe.embed import INPUT_FORMATS, label_sets, read_documents, training_classifier
-from dmlfe.errors import DmlfeError, InputError
+from dmlfe.errors import DmlfeError, InputError, StoreError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
 from dmlfe.fit.params import COMPONENTS_DTYPES, MAX_SEED
 from dmlfe.graph.knn import KNN_METHODS
@@ -45,6 +45,7 @@ from dmlfe.relation import relation_block_rows
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.stats.cache import clean
 from dmlfe.store import check_export, export_parquet, import_parquet, open_store
+from dmlfe.store.integrity import add_record, verify_store
 from dmlfe.store.writer import check_store_target
 from dmlfe.tempfiles import (
     find_temporaries,
@@ -178,6 +179,28 @@ def format_info(info: dict) -> str:
 
 def cmd_info(args: argparse.Namespace) -> int:
     _print_info(args.store, args.json)
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Check every array and chunk of a store: one line per problem, exit 2 if any."""
+    report = add_record(args.store) if args.record else verify_store(args.store)
+    for problem in report.problems:
+        print(f"{report.path}: {problem}")
+    for note in report.notes:
+        print(f"note: {note}")
+    if not report.ok:
+        raise StoreError(f"store {report.path} is damaged: {len(report.problems)} problem(s) "
+                         "(listed on standard output); re-ingest it or restore a copy")
+    if report.recorded and not args.record:
+        print(f"{report.path}: intact: {report.n_arrays} arrays, {report.n_chunks} chunks "
+              "(sizes and CRC-32s match the record)")
+        return 0
+    unchecked = (f"; {report.n_unchecked} chunk(s) without a file could not be checked (see "
+                 "the notes)" if report.n_unchecked else "")
+    print(f"{report.path}: no damage found: {report.n_arrays} arrays, {report.n_chunks} "
+          f"chunks decoded and consistent{unchecked}"
+          + ("; checksums recorded" if report.recorded else ""))
     return 0
 
 
@@ -532,6 +555,20 @@ def build_parser() -> argparse.ArgumentParser:
     pn.add_argument("store", help="the store (a folder written by dmlfe ingest)")
     pn.add_argument("--json", action="store_true", help="machine-readable output")
     pn.set_defaults(func=cmd_info)
+
+    pv = sub.add_parser(
+        "verify", help="check every array and chunk of a store against its checksums",
+        description="Check a store's every array (its zarr.json against the shape, type and "
+        "chunking it was written with) and every chunk (present, and its size and CRC-32 "
+        "against the record written at ingest). Prints one line per problem; exit 0 when "
+        "the store is intact, 2 when it is damaged. A store written before dmlfe recorded "
+        "checksums is decoded and checked for consistency instead.",
+        epilog="example: dmlfe verify r10.zarr")
+    pv.add_argument("store", help="the store (a folder written by dmlfe ingest)")
+    pv.add_argument("--record", action="store_true",
+                    help="for a store without checksums: check it, then record them (the "
+                    "store's data and identity are unchanged)")
+    pv.set_defaults(func=cmd_verify)
 
     pd = sub.add_parser("demo", help="the main job: the demo pipeline on a synthetic corpus "
                         "(= dmlfe run pipelines/demo.yaml)",

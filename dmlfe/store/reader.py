@@ -3,15 +3,22 @@
 Every block of ``X``, ``Y``, ``ids`` and ``split`` is a task that reads only its own
 slices from zarr when it runs (the graph holds the store path and row range, never
 data), so the arrays work on a distributed cluster of processes that see the store's
-path.
+path. Each process opens a store once (:func:`_opened`): every array's zarr.json is
+checked against the store's metadata and integrity record, and every chunk is read
+through :class:`dmlfe.store.integrity.CheckedStore`, so a damaged store is a
+:class:`~dmlfe.errors.StoreError` naming the store and the array wherever it is read,
+never zeros.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
-from functools import cached_property, lru_cache
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,12 +26,12 @@ import dask
 import dask.array as da
 import numpy as np
 import scipy.sparse as sp
-import zarr
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from dmlfe.errors import MissingPathError, StoreError
 from dmlfe.store import _format as F
+from dmlfe.store import integrity
 
 if TYPE_CHECKING:
     from dmlfe.vectorize.text import TextVectorizer
@@ -35,30 +42,79 @@ class IncompleteStoreError(StoreError):
 
 
 # --------------------------------------------------------------------------- block readers
-@lru_cache(maxsize=64)
-def _group(root: str, store_uuid: str) -> zarr.Group:
-    # keyed by the store's uuid so that a store replaced at the same path is reopened
-    return zarr.open_group(root, mode="r")
+@dataclass(frozen=True)
+class _Opened:
+    """A store opened in this process: its arrays checked against its metadata and its
+    integrity record, every chunk read through :class:`~dmlfe.store.integrity.CheckedStore`."""
+
+    root: Path
+    record: integrity.Record | None
+    arrays: dict
+
+    def read(self, name: str, selection) -> np.ndarray:
+        return integrity.read_values(self.root, name, self.arrays[name], selection)
+
+
+#: Stores opened in this process, by (path, uuid): the uuid makes a store replaced at the
+#: same path open afresh. Bounded like an LRU cache; a worker keeps at most this many.
+_OPENED: OrderedDict[tuple[str, str], _Opened] = OrderedDict()
+_OPENED_MAX = 64
+_OPENED_LOCK = threading.Lock()
+
+
+def _opened(root: str, store_uuid: str, meta: dict | None = None) -> _Opened:
+    """The store at ``root`` opened and checked, once per process (driver or dask
+    worker) and store; ``meta``: its root metadata when the caller has just read it."""
+    key = (root, store_uuid)
+    with _OPENED_LOCK:
+        if key in _OPENED:
+            _OPENED.move_to_end(key)
+            return _OPENED[key]
+    path = Path(root)
+    if meta is None:
+        try:
+            meta = _read_root_meta(path)
+        except MissingPathError:
+            raise integrity._gone(path) from None
+    if str(meta["uuid"]) != store_uuid:
+        raise StoreError(f"store {path} was replaced while in use (another ingest wrote it: "
+                         "its uuid changed); nothing was written: run the command again")
+    record = integrity.read_record(path, meta["integrity"]) if "integrity" in meta else None
+    group = integrity.open_checked_group(path, record)
+    opened = _Opened(path, record, integrity.open_arrays(path, group, meta, record))
+    with _OPENED_LOCK:
+        _OPENED[key] = opened
+        while len(_OPENED) > _OPENED_MAX:
+            _OPENED.popitem(last=False)
+    return opened
 
 
 def _read_x(root: str, uid: str, r0: int, r1: int, n_features: int,
             rows: np.ndarray | None) -> sp.csr_matrix:
-    g = _group(root, uid)
-    indptr = g["X/indptr"][r0:r1 + 1]
+    o = _opened(root, uid)
+    indptr = o.read("X/indptr", slice(r0, r1 + 1))
     p0, p1 = int(indptr[0]), int(indptr[-1])
-    block = sp.csr_matrix((g["X/data"][p0:p1], g["X/indices"][p0:p1], indptr - p0),
-                          shape=(r1 - r0, n_features))
+    if (np.diff(indptr) < 0).any():
+        # a row pointer that falls: a chunk read as zeros or changed (checked for every
+        # store: the only cheap guard a store without an integrity record has)
+        raise integrity.damaged(root, "X/indptr", f"rows {r0}..{r1} do not have a rising "
+                                "row pointer (a chunk deleted or changed?)")
+    block = sp.csr_matrix((o.read("X/data", slice(p0, p1)), o.read("X/indices", slice(p0, p1)),
+                           indptr - p0), shape=(r1 - r0, n_features))
     return block if rows is None else block[rows]
 
 
 def _read_row_nnz(root: str, uid: str, r0: int, r1: int, rows: np.ndarray | None) -> np.ndarray:
-    counts = np.diff(_group(root, uid)["X/indptr"][r0:r1 + 1])
+    counts = np.diff(_opened(root, uid).read("X/indptr", slice(r0, r1 + 1)))
+    if (counts < 0).any():
+        raise integrity.damaged(root, "X/indptr", f"rows {r0}..{r1} do not have a rising "
+                                "row pointer (a chunk deleted or changed?)")
     return counts if rows is None else counts[rows]
 
 
 def _read_rows(root: str, uid: str, name: str, r0: int, r1: int,
                rows: np.ndarray | None) -> np.ndarray:
-    values = _group(root, uid)[name][r0:r1]
+    values = _opened(root, uid).read(name, slice(r0, r1))
     if values.dtype.kind in "TUSO":
         values = F.to_object_strings(values)
     return values if rows is None else values[rows]
@@ -105,7 +161,32 @@ def _read_root_meta(path: Path) -> dict:
     if meta.get("format_version", 0) > F.FORMAT_VERSION:
         raise StoreError(f"{path} has store format version {meta['format_version']}, newer "
                          f"than this dmlfe reads ({F.FORMAT_VERSION}); upgrade dmlfe")
+    _check_meta(path, meta)
     return meta
+
+
+#: Keys of the root metadata every reader relies on, and what each must hold.
+_META_KEYS = {"uuid": "a string", "n_docs": "an integer >= 0", "n_features": "an integer >= 0",
+              "nnz": "an integer >= 0", "chunk_rows": "an integer >= 1",
+              "label_names": "a list of strings"}
+
+
+def _check_meta(path: Path, meta: dict) -> None:
+    """A root zarr.json with a key missing or of the wrong kind is damage, not a bug."""
+    for key, what in _META_KEYS.items():
+        value = meta.get(key)
+        if key == "uuid":
+            ok = isinstance(value, str) and bool(value)
+        elif key == "label_names":
+            ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        else:
+            ok = isinstance(value, int) and not isinstance(value, bool) \
+                and value >= (1 if key == "chunk_rows" else 0)
+        if not ok:
+            found = "is missing" if key not in meta else f"is {str(value)[:40]!r}"
+            raise StoreError(f"store {path}: the dmlfe metadata in its zarr.json lacks a valid "
+                             f"{key!r} (it {found}; {what} was written): the file was edited "
+                             "or damaged; re-ingest the store or restore a copy")
 
 
 #: Corpus files by suffix -> the ingest format that reads them (for the hint below).
@@ -145,6 +226,9 @@ def open_store(path, *, chunk_rows: int | None = None) -> Store:
         If nothing is at ``path``.
     IncompleteStoreError
         If ``path`` is not a complete store (an interrupted or running ingest).
+    StoreError
+        If an array's zarr.json is missing, unreadable or differs from the shape, type or
+        chunking the store was written with (:mod:`dmlfe.store.integrity`).
     """
     path = Path(path).absolute()
     meta = _read_root_meta(path)
@@ -152,6 +236,8 @@ def open_store(path, *, chunk_rows: int | None = None) -> Store:
     if isinstance(cr, bool) or not isinstance(cr, (int, np.integer)) or cr < 1:
         raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
     n = int(meta["n_docs"])
+    # every array's zarr.json is checked here (once per process), before any work starts
+    _opened(str(path), str(meta["uuid"]), meta)
     blocks = [(r0, min(r0 + int(cr), n), None) for r0 in range(0, n, int(cr))] or [(0, 0, None)]
     return Store(path, meta, int(cr), blocks)
 
@@ -285,14 +371,39 @@ class Store:
         StoreError
             The store was not ingested from text, or was written without its idf.
         """
-        g = _group(self._root, self._uid)
-        idf = g["uns/idf"][:] if "idf" in g["uns"] else None
+        o = _opened(self._root, self._uid)
+        idf = o.read("uns/idf", slice(None)) if "uns/idf" in o.arrays else None
         vocab = self.feature_names if self.feature_kind == "names" else None
         # imported here: it brings scikit-learn, which a worker reading row blocks never
         # needs (2 s of a fresh worker's first task on the benchmark machine)
         from dmlfe.vectorize.text import store_vectorizer
 
         return store_vectorizer(self.attrs, idf, vocab, f"the store {self.path}")
+
+    def integrity(self) -> str:
+        """One line on the store's integrity record, for ``dmlfe info``.
+
+        With a record, every chunk file's size is compared with it (one ``stat`` each;
+        the CRC-32s are compared as chunks are read, and by ``dmlfe verify``).
+
+        Raises
+        ------
+        StoreError
+            A chunk file is missing or of another size than was written.
+        """
+        o = _opened(self._root, self._uid)
+        if o.record is None:
+            return ("no checksums recorded (a store written before dmlfe recorded them: a "
+                    "deleted chunk would read as zeros); add them with: dmlfe verify "
+                    f"{self.path} --record")
+        problems = integrity.stat_problems(self.path, o.record)
+        if problems:
+            name, what = problems[0].split(": ", 1)
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise integrity.damaged(self.path, name, what + more)
+        return (f"CRC-32 checksums of {o.record.n_chunks} chunks in {len(o.record.arrays)} "
+                "arrays recorded; every chunk file is there at its recorded size; the "
+                f"CRC-32s are checked as chunks are read (dmlfe verify {self.path}: all)")
 
     @property
     def obs_columns(self) -> list[str]:
@@ -310,7 +421,7 @@ class Store:
     def feature_names(self) -> list[str] | None:
         if not self._meta.get("has_feature_names"):
             return None
-        return _group(self._root, self._uid)["var/_index"][:].tolist()
+        return _opened(self._root, self._uid).read("var/_index", slice(None)).tolist()
 
     @property
     def _categories(self) -> tuple[str, ...] | None:
@@ -487,9 +598,11 @@ class Store:
             }
 
     def info(self) -> dict:
-        """Summary for ``dmlfe info``: shape, nnz, labels, splits, chunking, size, provenance.
+        """Summary for ``dmlfe info``: shape, nnz, labels, splits, chunking, size,
+        integrity, provenance.
 
-        Runs one dask pass over Y and indptr (on the current scheduler).
+        Runs one dask pass over Y and indptr (on the current scheduler) and one ``stat``
+        per chunk file (:meth:`integrity`).
         """
         n, D = self.n_docs, self.n_features
         label_counts, label_card, row_nnz_zero, nnz = dask.compute(
@@ -505,8 +618,8 @@ class Store:
             counts = np.bincount(codes[codes >= 0], minlength=len(self._categories))
             splits = {c: int(k) for c, k in zip(self._categories, counts, strict=True)}
             without_split = int((codes < 0).sum())
-        g = _group(self._root, self._uid)
-        zarr_chunks = {name: list(g[name].chunks)
+        arrays = _opened(self._root, self._uid).arrays
+        zarr_chunks = {name: list(arrays[name].chunks)
                        for name in ("X/data", "X/indices", "X/indptr", "obsm/Y", "obs/_index")}
         return {
             "path": str(self.path),
@@ -531,6 +644,7 @@ class Store:
             },
             "subset": self.is_subset,
             "size_on_disk_bytes": F.dir_size(self.path),
+            "integrity": self.integrity(),
             "provenance": self.attrs,
         }
 

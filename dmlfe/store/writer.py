@@ -29,6 +29,7 @@ import zarr
 from dmlfe._version import __version__
 from dmlfe.progress import ProgressLine, progress_default, watch_futures
 from dmlfe.store import _format as F
+from dmlfe.store import integrity
 from dmlfe.tempfiles import link_note, move_into_place, remove_stale, temp_sibling
 
 _PIECE_KEYS = ("index", "rows", "nnz", "path", "n_cols", "n_labels", "splits", "meta_keys")
@@ -167,29 +168,45 @@ def _load_strings(pdir: str, name: str, start: int, stop: int) -> list[str]:
 
 # --------------------------------------------------------------------------- assembly tasks
 def _fill_elem_chunk(root: str, c0: int, c1: int, spans: list[tuple[str, int, int]],
-                     idx_dtype: str) -> None:
-    """Write ``X/data[c0:c1]`` and ``X/indices[c0:c1]`` (one zarr chunk of each)."""
+                     idx_dtype: str) -> dict:
+    """Write ``X/data[c0:c1]`` and ``X/indices[c0:c1]`` (one zarr chunk of each).
+
+    Returns the integrity entries of the two chunks written (:mod:`dmlfe.store.integrity`).
+    """
     data = np.concatenate([_load(p, "data")[lo:hi] for p, lo, hi in spans])
     indices = np.concatenate([_load(p, "indices")[lo:hi] for p, lo, hi in spans])
     group = zarr.open_group(root, mode="r+")
     group["X/data"][c0:c1] = data
     group["X/indices"][c0:c1] = indices.astype(idx_dtype, copy=False)
+    k = c0 // int(group["X/data"].chunks[0])  # c0 is a multiple of the chunk size
+    return integrity.merge_entries(integrity.written_chunks(root, group, name, k)
+                                   for name in ("X/data", "X/indices"))
 
 
 def _fill_row_chunk(root: str, p0: int, p1: int, n: int, nnz: int,
                     spans: list[tuple[str, int, int, int]], categories: list[str] | None,
-                    code_dtype: str, meta_keys: list[str]) -> None:
+                    code_dtype: str, meta_keys: list[str]) -> dict:
     """Write indptr positions ``p0:p1`` and rows ``p0:min(p1, n)`` of every per-row array.
 
     ``spans`` lists ``(piece_path, lo, hi, nnz_offset)`` for the piece rows covering
-    the rows of this chunk, in order.
+    the rows of this chunk, in order. Returns the integrity entries of the chunks
+    written (:mod:`dmlfe.store.integrity`).
     """
     group = zarr.open_group(root, mode="r+")
     starts = [_load(p, "indptr")[lo:hi] + off for p, lo, hi, off in spans]
     if p1 > n:  # the chunk holding indptr[n] = nnz
         starts.append(np.array([nnz], dtype=np.int64))
     group["X/indptr"][p0:p1] = np.concatenate(starts).astype(np.int64)
-    r1 = min(p1, n)
+    written = ["X/indptr"]
+    _fill_rows(group, p0, min(p1, n), spans, categories, code_dtype, meta_keys, written)
+    k = p0 // int(group["X/indptr"].chunks[0])  # p0 is a multiple of the chunk rows
+    return integrity.merge_entries(integrity.written_chunks(root, group, name, k)
+                                   for name in written)
+
+
+def _fill_rows(group, p0: int, r1: int, spans, categories, code_dtype: str,
+               meta_keys: list[str], written: list[str]) -> None:
+    """The per-row arrays of rows ``p0:r1`` (their names are appended to ``written``)."""
     if r1 <= p0:
         return
     q = group["obsm/Y"].shape[1]
@@ -197,6 +214,7 @@ def _fill_row_chunk(root: str, p0: int, p1: int, n: int, nnz: int,
         [_load(p, "Y")[lo:hi] for p, lo, hi, _ in spans]).reshape(r1 - p0, q)
     group["obs/_index"][p0:r1] = np.array(
         [s for p, lo, hi, _ in spans for s in _load_strings(p, "ids", lo, hi)], dtype=object)
+    written += ["obsm/Y", "obs/_index"]
     if categories is not None:
         lookup = {c: k for k, c in enumerate(categories)}
         parts = []
@@ -209,10 +227,12 @@ def _fill_row_chunk(root: str, p0: int, p1: int, n: int, nnz: int,
             codes[np.asarray(_load(p, "split_missing")[lo:hi])] = -1
             parts.append(codes)
         group["obs/split/codes"][p0:r1] = np.concatenate(parts)
+        written.append("obs/split/codes")
     for j, key in enumerate(meta_keys):
         group[f"obs/{key}"][p0:r1] = np.array(
             [s for p, lo, hi, _ in spans for s in _load_strings(p, f"meta{j}", lo, hi)],
             dtype=object)
+        written.append(f"obs/{key}")
 
 
 def _spans(bounds: np.ndarray, c0: int, c1: int) -> list[tuple[int, int, int]]:
@@ -230,17 +250,18 @@ def _spans(bounds: np.ndarray, c0: int, c1: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def _run_tasks(tasks: list[tuple], client) -> None:
-    """Run ``(func, *args)`` tasks on the client, or on local threads without one."""
+def _run_tasks(tasks: list[tuple], client) -> list:
+    """Run ``(func, *args)`` tasks on the client, or on local threads without one; returns
+    their results in order."""
     if not tasks:
-        return
+        return []
     if client is not None:
         futures = [client.submit(t[0], *t[1:], pure=False) for t in tasks]
         if progress_default():
             watch_futures(futures, ProgressLine("writing the store"))
-        client.gather(futures)  # raises the first task error here
-        return
-    dask.compute(*[dask.delayed(t[0], pure=False)(*t[1:]) for t in tasks], scheduler="threads")
+        return client.gather(futures)  # raises the first task error here
+    return list(dask.compute(*[dask.delayed(t[0], pure=False)(*t[1:]) for t in tasks],
+                             scheduler="threads"))
 
 
 # --------------------------------------------------------------------------- writer
@@ -343,7 +364,6 @@ class StoreWriter:
         try:
             self._assemble(pieces, n_features, label_names, feature_names, hashing, attrs, idf,
                            client)
-            shutil.rmtree(self.tmp_path / "pieces")
             self._rename()
         except BaseException:
             self.abort()
@@ -406,7 +426,7 @@ class StoreWriter:
                      for k, lo, hi in _spans(plan.row_bounds, p0, min(p1, n))]
             tasks.append((_fill_row_chunk, root, p0, p1, n, nnz, spans, plan.categories,
                           code_dtype.str, plan.meta_keys))
-        _run_tasks(tasks, client)
+        written = integrity.merge_entries(_run_tasks(tasks, client))
 
         _write_var(group, plan, arr)
         guns = group.create_group("uns", attributes=F.DICT_ENC)
@@ -421,6 +441,10 @@ class StoreWriter:
             arr(guns, "idf", idf.shape, (chunk,), np.float64, F.ARRAY_ENC)[:] = idf
         for empty in F.EMPTY_GROUPS:
             group.create_group(empty, attributes=F.DICT_ENC)
+        shutil.rmtree(self.tmp_path / "pieces")  # not part of the store (nor its record)
+        # per-chunk sizes and CRC-32s: the big arrays' came back from the tasks that wrote
+        # them, the small arrays the driver wrote are read back here
+        record = integrity.build_record(root, written)
 
         # written last: a store without this marker is refused by open_store
         group.attrs["dmlfe"] = {
@@ -429,7 +453,7 @@ class StoreWriter:
             "nnz": nnz, "chunk_rows": cr, "label_names": plan.label_names,
             "has_feature_names": plan.feature_names is not None, "hashing": hashing,
             "split_categories": plan.categories, "obs_columns": plan.meta_keys,
-            "provenance": attrs, "report": report, "complete": True,
+            "provenance": attrs, "report": report, "integrity": record, "complete": True,
         }
 
     def _rename(self) -> None:
