@@ -21,6 +21,7 @@ from dmlfe.cli import main
 from dmlfe.estimators import CCA, MDDM, MVMD, OPLS, PCA, KernelMDDM, make_estimator
 from dmlfe.model_io import load_model
 from dmlfe.relation import RelationMap, build_relation_map, gather_rows, select_prototypes, ship
+from dmlfe.solvers.partial import FULL_SPECTRUM_LIMIT
 from dmlfe.stats.pass_ import compute_stats
 
 
@@ -241,6 +242,29 @@ def test_kernel_mddm_equals_dense_equations(mu):
     dz = KernelMDDM(n_components=3, similarity="gaussian", tau=tau, **variant).fit(
         sparse_dask(X, 13), labels_dask(Y, 13))
     np.testing.assert_allclose(dz.eigenvalues_, est.eigenvalues_, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("variant", [{"variant": "p"}, {"variant": "f", "mu": 0.5}])
+def test_kernel_mddm_above_the_full_spectrum_limit_is_the_q_by_q_reduction(variant):
+    # p = n > FULL_SPECTRUM_LIMIT prototypes: A = F F^T (rank q) is solved through K's (or
+    # B's) Cholesky factor and a q x q problem, against scipy.linalg.eigh of the dense
+    # pencil of mddm eq. 13 / 20 written out here
+    n, tau = FULL_SPECTRUM_LIMIT + 60, 1.0
+    X, Y = _data(n=n, D=2000, q=4, seed=8, density=0.01)
+    Y = Y.astype(float)
+    est = KernelMDDM(n_components=3, similarity="gaussian", tau=tau, **variant).fit(X, Y)
+    assert est.solver_ == "lowrank-generalized"
+    Xd = X.toarray()
+    sq = (Xd * Xd).sum(axis=1)
+    Q = np.exp(-np.clip(sq[:, None] + sq[None, :] - 2 * Xd @ Xd.T, 0, None) / tau)
+    H = np.eye(n) - 1.0 / n
+    HQ = H @ Q
+    A = HQ.T @ (Y @ Y.T) @ HQ
+    mu = variant.get("mu")
+    B = Q if mu is None else mu * HQ.T @ HQ + (1 - mu) * Q
+    B = B + est.regularization_ * np.eye(n)
+    w = sla.eigh(A, B, eigvals_only=True, subset_by_index=[n - 3, n - 1])[::-1]
+    np.testing.assert_allclose(est.eigenvalues_[:3], w, rtol=1e-8, atol=1e-10 * w[0])
 
 
 def test_kernel_mddm_with_fewer_prototypes_and_the_centred_reading():

@@ -60,7 +60,7 @@ def kernel_mddm_p(
         As in :func:`dmlfe.methods.mddm.mddm_p`.
     """
     K = _check_kernel(kernel, stats, "kmddm_p")
-    xty, Bl, _, _ = _dependence_parts(stats, label_kernel, rbf_gamma)
+    xty, Bl, F, _ = _dependence_parts(stats, label_kernel, rbf_gamma)
     return TraceTemplate(
         method="kmddm_p",
         params=_params(label_kernel, rbf_gamma),
@@ -68,7 +68,14 @@ def kernel_mddm_p(
         n_features=stats.n_features,
         A=_dependence_matrix(xty, Bl),
         B=K,
+        **_lowrank_form(F),
     )
+
+
+def _lowrank_form(F: np.ndarray | None) -> dict:
+    """A = F F^T (F = Rc^T Yc B^{1/2}, p x q) when the label kernel is positive
+    semi-definite: the solver's q x q reduction then needs only K's Cholesky factor."""
+    return {} if F is None else {"lowrank": F, "operator_form": True, "xx_coef": 0.0}
 
 
 def kernel_mddm_f(
@@ -84,7 +91,7 @@ def kernel_mddm_f(
     """
     mu = check_fraction("mu", mu, "kmddm_f")
     K = _check_kernel(kernel, stats, "kmddm_f")
-    xty, Bl, _, _ = _dependence_parts(stats, label_kernel, rbf_gamma)
+    xty, Bl, F, _ = _dependence_parts(stats, label_kernel, rbf_gamma)
     B = (1.0 - mu) * K
     if mu > 0.0:
         B = B + mu * stats.centred_xtx()
@@ -95,4 +102,5 @@ def kernel_mddm_f(
         n_features=stats.n_features,
         A=_dependence_matrix(xty, Bl),
         B=symmetrize(B),
+        **_lowrank_form(F),
     )
