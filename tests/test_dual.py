@@ -135,6 +135,33 @@ def test_dual_mlsi_inverse_constraint_form_is_exact(params, d, monkeypatch):
     np.testing.assert_allclose(Z, Zr, atol=1e-4 * abs(Zr).max())
 
 
+@pytest.mark.parametrize("d", [2, 6])
+def test_dual_mlda_weighted_form_with_unlabelled_documents(d):
+    # MLDA's B = X^T (diag(w) - V V^T) X + gamma I through one Cholesky factor: documents
+    # with no label (w_i = 0) included, and d = 6 above rank(S_b) <= q - 1 = 3 completed
+    # with B-orthonormal null vectors; against the dense feature route's template
+    from test_threshold import captured_fit
+
+    X, Y = _data(90, 200, q=4, seed=9)
+    Y[:12] = 0
+    dual = _fit("mlda", {}, d, X, Y, "dual")
+    assert dual.solver_ == "dual-lowrank"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ref, seen = captured_fit("mlda", X, Y, n_components=d, route="feature", solver="dense")
+    template = seen[0][0]
+    g = ref.n_genuine_
+    assert g <= 3 and dual.n_genuine_ == g
+    w_ref = ref.eigenvalues_[:d]
+    np.testing.assert_allclose(dual.eigenvalues_[:d], w_ref, rtol=1e-8, atol=1e-9 * w_ref[0])
+    cos = _principal_cosines(ref.components_[:min(d, g)], dual.components_[:min(d, g)])
+    assert cos.min() > 1 - 1e-8
+    P = dual.components_.T
+    np.testing.assert_allclose(P.T @ template.B @ P, np.eye(d), atol=1e-8)
+    np.testing.assert_allclose(P.T @ template.A @ P, np.diag(dual.eigenvalues_[:d]),
+                               atol=1e-8 * w_ref[0])
+
+
 def test_dual_threshold_matches_dense():
     X, Y = _data(50, 120)
     ref = _fit("pca", {}, 0.9, X, Y, "feature", solver="dense")

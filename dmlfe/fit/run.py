@@ -183,9 +183,14 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
     cap, note = threshold_cap(n, plan.limits.max_components,
                               plan.limits.threshold_memory // (8 * (used + n)),
                               plan.limits.threshold_memory)
+    weighted = None
+    if label_side is None and spec.nspace is not None:
+        weighted = spec.nspace(Y if label_fn is None else label_fn(Y), **plan.params)
+        built.append(TraceTemplate(method=spec.name, params=weighted.params,
+                                   centred=spec.centred, n_features=stats.n_features))
     sol = solve_dual(label_side, G, Y, stats.n_features, plan.n_components,
                      build_reduced=build_reduced, max_components=cap, cap_note=note,
-                     random_state=plan.random_state)
+                     random_state=plan.random_state, weighted=weighted)
     del G
     comps = transpose_product(data.X, sol.alpha, columns=columns, client=client,
                               progress=progress)

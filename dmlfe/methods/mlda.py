@@ -17,6 +17,8 @@ diagonal. The statistics pass must accumulate W next to the usual sums:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -136,6 +138,40 @@ def mlda(stats: SufficientStats, xtwx: np.ndarray, gamma_xy: float = 0.1) -> Tra
         A=symmetrize(Sb),
         B=B,
     )
+
+
+@dataclass
+class WeightedPencil:
+    """A = X^T Phi Phi^T X, B = X^T (diag(w) - V V^T) X + gamma I in the n-space (X not
+    centred): what the dual route needs of MLDA instead of its D x D template
+    (:func:`dmlfe.solvers.dual.solve_dual`'s ``weighted``)."""
+
+    method: str
+    params: dict
+    phi: np.ndarray
+    w: np.ndarray
+    V: np.ndarray
+    gamma: float
+
+
+def mlda_nspace(Yw: np.ndarray, gamma_xy: float = 0.1) -> WeightedPencil:
+    """MLDA's S_b and S_w + gamma I (:func:`mlda`) as n-space factors of the weighted
+    labels Y' (mvmd eq. 44).
+
+    S_b = X^T Y' Cq Y'^T X with Cq = diag(n(1)) - 1 1^T / N (N = sum_k n_k), which is
+    positive semi-definite (Cauchy-Schwarz: sum x_k^2 / n_k >= (sum x_k)^2 / N), so
+    Phi = Y' Cq^{1/2}; S_w = X^T (diag(w) - V V^T) X with w = Y' 1, V = Y' diag(n(1))^{1/2}.
+    """
+    g = check_nonneg("gamma_xy", gamma_xy, "mlda")
+    Yw = np.asarray(Yw, dtype=np.float64)
+    n_k = Yw.sum(axis=0)
+    n1 = _inv_counts(n_k)
+    total = float(n_k.sum())
+    Cq = np.diag(n1) - (np.ones((n_k.size, n_k.size)) / total if total > 0 else 0.0)
+    ev, U = np.linalg.eigh(0.5 * (Cq + Cq.T))
+    root = U * np.sqrt(np.clip(ev, 0.0, None))
+    return WeightedPencil("mlda", {"gamma_xy": g}, Yw @ root, Yw.sum(axis=1),
+                          Yw * np.sqrt(n1), g)
 
 
 def dmlda(stats: SufficientStats, xtwx: np.ndarray, gamma_xy: float = 0.1) -> TraceTemplate:

@@ -40,7 +40,7 @@ from dmlfe.graph.methods import (
 from dmlfe.methods.cca import cca, opls, pls
 from dmlfe.methods.kernel_mddm import kernel_mddm_f, kernel_mddm_p
 from dmlfe.methods.mddm import mddm_f, mddm_p
-from dmlfe.methods.mlda import dmlda, mlda
+from dmlfe.methods.mlda import dmlda, mlda, mlda_nspace
 from dmlfe.methods.mlsi import mlsi
 from dmlfe.methods.mvmd import mvmd
 from dmlfe.methods.template import TraceTemplate, psd_sqrt
@@ -123,6 +123,11 @@ class MethodSpec:
         Graph method (:mod:`dmlfe.graph`): ``build(labels, graph, **params)`` returns the
         n x n operators A and B, reduced to A_p = X^T A X, B_p = X^T B X + reg I by
         :func:`dmlfe.fit.graph.graph_fit` instead of the statistics pass.
+    nspace : callable, optional
+        ``nspace(labels, **params)`` -> the n-space factors of a method whose B is
+        row-weighted (:class:`dmlfe.methods.mlda.WeightedPencil`), given its labels as
+        the statistics see them (after ``labels``' map): the dual route then solves
+        without the reduced data (:func:`dmlfe.solvers.dual.solve_dual`).
     """
 
     name: str
@@ -147,6 +152,7 @@ class MethodSpec:
     supervised: bool = True
     dual: bool = True
     needs_graph: bool = False
+    nspace: Callable[..., Any] | None = None
 
     @property
     def params(self) -> dict[str, Any]:
@@ -383,6 +389,7 @@ for _spec in (
     MethodSpec("mlda", mlda, centred=False, needs_xtx=False, operator_form=False,
                lowrank_only=False, needs_weighted_xtx=True, labels="mlda_weighted",
                generalized=True, reference="mvmd eq. 41-44, 47", parameters=(GAMMA_XY,),
+               nspace=mlda_nspace,
                summary="Multi-label LDA with label-correlation weights (mvmd eq. 41-44); X "
                        "and Y\nuncentred."),
     MethodSpec("dmlda", dmlda, centred=False, needs_xtx=True, operator_form=False,

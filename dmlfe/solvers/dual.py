@@ -52,6 +52,7 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.linalg.blas import dgemm
 
+from dmlfe.methods.mlda import WeightedPencil
 from dmlfe.methods.template import TraceTemplate
 from dmlfe.solvers.dense import OPERATOR_BUDGET, OPERATOR_DEPTH, REG_EPS, solve_dense
 from dmlfe.solvers.dimension import (
@@ -225,6 +226,63 @@ def _lowrank(t: TraceTemplate, Gc: np.ndarray, Yc: np.ndarray, n_features: int,
     return DualSolution(alpha, w, d, n_genuine(w), "dual-lowrank", regularization=reg)
 
 
+def _weighted_lowrank(pencil: WeightedPencil, G: np.ndarray, n_components: int | float,
+                      random_state: int) -> DualSolution:
+    """Form 2 for B = X^T Psi X + gamma I, Psi = diag(w) - V V^T, A = X^T Phi Phi^T X (MLDA;
+    X not centred).
+
+    B^{-1} X^T = X^T (Psi G + gamma I)^{-1}, so with Psi_ = (Psi G + gamma I)^{-1} Phi the
+    non-zero eigenvalues are those of the q x q matrix Phi^T G Psi_ and alpha =
+    Psi_ u / sqrt(lambda). Psi G + gamma I is not symmetric; it is solved through one
+    Cholesky factor: the documents with w_i = 0 (no label: their rows of Psi are zero)
+    have their rows of the solution at once, and on the others diag(w) G + gamma I =
+    diag(w) (G + gamma diag(w)^{-1}) is symmetric positive definite up to the diagonal
+    scale, the rank-q V V^T G part added by Woodbury. A fixed d above the genuine pairs
+    is completed with B-orthonormal vectors of A's null space in the row space, as in
+    :func:`_lowrank`.
+    """
+    phi, w, V, gamma = pencil.phi, pencil.w, pencil.V, pencil.gamma
+    if gamma <= 0.0:
+        raise ValueError(f"{pencil.method}: gamma_xy = 0 leaves B singular on the dual "
+                         "route; use route='feature' or a positive gamma_xy")
+    lab = np.flatnonzero(w > 0)
+    out = np.flatnonzero(w <= 0)
+    V = V.copy()
+    V[out] = 0.0  # Psi's rows (and columns) of the unlabelled documents are zero
+    GPhi = G @ phi
+    psi = np.zeros_like(phi)
+    psi[out] = phi[out] / gamma
+    GV = (G @ V)[lab]
+    t = (G @ psi)[lab]  # G_LU psi_U: psi is zero on the labelled rows so far
+    rhs = phi[lab] - (w[lab][:, None] * t - V[lab] @ (V[lab].T @ t))
+    # every document labelled (the usual case): a plain copy, G^T being the F-ordered
+    # G, instead of a gather
+    S = np.array(G.T, order="F") if out.size == 0 else G[np.ix_(lab, lab)]
+    S[np.diag_indices_from(S)] += gamma / w[lab]
+    factor = sla.cho_factor(S, lower=True, check_finite=False, overwrite_a=True)
+    del S
+
+    def k_inv(R: np.ndarray) -> np.ndarray:  # (diag(w) G + gamma I)^{-1} on the labelled
+        return sla.cho_solve(factor, R / w[lab][:, None], check_finite=False)
+
+    # (K - V (G V)^T)^{-1} R = K^{-1} R + K^{-1} V (I - (G V)^T K^{-1} V)^{-1} (G V)^T K^{-1} R
+    KR, KV = k_inv(rhs), k_inv(V[lab])
+    core = np.eye(V.shape[1]) - GV.T @ KV
+    psi[lab] = KR + KV @ np.linalg.solve(core, GV.T @ KR)
+    wv, alpha = small_pencil(GPhi.T @ psi, psi)
+    d_fixed = n_components if isinstance(n_components, int) else 0
+    if d_fixed > n_genuine(wv):
+        def b_gram(beta: np.ndarray) -> np.ndarray:  # beta^T (G Psi G + gamma G) beta
+            Gb = G @ beta
+            return (w[:, None] * Gb).T @ Gb - (V.T @ Gb).T @ (V.T @ Gb) + gamma * (beta.T @ Gb)
+
+        block = _null_block(GPhi, d_fixed, random_state, b_gram, centred=False)
+        wv, alpha = _null_completion(wv, alpha, block, GPhi, d_fixed)
+    d = choose_dimension(wv, n_components)
+    warn_null_components(pencil.method, d, n_genuine(wv))
+    return DualSolution(alpha[:, :d], wv, d, n_genuine(wv), "dual-lowrank")
+
+
 def _null_candidates(Gc: np.ndarray, W: np.ndarray, b: float, c: float, width: int,
                      random_state: int) -> tuple[np.ndarray, np.ndarray]:
     """(beta, M): ``width`` coefficient vectors with F^T p = 0 and their B-Gram.
@@ -234,18 +292,32 @@ def _null_candidates(Gc: np.ndarray, W: np.ndarray, b: float, c: float, width: i
     B-orthogonal to every eigenvector of a non-zero eigenvalue (B p_i is in the span
     of F). M = beta^T Gc (b Gc + c I) beta = P^T B P.
     """
-    m = Gc.shape[0]
-    if width > m - 1:
-        raise ValueError(f"n_components={width} exceeds the n - 1 = {m - 1} dimensions of "
-                         "the centred documents' row space, where the dual route solves")
+    def b_gram(beta: np.ndarray) -> np.ndarray:
+        S = Gc @ beta
+        return b * (S.T @ S) + c * (beta.T @ S)
+
+    return _null_block(W, width, random_state, b_gram, centred=True)
+
+
+def _null_block(W: np.ndarray, width: int, random_state: int,
+                b_gram: Callable[[np.ndarray], np.ndarray], centred: bool
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded random block (centred for a centred method) with W's column space
+    projected out twice, and its B-Gram ``b_gram(beta)`` (see :func:`_null_candidates`)."""
+    m = W.shape[0]
+    most = m - 1 if centred else m
+    if width > most:
+        raise ValueError(f"n_components={width} exceeds the {most} dimensions of the "
+                         f"{'centred ' if centred else ''}documents' row space, where the "
+                         "dual route solves")
     beta = np.random.default_rng(random_state).standard_normal((m, width))
-    beta -= beta.mean(axis=0)
+    if centred:
+        beta -= beta.mean(axis=0)
     Uw, sw, _ = np.linalg.svd(W, full_matrices=False)
     Qw = Uw[:, :int(np.count_nonzero(sw > m * np.finfo(float).eps * sw.max(initial=0.0)))]
     for _ in range(2):
         beta -= Qw @ (Qw.T @ beta)
-    S = Gc @ beta
-    M = b * (S.T @ S) + c * (beta.T @ S)
+    M = b_gram(beta)
     return beta, 0.5 * (M + M.T)
 
 
@@ -317,7 +389,7 @@ def solve_dual(label_side: TraceTemplate | None, G: np.ndarray, Y: np.ndarray, n
                n_components: int | float, *,
                build_reduced: Callable[[np.ndarray, np.ndarray], TraceTemplate],
                max_components: int | None = None, cap_note: str | None = None,
-               random_state: int = 0) -> DualSolution:
+               random_state: int = 0, weighted: WeightedPencil | None = None) -> DualSolution:
     """Solve a method's problem in the row space; see the module docstring.
 
     Parameters
@@ -341,8 +413,13 @@ def solve_dual(label_side: TraceTemplate | None, G: np.ndarray, Y: np.ndarray, n
         ``cap_note``.
     random_state : int
         Seed of the block Krylov start.
+    weighted : WeightedPencil, optional
+        The n-space factors of a method with a row-weighted B (MLDA): form 2's
+        reduction through one Cholesky factor (:func:`_weighted_lowrank`).
     """
     t = label_side
+    if t is None and weighted is not None:
+        return _weighted_lowrank(weighted, G, n_components, random_state)
     if t is None:
         return _reduced(G, build_reduced, n_components, max_components, random_state,
                         cap_note)
