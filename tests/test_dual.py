@@ -135,15 +135,17 @@ def test_dual_mlsi_inverse_constraint_form_is_exact(params, d, monkeypatch):
     np.testing.assert_allclose(Z, Zr, atol=1e-4 * abs(Zr).max())
 
 
+@pytest.mark.parametrize("unlabelled", [0, 12])
 @pytest.mark.parametrize("d", [2, 6])
-def test_dual_mlda_weighted_form_with_unlabelled_documents(d):
+def test_dual_mlda_weighted_form_with_unlabelled_documents(d, unlabelled):
     # MLDA's B = X^T (diag(w) - V V^T) X + gamma I through one Cholesky factor: documents
     # with no label (w_i = 0) included, and d = 6 above rank(S_b) <= q - 1 = 3 completed
     # with B-orthonormal null vectors; against the dense feature route's template
     from test_threshold import captured_fit
 
     X, Y = _data(90, 200, q=4, seed=9)
-    Y[:12] = 0
+    Y[np.arange(90), np.arange(90) % 4] = 1  # every document labelled
+    Y[:unlabelled] = 0
     dual = _fit("mlda", {}, d, X, Y, "dual")
     assert dual.solver_ == "dual-lowrank"
     with warnings.catch_warnings():
