@@ -27,7 +27,7 @@ from dmlfe.fit.params import MATRIX_FREE
 from dmlfe.fit.plan import FitPlan
 from dmlfe.labels import dense_labels
 from dmlfe.methods.mlda import WeightedLabels, label_correlation
-from dmlfe.methods.template import TraceTemplate
+from dmlfe.methods.template import TraceTemplate, symmetrize
 from dmlfe.relation import RelationMap, build_relation_map, relation_block_rows, ship
 from dmlfe.shards import ShardLostError, Slots, TiledMatrix, tile_blocks
 from dmlfe.solvers.dense import solve_dense
@@ -142,11 +142,12 @@ def statistics(plan: FitPlan, data: FitData, rmap: RelationMap | None, *, client
 
 
 def build_template(plan: FitPlan, stats: SufficientStats,
-                   rmap: RelationMap | None) -> TraceTemplate:
-    """The method's (A, B) from the statistics, in the form the plan's solver uses."""
+                   rmap: RelationMap | None, kernel: np.ndarray | None = None) -> TraceTemplate:
+    """The method's (A, B) from the statistics, in the form the plan's solver uses;
+    ``kernel``: the prototypes' kernel matrix when the caller has it (else computed)."""
     spec, kw = plan.spec, dict(plan.params)
     if spec.needs_kernel:
-        kw["kernel"] = rmap.prototype_kernel()
+        kw["kernel"] = rmap.prototype_kernel() if kernel is None else kernel
     if spec.needs_weighted_xtx:
         kw["xtwx"] = stats.xtwx
     if spec.operator_form:
@@ -321,6 +322,15 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
             plan.spec, plan.params, data.X, data.Y, data.store, rmap,
             n_neighbors=int(plan.graph_neighbors), knn_search=plan.graph_search,
             random_state=plan.random_state, client=client, progress=progress, cache=cache)
+    elif plan.spec.needs_kernel and rmap is not None and data.store is None and \
+            not is_dask(data.X):
+        # in-memory arrays: R once, whose prototype rows are the kernel K = sim(P, P)
+        R = rmap.transform(data.X)
+        stats = statistics(plan, FitData(R, data.Y), None, client=client, progress=progress,
+                           cache=cache)
+        data_passes = 1
+        template = build_template(plan, stats, rmap, kernel=symmetrize(R[proto_idx]))
+        del R
     else:
         stats = statistics(plan, data, rmap, client=client, progress=progress, cache=cache,
                            tiled=tiled)
