@@ -307,9 +307,9 @@ def _null_block(W: np.ndarray, width: int, random_state: int,
     m = W.shape[0]
     most = m - 1 if centred else m
     if width > most:
-        raise ValueError(f"n_components={width} exceeds the {most} dimensions of the "
-                         f"{'centred ' if centred else ''}documents' row space, where the "
-                         "dual route solves")
+        raise ValueError(f"n_components={width} exceeds the {'n - 1' if centred else 'n'} = "
+                         f"{most} dimensions of the {'centred ' if centred else ''}documents' "
+                         "row space, where the dual route solves")
     beta = np.random.default_rng(random_state).standard_normal((m, width))
     if centred:
         beta -= beta.mean(axis=0)
