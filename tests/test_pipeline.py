@@ -409,3 +409,95 @@ def test_selection_block_errors(tmp_path):
             load_config(_write(tmp_path, {**base, "selection": sel}))
     with pytest.raises(PipelineConfigError, match="methods.*selection"):
         load_config(_write(tmp_path, base))
+
+
+# --------------------------------------------------------------------------- issue 36
+# One small data set (the store's train/test split), few stages: the bugs of issue 36.
+SMALL_DS = {"name": "syn", "format": "synthetic", "chunk_rows": 200,
+            "options": {"n_docs": 300, "n_labels": 5, "seed": 1, "max_features": 60,
+                        "fit_split": "train"}}
+
+
+def _small(methods, **extra):
+    return {"name": "small", "datasets": [json.loads(json.dumps(SMALL_DS))], "methods": methods,
+            "classifiers": ["ridge"], "metrics": ["micro_f1"], "d_curve": [], **extra}
+
+
+def test_alias_is_resolved_when_the_file_is_read(tmp_path):
+    """``mddmf`` is ``mddm_f`` everywhere: its label, and a cache written by a file that
+    spells it ``mddm_f`` (or labels a method otherwise) does not lose the report."""
+    import dask
+
+    cfg = load_config(_write(tmp_path, _small(["mddmf", {"name": "MDDM-P", "t": 0.9}])))
+    assert [(m.label, m.method) for m in cfg.methods] == [("mddm_f", "mddm_f"),
+                                                          ("mddm_p", "mddm_p")]
+    work = tmp_path / "w"
+    with dask.config.set(scheduler="threads"):
+        first = run_pipeline(_write(tmp_path, _small(["mddm_f"])), work_dir=work,
+                             progress=False)
+        again = run_pipeline(_write(tmp_path, _small(["mddmf"])), work_dir=work,
+                             progress=False)
+        # the same fit under another label: the cached records carry the old one
+        other = run_pipeline(_write(tmp_path, _small([{"name": "mddmf", "label": "F"}])),
+                             work_dir=work, progress=False)
+    assert again.ran == [] and other.ran == []
+    assert set(first.report["tables"]["ridge"]["micro_f1"]["syn"]) == {"mddm_f"}
+    assert set(again.report["tables"]["ridge"]["micro_f1"]["syn"]) == {"mddm_f"}
+    assert set(other.report["tables"]["ridge"]["micro_f1"]["syn"]) == {"F"}
+    assert {f["method"] for f in other.report["fits"]} == {"F"}
+
+
+def test_report_crash_writes_the_stages_and_exits_1(tmp_path, cluster_client, capsys,
+                                                    monkeypatch):
+    """A failure after the stages is a bug (exit 1), not a user error (exit 2); what
+    the stages computed is kept in report.json."""
+    from dmlfe import cli
+    from dmlfe.pipeline import runner
+
+    def broken(*args, **kwargs):
+        raise ValueError("'x' is not in list")
+
+    monkeypatch.setattr(runner, "write_report", broken)
+    path = _write(tmp_path, _small(["none"]))
+    rc = cli.main(["run", str(path), "--work-dir", str(tmp_path / "w"), "--quiet",
+                   "--scheduler", cluster_client.scheduler.address])
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    assert "internal error" in err and "bug" in err and "'x' is not in list" in err
+    rep = json.loads((tmp_path / "w" / "report" / "report.json").read_text())
+    assert "not in list" in rep["report_error"]
+    assert [s["kind"] for s in rep["stages"]] == ["ingest", "classify"]
+    assert 0.0 <= rep["stages"][1]["record"]["metrics"]["test"]["micro_f1"] <= 1.0
+    assert "report failed" in (tmp_path / "w" / "report" / "report.md").read_text()
+
+
+@pytest.mark.parametrize(("edit", "key", "valid"), [
+    (lambda c: c.update(defaults={"treshold": 0.999}), "defaults.treshold", "beta"),
+    (lambda c: c.update(defaults={"t": 0.99, "d": 5}), "defaults.d", "beta"),
+    (lambda c: c["datasets"][0]["options"].update(n_doc=5), "datasets[0].options.n_doc",
+     "n_docs"),
+    (lambda c: c.update(classifiers=[{"name": "ridge", "alpah": 1.0}]),
+     "classifiers[0].alpah", "alpha"),
+    (lambda c: c.update(selection={"selectors": [{"name": "grroor", "lamda": 1}]}),
+     "selection.selectors[0].lamda", "lam"),
+    (lambda c: c.update(selection={"selectors": ["chi2"], "classifier": {"name": "mlknn",
+                                                                        "kk": 3}}),
+     "selection.classifier.kk", "k"),
+])
+def test_every_key_is_validated_when_read(tmp_path, edit, key, valid):
+    cfg = _small(["none", {"name": "mvmd", "t": 0.9}])
+    edit(cfg)
+    path = _write(tmp_path, cfg, "bad.yaml")
+    with pytest.raises(PipelineConfigError) as info:
+        load_config(path)
+    msg = str(info.value)
+    assert str(path) in msg and f": {key}:" in msg, msg
+    assert re.search(rf"\b{valid}\b", msg.split(f": {key}:")[1]), msg
+
+
+def test_yaml_syntax_error_names_the_pipeline_file(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: x\nmethods: [pca, {name: mvmd\n", encoding="utf-8")
+    with pytest.raises(PipelineConfigError) as info:
+        load_config(path)
+    assert str(path) in str(info.value)

@@ -50,7 +50,9 @@ def collect(done: list[tuple[Any, Any, dict[str, Any]]]) -> dict[str, Any]:
     out: dict[str, Any] = {"datasets": {}, "splits": {}, "fits": {}, "results": [],
                            "selection": []}
     for st, _run, rec in done:
-        meta = rec.get("meta", {})
+        # this run's stage: a record reused from the cache may come from another pipeline
+        # file (same work, other labels), so its own meta is not this file's
+        meta = to_json(st.meta)
         if st.kind == "ingest":
             out["datasets"][meta["dataset"]] = rec.get("info", {})
         elif st.kind == "split":
