@@ -501,3 +501,45 @@ def test_yaml_syntax_error_names_the_pipeline_file(tmp_path):
     with pytest.raises(PipelineConfigError) as info:
         load_config(path)
     assert str(path) in str(info.value)
+
+
+@pytest.mark.filterwarnings("ignore:the top 3 computed eigenvalues hold:RuntimeWarning")
+def test_spectrum_shares_are_of_the_trace_and_capped_d_is_said(tmp_path):
+    """A fit that computed only its leading eigenvalues (matrix-free, d = 4) shows the
+    share of tr(A) that they hold, the same as the whole spectrum's fit; a threshold
+    stopped short by max_components is marked capped in the tables and on the plot."""
+    import dask
+
+    from dmlfe.pipeline.plots import _plt, spectrum_figure
+
+    methods = [{"name": "pca", "d": [4], "label": "full"},
+               {"name": "pca", "d": [4], "solver": "randomized", "label": "lead"},
+               {"name": "pca", "t": 0.999, "max_components": 3, "solver": "randomized",
+                "label": "cap"}]
+    with dask.config.set(scheduler="threads"):
+        res = run_pipeline(_write(tmp_path, _small(methods)), work_dir=tmp_path / "w",
+                           progress=False)
+    fits = {f["method"]: f for f in res.report["fits"]}
+    assert len(fits["full"]["eigenvalues"]) == 60 and len(fits["lead"]["eigenvalues"]) == 4
+    full = np.asarray(fits["full"]["eigenvalues"])
+    expect = full[:4].sum() / full[full > 0].sum()
+    assert expect < 0.9
+    assert fits["full"]["share_at_d"] == pytest.approx(expect, rel=1e-9)
+    assert fits["lead"]["share_at_d"] == pytest.approx(expect, rel=1e-6)
+    assert not fits["lead"]["capped"] and fits["cap"]["capped"]
+    assert fits["cap"]["n_components"] == 3 and fits["cap"]["share_at_d"] < 0.9
+    fig = spectrum_figure([{**f, "label": k} for k, f in fits.items()], "t")
+    try:
+        for ax2, key in ((fig.axes[3], "full"), (fig.axes[4], "lead"), (fig.axes[5], "cap")):
+            y = ax2.lines[0].get_ydata()
+            d = fits[key]["n_components"]
+            assert y[d - 1] == pytest.approx(fits[key]["share_at_d"], rel=1e-9), key
+            assert y[-1] < 0.95, key  # a fixed d no longer ends at 1.0
+        texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+        assert any("capped" in t for t in texts) and sum("capped" in t for t in texts) == 1
+    finally:
+        _plt().close(fig)
+    md = (res.report_dir / "report.md").read_text()
+    assert "0.9990 **capped**" in md
+    assert re.search(r"t=0\.999 not reached \(0\.\d{4} at d = 3, capped\)", md), md
+    assert "t=0.999, d=3" not in md

@@ -27,10 +27,19 @@ def _save(fig: Any, out: Path) -> Path:
 
 
 def spectrum(fits: Sequence[Mapping[str, Any]], title: str, out: Path) -> Path:
+    """:func:`spectrum_figure` saved to ``out``."""
+    return _save(spectrum_figure(fits, title), out)
+
+
+def spectrum_figure(fits: Sequence[Mapping[str, Any]], title: str) -> Any:
     """Eigenvalue spectrum of each fit: eigenvalue share per component (log scale) and the
     cumulative share, with the kept d (and the threshold t) marked.
 
-    ``fits``: dicts with ``label``, ``eigenvalues``, ``n_components``, ``threshold``.
+    ``fits``: dicts with ``label``, ``eigenvalues``, ``n_components``, ``threshold`` and
+    ``share_total``, the denominator of the shares (tr(A), the sum of all eigenvalues,
+    or of the positive ones; see :func:`dmlfe.pipeline.report.spectrum_shares`), and
+    ``capped`` (a threshold the d kept does not reach, marked on the plot). Without a
+    ``share_total`` the shares are of the computed eigenvalues only, and the axis says so.
     """
     plt = _plt()
     # Lazy like _plt(): importing matplotlib at module level would load it for every user.
@@ -43,7 +52,9 @@ def spectrum(fits: Sequence[Mapping[str, Any]], title: str, out: Path) -> Path:
     for ax, f in zip(axes.ravel(), fits, strict=False):
         w = np.asarray(f["eigenvalues"], dtype=np.float64)
         pos = np.clip(w, 0.0, None)
-        total = pos.sum() if pos.sum() > 0 else 1.0
+        known = f.get("share_total")
+        total = float(known) if known else (pos.sum() if pos.sum() > 0 else 1.0)
+        of = "tr(A)" if known else "computed sum"
         d = int(f["n_components"])
         m = int(min(w.size, max(3 * d, 30)))
         x = np.arange(1, m + 1)
@@ -54,14 +65,17 @@ def spectrum(fits: Sequence[Mapping[str, Any]], title: str, out: Path) -> Path:
         ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%.0e"))
         ax.yaxis.set_minor_formatter(ticker.NullFormatter())
         ax.set_xlabel("component")
-        ax.set_ylabel("eigenvalue / positive total", color="tab:blue")
+        ax.set_ylabel(f"eigenvalue / {of}", color="tab:blue")
         ax2 = ax.twinx()
         ax2.plot(x, np.cumsum(pos)[:m] / total, color="tab:orange", label="cumulative share")
         ax2.set_ylim(0, 1.05)
-        ax2.set_ylabel("cumulative share", color="tab:orange")
+        ax2.set_ylabel("cumulative share" + ("" if known else " (of the computed)"),
+                       color="tab:orange")
         ax.axvline(d, color="tab:red", ls="--")
         t = f.get("threshold")
         mark = f"d = {d}" + (f" (t = {t})" if t is not None else "")
+        if f.get("capped"):
+            mark = f"d = {d} capped: {np.cumsum(pos)[d - 1] / total:.4f} < t = {t}"
         if t is not None:
             ax2.axhline(t, color="tab:gray", ls=":", lw=1)
         ax.text(d, 0.04, f" {mark}", color="tab:red", transform=ax.get_xaxis_transform(),
@@ -72,7 +86,7 @@ def spectrum(fits: Sequence[Mapping[str, Any]], title: str, out: Path) -> Path:
         ax.axis("off")
     fig.suptitle(title)
     fig.tight_layout()
-    return _save(fig, out)
+    return fig
 
 
 def metric_vs_d(series: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]], metric: str,

@@ -23,6 +23,7 @@ from dmlfe.pipeline import plots
 from dmlfe.pipeline.cache import to_json, write_json_atomic
 from dmlfe.pipeline.config import METRICS, PipelineConfig
 from dmlfe.pipeline.ranks import compare
+from dmlfe.solvers.dimension import ROUNDOFF_RTOL, n_genuine
 
 
 def _slug(s: str) -> str:
@@ -64,7 +65,10 @@ def collect(done: list[tuple[Any, Any, dict[str, Any]]]) -> dict[str, Any]:
                 "estimator": meta["method"], "params": meta["params"],
                 **{k: rec[k] for k in ("n_components", "threshold", "eigenvalues", "solver",
                                        "n_passes", "n_samples", "n_features", "seconds")},
+                "eigenvalue_total": rec.get("eigenvalue_total"),
+                "whole_spectrum": rec.get("whole_spectrum"),
             }
+            out["fits"][st.key].update(spectrum_shares(out["fits"][st.key]))
         elif st.kind == "select":
             out["selection"].append({
                 "key": st.key, "dataset": meta["dataset"], "selector": meta["selector"],
@@ -82,6 +86,37 @@ def collect(done: list[tuple[Any, Any, dict[str, Any]]]) -> dict[str, Any]:
                 "seconds": rec["seconds"], "curve": bool(meta.get("curve", False)),
             })
     return out
+
+
+def spectrum_shares(fit: dict[str, Any]) -> dict[str, Any]:
+    """The denominator of a fit's cumulative eigenvalue shares and what it says of d.
+
+    The denominator is the one of the threshold rule
+    (:func:`dmlfe.solvers.dimension.choose_dimension`): tr(A), the sum of all
+    eigenvalues, when only the leading ones were computed (``eigenvalue_total``), else
+    the sum of the genuine positive eigenvalues of the whole spectrum. A fit record
+    written before the total was recorded, with fewer eigenvalues than features, has
+    no known denominator (None).
+
+    Returns
+    -------
+    dict
+        ``share_total`` (the denominator or None), ``share_at_d`` (the cumulative share
+        of the d kept, or None) and ``capped`` (a threshold t that the d kept does not
+        reach: the number of computed pairs stopped it short).
+    """
+    w = np.asarray(fit["eigenvalues"], dtype=np.float64)
+    total = fit.get("eigenvalue_total")
+    if total is None and (fit.get("whole_spectrum") or w.size >= int(fit["n_features"])):
+        k = n_genuine(w, ROUNDOFF_RTOL) if w.size else 0
+        total = float(w[:k].sum()) if k else None
+    if total is None or not total > 0:
+        return {"share_total": None, "share_at_d": None, "capped": False}
+    d = int(fit["n_components"])
+    share = float(np.clip(w[:d], 0.0, None).sum() / total)
+    t = fit.get("threshold")
+    capped = t is not None and share < float(t) - ROUNDOFF_RTOL
+    return {"share_total": float(total), "share_at_d": share, "capped": bool(capped)}
 
 
 def choose(results: list[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
@@ -114,6 +149,9 @@ def _setting(r: dict[str, Any]) -> str:
     nc = (r["params"] or {}).get("n_components")
     if isinstance(nc, float) and r["d_requested"] is None:
         p["t"] = nc
+        if r.get("capped"):
+            # the d kept does not reach t: say so, with the share it does reach
+            p["t"] = f"{nc} not reached ({_fmt(r.get('share_at_d'))} at d = {r['d']}, capped)"
     if r["estimator"] != "none":
         p["d"] = r["d"]
     return ", ".join(f"{k}={v}" for k, v in p.items()) or "–"
@@ -127,6 +165,10 @@ def write_report(cfg: PipelineConfig, done: list[tuple[Any, Any, dict[str, Any]]
     for old in out_dir.glob("*.png"):
         old.unlink()  # plots of an earlier run with other data sets or methods
     col = collect(done)
+    for r in col["results"]:
+        f = col["fits"].get(r["fit_key"]) if r["fit_key"] else None
+        if f is not None and r["d_requested"] is None:
+            r["capped"], r["share_at_d"] = f["capped"], f["share_at_d"]
     chosen = choose(col["results"], cfg.select_metric)
     datasets = [d.name for d in cfg.datasets]
     methods = [m.label for m in cfg.methods]
@@ -380,12 +422,22 @@ def _markdown(cfg: PipelineConfig, rep: dict[str, Any], datasets: list[str],
             L.append(f"| {r['dataset']} | {r['method']} | {r['classifier']} | {_setting(r)} | "
                      f"{_fmt(val)} | {_fmt(r['metrics']['test'].get(sel))} |")
         L.append("")
-    L += ["## Fits", "", "| data set | method | d | threshold | solver | passes | seconds |",
-          "|---|---|---:|---:|---|---:|---:|"]
+    L += ["## Fits", "", "The share is the eigenvalue sum of the d kept over tr(A), the sum "
+          "of all eigenvalues (of the positive ones where A is indefinite); a threshold "
+          "that the computed pairs could not reach is marked **capped**.", "",
+          "| data set | method | d | threshold | share at d | solver | passes | seconds |",
+          "|---|---|---:|---:|---:|---|---:|---:|"]
     for f in rep["fits"]:
-        L.append(f"| {f['dataset']} | {f['method']} | {f['n_components']} | "
-                 f"{_fmt(f['threshold'], 4)} | {f['solver']} | {f['n_passes']} | "
+        thr = _fmt(f["threshold"], 4)
+        if f.get("capped"):
+            thr += " **capped**"
+        L.append(f"| {f['dataset']} | {f['method']} | {f['n_components']} | {thr} | "
+                 f"{_fmt(f.get('share_at_d'))} | {f['solver']} | {f['n_passes']} | "
                  f"{f['seconds']:.2f} |")
+    if any(f.get("capped") for f in rep["fits"]):
+        L += ["", "Capped: d is the number of pairs computed (max_components, or the pairs "
+              "that threshold_memory holds), below the threshold t; raise the cap or give "
+              "an int d."]
     L.append("")
     L += ["## Plots", ""]
     for kind, title in (("spectrum", "Eigenvalue spectra"), ("metric_vs_d", f"{sel} versus d"),

@@ -306,9 +306,13 @@ class PipelineRun:
         est.set_params(client=None)
         est.save(d / "model", overwrite=True)
         nc = params.get("n_components")
+        total = getattr(est, "eigenvalue_total_", None)
         return {"model": "model", "n_components": int(est.n_components_),
                 "threshold": nc if isinstance(nc, float) else None,
                 "eigenvalues": np.asarray(est.eigenvalues_, dtype=np.float64).tolist(),
+                # the denominator of the cumulative shares (report.spectrum_shares)
+                "eigenvalue_total": None if total is None else float(total),
+                "whole_spectrum": total is None,
                 "solver": est.solver_, "n_passes": int(est.n_passes_),
                 "n_samples": int(est.n_samples_), "n_features": int(est.n_features_in_),
                 "seconds": round(seconds, 3)}
