@@ -112,14 +112,19 @@ def test_complete_report(first_run):
             pts = dict(curves[method]["test"])
             row = rep["tables"]["ridge"]["micro_f1"][ds]
             assert pts[fitted_d[(ds, method)]] == row[method]
+    # the classifier on the raw features is the metric-vs-d plot's baseline
+    for ds in ("syn", "syn3"):
+        base = rep["baselines"][ds]["none"]
+        assert base["test"] == rep["tables"]["ridge"]["micro_f1"][ds]["none"]
+        assert set(base) == ({"test"} if ds == "syn" else {"validation", "test"})
     # thirds of 600 documents
     assert sum(rep["splits"]["syn3"]["counts"].values()) == 600
     assert all(190 <= v <= 210 for v in rep["splits"]["syn3"]["counts"].values())
     # average ranks over the two data sets, recomputed here from the table
     tbl = rep["tables"]["ridge"]["micro_f1"]
     methods = ["none", "pca", "mddm_p", "mvmd"]
-    S = np.array([[tbl[d][m] for m in methods] for d in ("syn", "syn3")])
-    expect = stats.rankdata(-S, axis=1).mean(axis=0)
+    S = np.array([[float(f"{tbl[d][m]:.4f}") for m in methods] for d in ("syn", "syn3")])
+    expect = stats.rankdata(-S, axis=1).mean(axis=0)  # ranked as shown, to 4 digits
     got = rep["ranks"]["ridge"]["micro_f1"]["average_ranks"]
     np.testing.assert_allclose([got[m] for m in methods], expect)
     md = (rep_dir / "report.md").read_text()
@@ -543,3 +548,48 @@ def test_spectrum_shares_are_of_the_trace_and_capped_d_is_said(tmp_path):
     assert "0.9990 **capped**" in md
     assert re.search(r"t=0\.999 not reached \(0\.\d{4} at d = 3, capped\)", md), md
     assert "t=0.999, d=3" not in md
+
+
+def test_tables_rank_and_bold_the_figures_shown(tmp_path):
+    """Four methods at 0.0259 when printed tie: one rank, all bold (not ranks by the
+    digits the table does not show)."""
+    from dmlfe.pipeline.config import parse_config
+    from dmlfe.pipeline.report import write_report
+    from dmlfe.pipeline.runner import Stage, StageRun
+
+    cfg = parse_config(_small([{"name": "none", "label": n} for n in "abcd"],
+                              metrics=["hamming_loss"]), tmp_path / "p.yaml")
+    values = {"a": 0.025904, "b": 0.025912, "c": 0.025899, "d": 0.02601}
+    done = []
+    for n, v in values.items():
+        meta = {"dataset": "syn", "method_label": n, "method": "none", "params": {},
+                "d": None, "classifier": "ridge", "fit_key": None}
+        st = Stage("classify", f"k{n}", n, lambda d: {}, meta)
+        rec = {"d": 60, "metrics": {"test": {"hamming_loss": v, "micro_f1": 0.5}},
+               "seconds": 0.0}
+        done.append((st, StageRun("classify", f"k{n}", n, "ran", 0.0), rec))
+    rep = write_report(cfg, done, tmp_path / "r", work_dir=tmp_path)
+    assert rep["ranks"]["ridge"]["hamming_loss"]["ranks"]["syn"] == {
+        "a": 2.0, "b": 2.0, "c": 2.0, "d": 4.0}
+    md = (tmp_path / "r" / "report.md").read_text()
+    rows = {n: next(line for line in md.splitlines() if line.startswith(f"| {n} |"))
+            for n in values}
+    assert all("**0.0259**" in rows[n] for n in "abc"), rows
+    assert "**" not in rows["d"] and "0.0260" in rows["d"]
+
+
+def test_metric_vs_d_marks_coinciding_lines_and_draws_the_baseline():
+    from dmlfe.pipeline.plots import _plt, metric_vs_d_figure
+
+    pts = [(2, 0.5), (5, 0.6), (6, 0.61)]
+    series = {"mddm_p": {"test": pts}, "mvmd": {"test": [(d, v + 1e-14) for d, v in pts]},
+              "pca": {"test": [(2, 0.4), (5, 0.5)]}}
+    fig = metric_vs_d_figure(series, "micro_f1", "t", baselines={"none": {"test": 0.55}})
+    try:
+        labels = fig.axes[0].get_legend_handles_labels()[1]
+        assert labels == ["mddm_p (test)", "mvmd (test) (= mddm_p)", "pca (test)",
+                          "none: no reduction (test)"]
+        base = fig.axes[0].lines[-1]
+        assert list(base.get_ydata()) == [0.55, 0.55]
+    finally:
+        _plt().close(fig)

@@ -90,26 +90,59 @@ def spectrum_figure(fits: Sequence[Mapping[str, Any]], title: str) -> Any:
 
 
 def metric_vs_d(series: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]], metric: str,
-                title: str, out: Path, xlabel: str = "d (number of components)") -> Path:
+                title: str, out: Path, xlabel: str = "d (number of components)",
+                baselines: Mapping[str, Mapping[str, float]] | None = None) -> Path:
+    """:func:`metric_vs_d_figure` saved to ``out``."""
+    return _save(metric_vs_d_figure(series, metric, title, xlabel, baselines), out)
+
+
+def metric_vs_d_figure(series: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]],
+                       metric: str, title: str, xlabel: str = "d (number of components)",
+                       baselines: Mapping[str, Mapping[str, float]] | None = None) -> Any:
     """``series[method][role] = [(d, value), ...]``: one line per method and role
-    (test solid, validation dashed); ``xlabel`` names d (e.g. selected features)."""
+    (test solid, validation dashed); ``xlabel`` names d (e.g. selected features).
+
+    ``baselines[label][role] = value``: a horizontal line per role for a setting without
+    d (the classifier on the raw features, "no reduction"). A line equal to an earlier
+    one within :data:`COINCIDE_ATOL` (same d values) is labelled ``(= OTHER)`` in the
+    legend and drawn dotted over it, so that it is not lost beneath it.
+    """
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    _lines(ax, series, metric, xlabel)
+    _lines(ax, series, metric, xlabel, baselines=baselines)
     ax.set_title(title)
     fig.tight_layout()
-    return _save(fig, out)
+    return fig
+
+
+#: Two lines of a plot closer than this everywhere are marked as coinciding.
+COINCIDE_ATOL = 1e-12
 
 
 def _lines(ax: Any, series: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]],
-           metric: str, xlabel: str, marker: str | None = "o") -> None:
+           metric: str, xlabel: str, marker: str | None = "o",
+           baselines: Mapping[str, Mapping[str, float]] | None = None) -> None:
     colors = _plt().rcParams["axes.prop_cycle"].by_key()["color"]
+    drawn: list[tuple[str, str, np.ndarray, np.ndarray]] = []
     for i, (method, by_role) in enumerate(series.items()):
         c = colors[i % len(colors)]
         for role, pts in by_role.items():
             pts = sorted(pts)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, ms=3, color=c,
-                    ls="--" if role == "validation" else "-", label=f"{method} ({role})")
+            x = np.array([p[0] for p in pts], dtype=np.float64)
+            y = np.array([p[1] for p in pts], dtype=np.float64)
+            same = [m for m, r, xo, yo in drawn if r == role and xo.shape == x.shape
+                    and np.array_equal(xo, x) and np.allclose(yo, y, rtol=0.0,
+                                                              atol=COINCIDE_ATOL)]
+            label = f"{method} ({role})" + (f" (= {same[0]})" if same else "")
+            ls = ":" if same else ("--" if role == "validation" else "-")
+            ax.plot(x, y, marker=marker, ms=3, color=c, ls=ls, label=label,
+                    lw=2.2 if same else 1.5)
+            drawn.append((method, role, x, y))
+    for j, (label, by_role) in enumerate((baselines or {}).items()):
+        c = colors[(len(series) + j) % len(colors)]
+        for role, v in by_role.items():
+            ax.axhline(v, color=c, lw=1.2, ls="--" if role == "validation" else "-",
+                       label=f"{label}: no reduction ({role})")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(metric)
     ax.grid(alpha=0.3)

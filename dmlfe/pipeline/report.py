@@ -40,6 +40,12 @@ def _fmt(v: Any, digits: int = 4) -> str:
     return str(v)
 
 
+def _shown(v: float, digits: int = 4) -> float:
+    """``v`` as the tables print it: ranks and bold go by the figures shown, so that
+    equal printed figures tie."""
+    return float(_fmt(float(v), digits)) if np.isfinite(v) else float(v)
+
+
 def _better(a: float, b: float, lower: bool) -> bool:
     if np.isnan(b):
         return not np.isnan(a)
@@ -185,7 +191,8 @@ def write_report(cfg: PipelineConfig, done: list[tuple[Any, Any, dict[str, Any]]
                 v = r["metrics"].get("test", {}).get(m)
                 if v is not None:
                     tables[c][m][r["dataset"]][r["method"]] = float(v)
-    ranks = {c: {m: compare({d: tables[c][m][d] for d in datasets if tables[c][m][d]},
+    ranks = {c: {m: compare({d: {meth: _shown(v) for meth, v in tables[c][m][d].items()}
+                             for d in datasets if tables[c][m][d]},
                             lower_is_better=METRICS[m])
                  for m in cfg.metrics}
              for c in classifiers}
@@ -220,6 +227,8 @@ def write_report(cfg: PipelineConfig, done: list[tuple[Any, Any, dict[str, Any]]
                 {**METRICS, "redundancy": True}))
     # curves[data set][method][role] = [(d, select metric), ...]: what metric-vs-d draws
     curves: dict[str, Any] = {}
+    # baselines[data set][label][role] = select metric of the classifier on raw features
+    baselines: dict[str, Any] = {}
     for ds in datasets:
         keys = []
         for r in chosen:
@@ -252,11 +261,22 @@ def write_report(cfg: PipelineConfig, done: list[tuple[Any, Any, dict[str, Any]]
                         best[r["d"]] = v
                 if best:
                     series.setdefault(m, {})[role] = sorted(best.items())
+        # the classifier on the raw features ("none"): a horizontal line per role
+        base: dict[str, dict[str, float]] = {}
+        for r in col["results"]:
+            if r["dataset"] == ds and r["estimator"] == "none" \
+                    and r["classifier"] == classifiers[0]:
+                base[r["method"]] = {role: float(v[cfg.select_metric])
+                                     for role, v in r["metrics"].items()
+                                     if cfg.select_metric in v}
         if series:
             curves[ds] = series
+            if base:
+                baselines[ds] = base
             figures["metric_vs_d"][ds] = rel(plots.metric_vs_d(
                 series, cfg.select_metric, f"{ds}: {cfg.select_metric} versus d "
-                f"({classifiers[0]})", out_dir / f"metric-vs-d-{_slug(ds)}.png"))
+                f"({classifiers[0]})", out_dir / f"metric-vs-d-{_slug(ds)}.png",
+                baselines=base))
         vals = {m: {meth: tables[classifiers[0]][m][ds][meth] for meth in methods
                     if meth in tables[classifiers[0]][m][ds]} for m in cfg.metrics}
         if any(vals.values()):
@@ -283,6 +303,7 @@ def write_report(cfg: PipelineConfig, done: list[tuple[Any, Any, dict[str, Any]]
         "datasets": col["datasets"], "splits": col["splits"],
         "fits": list(col["fits"].values()), "results": col["results"], "chosen": chosen,
         "tables": tables, "ranks": ranks, "figures": figures, "curves": curves,
+        "baselines": baselines,
         "stages": stages, "selection": col["selection"], "selection_means": sel_means,
     }
     write_json_atomic(out_dir / "report.json", report)
@@ -328,10 +349,11 @@ def _selection_markdown(cfg: PipelineConfig, rep: dict[str, Any], datasets: list
         for r in rows:
             cells = []
             for m in shown:
-                vs = [x["means"].get(m, np.nan) for x in rows]
+                vs = [_shown(x["means"].get(m, np.nan)) for x in rows]
                 best = np.nanmin(vs) if lower[m] else np.nanmax(vs)
                 v = r["means"].get(m)
-                cells.append(f"**{_fmt(v)}**" if v == best and len(rows) > 1 else _fmt(v))
+                cells.append(f"**{_fmt(v)}**" if v is not None and _shown(v) == best
+                             and len(rows) > 1 else _fmt(v))
             f = fits[(ds, r["selector"])]
             how = (f"{f['n_iter']} iterations, " + ("converged" if f["converged"] else
                                                       "**not converged**") + ", "
@@ -383,14 +405,14 @@ def _markdown(cfg: PipelineConfig, rep: dict[str, Any], datasets: list[str],
             L.append("|---|" + "---:|" * (len(have) + 1))
             best = {}
             for d in have:
-                vs = list(tbl[d].values())
+                vs = [_shown(v) for v in tbl[d].values()]
                 best[d] = min(vs) if lower else max(vs)
             for meth in methods:
                 cells = []
                 for d in have:
                     v = tbl[d].get(meth)
                     s = _fmt(v)
-                    cells.append(f"**{s}**" if v is not None and v == best[d] else s)
+                    cells.append(f"**{s}**" if v is not None and _shown(v) == best[d] else s)
                 ar = rk.get("average_ranks", {}).get(meth)
                 L.append(f"| {meth} | " + " | ".join(cells) + f" | {_fmt(ar, 2)} |")
             fr = rk.get("friedman")
