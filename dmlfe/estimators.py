@@ -74,7 +74,10 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     ``solver_info_`` (the n-space route's block width, passes, restarts and seconds per
     slot -- the pass, the orthogonalisation, sending and waiting -- and on the driver;
     None for the other solvers),
-    ``regularization_``, ``n_features_in_``, ``n_genuine_``,
+    ``eigenvalue_total_`` (tr(A), the sum of all eigenvalues, when ``eigenvalues_`` holds
+    only the leading ones: the denominator of a threshold and of every cumulative share;
+    None when ``eigenvalues_`` is the whole spectrum, whose positive values then sum to
+    it), ``regularization_``, ``n_features_in_``, ``n_genuine_``,
     ``n_samples_``, ``method_params_`` and ``training_store_`` (the training store's
     :meth:`dmlfe.store.Store.provenance`; None when X was not a store path),
     ``route_`` ("feature", "relation" or "dual") and ``route_reason_``. Memory: ``components_``

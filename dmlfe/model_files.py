@@ -220,6 +220,9 @@ FITTED_SCHEMA: dict[str, Key] = {
     "solver_info_": Key(("object", "null"), "the n-space route's block, passes, restarts "
                         "and time per slot and on the driver; null otherwise",
                         required=False),
+    "eigenvalue_total_": Key(("number", "null"), "tr(A), the sum of all eigenvalues, when "
+                             "only the leading ones were computed; null otherwise",
+                             required=False),
 }
 #: Fitted scalar attributes kept in model.json.
 FITTED_SCALARS = tuple(FITTED_SCHEMA)

@@ -112,14 +112,19 @@ def test_complete_report(first_run):
             pts = dict(curves[method]["test"])
             row = rep["tables"]["ridge"]["micro_f1"][ds]
             assert pts[fitted_d[(ds, method)]] == row[method]
+    # the classifier on the raw features is the metric-vs-d plot's baseline
+    for ds in ("syn", "syn3"):
+        base = rep["baselines"][ds]["none"]
+        assert base["test"] == rep["tables"]["ridge"]["micro_f1"][ds]["none"]
+        assert set(base) == ({"test"} if ds == "syn" else {"validation", "test"})
     # thirds of 600 documents
     assert sum(rep["splits"]["syn3"]["counts"].values()) == 600
     assert all(190 <= v <= 210 for v in rep["splits"]["syn3"]["counts"].values())
     # average ranks over the two data sets, recomputed here from the table
     tbl = rep["tables"]["ridge"]["micro_f1"]
     methods = ["none", "pca", "mddm_p", "mvmd"]
-    S = np.array([[tbl[d][m] for m in methods] for d in ("syn", "syn3")])
-    expect = stats.rankdata(-S, axis=1).mean(axis=0)
+    S = np.array([[float(f"{tbl[d][m]:.4f}") for m in methods] for d in ("syn", "syn3")])
+    expect = stats.rankdata(-S, axis=1).mean(axis=0)  # ranked as shown, to 4 digits
     got = rep["ranks"]["ridge"]["micro_f1"]["average_ranks"]
     np.testing.assert_allclose([got[m] for m in methods], expect)
     md = (rep_dir / "report.md").read_text()
@@ -409,3 +414,182 @@ def test_selection_block_errors(tmp_path):
             load_config(_write(tmp_path, {**base, "selection": sel}))
     with pytest.raises(PipelineConfigError, match="methods.*selection"):
         load_config(_write(tmp_path, base))
+
+
+# --------------------------------------------------------------------------- issue 36
+# One small data set (the store's train/test split), few stages: the bugs of issue 36.
+SMALL_DS = {"name": "syn", "format": "synthetic", "chunk_rows": 200,
+            "options": {"n_docs": 300, "n_labels": 5, "seed": 1, "max_features": 60,
+                        "fit_split": "train"}}
+
+
+def _small(methods, **extra):
+    return {"name": "small", "datasets": [json.loads(json.dumps(SMALL_DS))], "methods": methods,
+            "classifiers": ["ridge"], "metrics": ["micro_f1"], "d_curve": [], **extra}
+
+
+def test_alias_is_resolved_when_the_file_is_read(tmp_path):
+    """``mddmf`` is ``mddm_f`` everywhere: its label, and a cache written by a file that
+    spells it ``mddm_f`` (or labels a method otherwise) does not lose the report."""
+    import dask
+
+    cfg = load_config(_write(tmp_path, _small(["mddmf", {"name": "MDDM-P", "t": 0.9}])))
+    assert [(m.label, m.method) for m in cfg.methods] == [("mddm_f", "mddm_f"),
+                                                          ("mddm_p", "mddm_p")]
+    work = tmp_path / "w"
+    with dask.config.set(scheduler="threads"):
+        first = run_pipeline(_write(tmp_path, _small(["mddm_f"])), work_dir=work,
+                             progress=False)
+        again = run_pipeline(_write(tmp_path, _small(["mddmf"])), work_dir=work,
+                             progress=False)
+        # the same fit under another label: the cached records carry the old one
+        other = run_pipeline(_write(tmp_path, _small([{"name": "mddmf", "label": "F"}])),
+                             work_dir=work, progress=False)
+    assert again.ran == [] and other.ran == []
+    assert set(first.report["tables"]["ridge"]["micro_f1"]["syn"]) == {"mddm_f"}
+    assert set(again.report["tables"]["ridge"]["micro_f1"]["syn"]) == {"mddm_f"}
+    assert set(other.report["tables"]["ridge"]["micro_f1"]["syn"]) == {"F"}
+    assert {f["method"] for f in other.report["fits"]} == {"F"}
+
+
+def test_report_crash_writes_the_stages_and_exits_1(tmp_path, cluster_client, capsys,
+                                                    monkeypatch):
+    """A failure after the stages is a bug (exit 1), not a user error (exit 2); what
+    the stages computed is kept in report.json."""
+    from dmlfe import cli
+    from dmlfe.pipeline import runner
+
+    def broken(*args, **kwargs):
+        raise ValueError("'x' is not in list")
+
+    monkeypatch.setattr(runner, "write_report", broken)
+    path = _write(tmp_path, _small(["none"]))
+    rc = cli.main(["run", str(path), "--work-dir", str(tmp_path / "w"), "--quiet",
+                   "--scheduler", cluster_client.scheduler.address])
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    assert "internal error" in err and "bug" in err and "'x' is not in list" in err
+    rep = json.loads((tmp_path / "w" / "report" / "report.json").read_text())
+    assert "not in list" in rep["report_error"]
+    assert [s["kind"] for s in rep["stages"]] == ["ingest", "classify"]
+    assert 0.0 <= rep["stages"][1]["record"]["metrics"]["test"]["micro_f1"] <= 1.0
+    assert "report failed" in (tmp_path / "w" / "report" / "report.md").read_text()
+
+
+@pytest.mark.parametrize(("edit", "key", "valid"), [
+    (lambda c: c.update(defaults={"treshold": 0.999}), "defaults.treshold", "beta"),
+    (lambda c: c.update(defaults={"t": 0.99, "d": 5}), "defaults.d", "beta"),
+    (lambda c: c["datasets"][0]["options"].update(n_doc=5), "datasets[0].options.n_doc",
+     "n_docs"),
+    (lambda c: c.update(classifiers=[{"name": "ridge", "alpah": 1.0}]),
+     "classifiers[0].alpah", "alpha"),
+    (lambda c: c.update(selection={"selectors": [{"name": "grroor", "lamda": 1}]}),
+     "selection.selectors[0].lamda", "lam"),
+    (lambda c: c.update(selection={"selectors": ["chi2"], "classifier": {"name": "mlknn",
+                                                                        "kk": 3}}),
+     "selection.classifier.kk", "k"),
+])
+def test_every_key_is_validated_when_read(tmp_path, edit, key, valid):
+    cfg = _small(["none", {"name": "mvmd", "t": 0.9}])
+    edit(cfg)
+    path = _write(tmp_path, cfg, "bad.yaml")
+    with pytest.raises(PipelineConfigError) as info:
+        load_config(path)
+    msg = str(info.value)
+    assert str(path) in msg and f": {key}:" in msg, msg
+    assert re.search(rf"\b{valid}\b", msg.split(f": {key}:")[1]), msg
+
+
+def test_yaml_syntax_error_names_the_pipeline_file(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: x\nmethods: [pca, {name: mvmd\n", encoding="utf-8")
+    with pytest.raises(PipelineConfigError) as info:
+        load_config(path)
+    assert str(path) in str(info.value)
+
+
+@pytest.mark.filterwarnings("ignore:the top 3 computed eigenvalues hold:RuntimeWarning")
+def test_spectrum_shares_are_of_the_trace_and_capped_d_is_said(tmp_path):
+    """A fit that computed only its leading eigenvalues (matrix-free, d = 4) shows the
+    share of tr(A) that they hold, the same as the whole spectrum's fit; a threshold
+    stopped short by max_components is marked capped in the tables and on the plot."""
+    import dask
+
+    from dmlfe.pipeline.plots import _plt, spectrum_figure
+
+    methods = [{"name": "pca", "d": [4], "label": "full"},
+               {"name": "pca", "d": [4], "solver": "randomized", "label": "lead"},
+               {"name": "pca", "t": 0.999, "max_components": 3, "solver": "randomized",
+                "label": "cap"}]
+    with dask.config.set(scheduler="threads"):
+        res = run_pipeline(_write(tmp_path, _small(methods)), work_dir=tmp_path / "w",
+                           progress=False)
+    fits = {f["method"]: f for f in res.report["fits"]}
+    assert len(fits["full"]["eigenvalues"]) == 60 and len(fits["lead"]["eigenvalues"]) == 4
+    full = np.asarray(fits["full"]["eigenvalues"])
+    expect = full[:4].sum() / full[full > 0].sum()
+    assert expect < 0.9
+    assert fits["full"]["share_at_d"] == pytest.approx(expect, rel=1e-9)
+    assert fits["lead"]["share_at_d"] == pytest.approx(expect, rel=1e-6)
+    assert not fits["lead"]["capped"] and fits["cap"]["capped"]
+    assert fits["cap"]["n_components"] == 3 and fits["cap"]["share_at_d"] < 0.9
+    fig = spectrum_figure([{**f, "label": k} for k, f in fits.items()], "t")
+    try:
+        for ax2, key in ((fig.axes[3], "full"), (fig.axes[4], "lead"), (fig.axes[5], "cap")):
+            y = ax2.lines[0].get_ydata()
+            d = fits[key]["n_components"]
+            assert y[d - 1] == pytest.approx(fits[key]["share_at_d"], rel=1e-9), key
+            assert y[-1] < 0.95, key  # a fixed d no longer ends at 1.0
+        texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+        assert any("capped" in t for t in texts) and sum("capped" in t for t in texts) == 1
+    finally:
+        _plt().close(fig)
+    md = (res.report_dir / "report.md").read_text()
+    assert "0.9990 **capped**" in md
+    assert re.search(r"t=0\.999 not reached \(0\.\d{4} at d = 3, capped\)", md), md
+    assert "t=0.999, d=3" not in md
+
+
+def test_tables_rank_and_bold_the_figures_shown(tmp_path):
+    """Four methods at 0.0259 when printed tie: one rank, all bold (not ranks by the
+    digits the table does not show)."""
+    from dmlfe.pipeline.config import parse_config
+    from dmlfe.pipeline.report import write_report
+    from dmlfe.pipeline.runner import Stage, StageRun
+
+    cfg = parse_config(_small([{"name": "none", "label": n} for n in "abcd"],
+                              metrics=["hamming_loss"]), tmp_path / "p.yaml")
+    values = {"a": 0.025904, "b": 0.025912, "c": 0.025899, "d": 0.02601}
+    done = []
+    for n, v in values.items():
+        meta = {"dataset": "syn", "method_label": n, "method": "none", "params": {},
+                "d": None, "classifier": "ridge", "fit_key": None}
+        st = Stage("classify", f"k{n}", n, lambda d: {}, meta)
+        rec = {"d": 60, "metrics": {"test": {"hamming_loss": v, "micro_f1": 0.5}},
+               "seconds": 0.0}
+        done.append((st, StageRun("classify", f"k{n}", n, "ran", 0.0), rec))
+    rep = write_report(cfg, done, tmp_path / "r", work_dir=tmp_path)
+    assert rep["ranks"]["ridge"]["hamming_loss"]["ranks"]["syn"] == {
+        "a": 2.0, "b": 2.0, "c": 2.0, "d": 4.0}
+    md = (tmp_path / "r" / "report.md").read_text()
+    rows = {n: next(line for line in md.splitlines() if line.startswith(f"| {n} |"))
+            for n in values}
+    assert all("**0.0259**" in rows[n] for n in "abc"), rows
+    assert "**" not in rows["d"] and "0.0260" in rows["d"]
+
+
+def test_metric_vs_d_marks_coinciding_lines_and_draws_the_baseline():
+    from dmlfe.pipeline.plots import _plt, metric_vs_d_figure
+
+    pts = [(2, 0.5), (5, 0.6), (6, 0.61)]
+    series = {"mddm_p": {"test": pts}, "mvmd": {"test": [(d, v + 1e-14) for d, v in pts]},
+              "pca": {"test": [(2, 0.4), (5, 0.5)]}}
+    fig = metric_vs_d_figure(series, "micro_f1", "t", baselines={"none": {"test": 0.55}})
+    try:
+        labels = fig.axes[0].get_legend_handles_labels()[1]
+        assert labels == ["mddm_p (test)", "mvmd (test) (= mddm_p)", "pca (test)",
+                          "none: no reduction (test)"]
+        base = fig.axes[0].lines[-1]
+        assert list(base.get_ydata()) == [0.55, 0.55]
+    finally:
+        _plt().close(fig)

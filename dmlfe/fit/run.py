@@ -77,6 +77,9 @@ class FittedProjection:
     solver_info: dict[str, Any] | None
     prototype_indices: np.ndarray | None
     training_store: dict[str, Any] | None
+    #: tr(A), the sum of all eigenvalues, when only the leading ones were computed (the
+    #: denominator of a threshold then); None when ``eigenvalues`` is the whole spectrum
+    eigenvalue_total: float | None = None
 
     def attributes(self) -> dict[str, Any]:
         """``{name_: value}`` for every field (shallow: arrays and maps are not copied);
@@ -365,4 +368,5 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
         else f"{plan.route_reason}; {gather_note}",
         relation=relation, prototype_indices=proto_idx,
         solver_info=solver_info(res),
-        training_store=None if data.store is None else data.store.provenance())
+        training_store=None if data.store is None else data.store.provenance(),
+        eigenvalue_total=None if res.trace is None else float(res.trace))

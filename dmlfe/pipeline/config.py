@@ -47,9 +47,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dmlfe.errors import DmlfeError
 from dmlfe.fit.params import COMMON
-from dmlfe.ingestion import FORMATS
-from dmlfe.methods.registry import resolve_method
+from dmlfe.ingestion import _READER_OPTIONS, _VECTORIZER_OPTIONS, FORMATS, TEXT_FORMATS
+from dmlfe.methods.registry import all_methods, resolve_method
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.yamlfiles import read_yaml
 
@@ -92,7 +93,7 @@ _DATASET_KEYS = {"name", "format", "source", "options", "chunk_rows", "store", "
 _PATH_OPTIONS = ("labels",)
 
 
-class PipelineConfigError(ValueError):
+class PipelineConfigError(DmlfeError, ValueError):
     """A pipeline file is invalid; the message names the file and the key path."""
 
 
@@ -297,6 +298,7 @@ def _dataset(path: Path, i: int, v: Any, data_dir: Path) -> DatasetSpec:
             raise _err(path, f"{key}.source", f"format {fmt!r} needs a source path (or a list)")
         sources = [_resolve(data_dir, str(s)) for s in _as_list(src)]
     options = dict(_mapping(path, f"{key}.options", v.get("options") or {}))
+    _check_keys(path, f"{key}.options", options, dataset_options(fmt))
     for opt in _PATH_OPTIONS:
         if isinstance(options.get(opt), str):
             options[opt] = _resolve(data_dir, options[opt])
@@ -315,6 +317,53 @@ def _estimator_params(method: str) -> set[str]:
     return ({p.name for p in COMMON} | set(spec.params)) - _RESERVED
 
 
+def default_keys() -> set[str]:
+    """The keys ``defaults:`` accepts: ``t`` and every parameter a registered method
+    takes (each default is applied to the methods that take it)."""
+    keys = {"t"}
+    for name in all_methods():
+        keys |= _estimator_params(name)
+    return keys
+
+
+def _defaults(path: Path, v: Any) -> dict[str, Any]:
+    d = dict(_mapping(path, "defaults", v or {}))
+    allowed = default_keys()
+    for k in d:
+        if k not in allowed:
+            hint = " (d is per method: give it in a methods entry)" if k == "d" else ""
+            raise _err(path, f"defaults.{k}", f"no method takes a parameter {k!r}{hint}; "
+                       f"allowed keys here: {', '.join(sorted(allowed))}")
+    return d
+
+
+def classifier_params(name: str) -> set[str]:
+    """The parameters a ``classifiers`` entry may give for classifier ``name``."""
+    import inspect
+
+    from dmlfe.evaluation import classifiers as mod
+
+    cls = getattr(mod, CLASSIFIERS[name][0])
+    return {p for p in inspect.signature(cls.__init__).parameters if p != "self"}
+
+
+def dataset_options(fmt: str) -> set[str]:
+    """The ``options`` keys of a data set of format ``fmt`` (reader and vectoriser)."""
+    allowed = set(_READER_OPTIONS[fmt])
+    if fmt in TEXT_FORMATS:
+        allowed |= set(_VECTORIZER_OPTIONS)
+    return allowed
+
+
+def selector_params(name: str) -> set[str]:
+    """The parameters a ``selection.selectors`` entry may give for selector ``name``."""
+    if name == "grroor":
+        from dmlfe.selection.grroor import GRROOR
+
+        return set(GRROOR().get_params()) - {"n_features_to_select"}
+    return set()
+
+
 def _method(path: Path, i: int, v: Any, defaults: dict[str, Any]) -> MethodSpec:
     key = f"methods[{i}]"
     if isinstance(v, str):
@@ -324,17 +373,19 @@ def _method(path: Path, i: int, v: Any, defaults: dict[str, Any]) -> MethodSpec:
     if not isinstance(name, str):
         raise _err(path, f"{key}.name", f"needs a method name, got {name!r}")
     method = name.lower().replace("-", "_")
+    if method != "none":
+        try:
+            # the canonical name, once: labels, stage keys and the report all use it
+            method = resolve_method(method).name
+        except ValueError as exc:
+            raise _err(path, f"{key}.name", f"{exc} (or 'none' for no reduction)") from None
     label = str(v.pop("label", method))
     if method == "none":
         if v:
             raise _err(path, f"{key}.{sorted(v)[0]}", "method 'none' (the classifier on the raw "
                        "features) takes no parameters")
         return MethodSpec(label=label, method="none", settings=[MethodSetting(params={})])
-    try:
-        accepted = _estimator_params(method)
-    except ValueError as exc:
-        raise _err(path, f"{key}.name", f"{exc} (or 'none' for no reduction)") from None
-    method = resolve_method(method).name
+    accepted = _estimator_params(method)
     for k in v:
         if k not in accepted | {"d", "t"}:
             raise _err(path, f"{key}.{k}", f"{method} takes no parameter {k!r}; its parameters: "
@@ -377,6 +428,7 @@ def _classifier(path: Path, i: int | str, v: Any) -> ClassifierSpec:
     if name not in CLASSIFIERS:
         raise _err(path, f"{key}.name", f"must be one of {', '.join(CLASSIFIERS)}, got {name!r}")
     label = str(v.pop("label", name))
+    _check_keys(path, key, v, classifier_params(name) | {"name", "label"})
     params = {**CLASSIFIERS[name][1], **v}
     return ClassifierSpec(label=label, name=name, params=params)
 
@@ -418,6 +470,7 @@ def _selection(path: Path, v: Any) -> SelectionSpec | None:
         if "n_features_to_select" in x:
             raise _err(path, f"{key}.n_features_to_select", "is set by "
                        "selection.max_features")
+        _check_keys(path, key, x, selector_params(name) | {"name", "label"})
         selectors.append(SelectorSpec(label=label, name=name, params=x))
     m = _int(path, "selection.max_features", v.get("max_features", 50))
     clf = _classifier(path, "selection.classifier", v.get("classifier", "mlknn"))
@@ -455,7 +508,7 @@ def parse_config(raw: Any, path: str | os.PathLike[str] = "<pipeline>") -> Pipel
             raise _err(path, f"datasets[{i}].name", f"{d.name!r} is used twice")
         seen.add(d.name)
 
-    defaults = dict(_mapping(path, "defaults", raw.get("defaults") or {}))
+    defaults = _defaults(path, raw.get("defaults"))
     selection = _selection(path, raw.get("selection"))
     methods_raw = raw.get("methods", [] if selection is not None else None)
     if not isinstance(methods_raw, list) or not (methods_raw or selection):

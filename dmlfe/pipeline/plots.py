@@ -27,10 +27,19 @@ def _save(fig: Any, out: Path) -> Path:
 
 
 def spectrum(fits: Sequence[Mapping[str, Any]], title: str, out: Path) -> Path:
+    """:func:`spectrum_figure` saved to ``out``."""
+    return _save(spectrum_figure(fits, title), out)
+
+
+def spectrum_figure(fits: Sequence[Mapping[str, Any]], title: str) -> Any:
     """Eigenvalue spectrum of each fit: eigenvalue share per component (log scale) and the
     cumulative share, with the kept d (and the threshold t) marked.
 
-    ``fits``: dicts with ``label``, ``eigenvalues``, ``n_components``, ``threshold``.
+    ``fits``: dicts with ``label``, ``eigenvalues``, ``n_components``, ``threshold`` and
+    ``share_total``, the denominator of the shares (tr(A), the sum of all eigenvalues,
+    or of the positive ones; see :func:`dmlfe.pipeline.report.spectrum_shares`), and
+    ``capped`` (a threshold the d kept does not reach, marked on the plot). Without a
+    ``share_total`` the shares are of the computed eigenvalues only, and the axis says so.
     """
     plt = _plt()
     # Lazy like _plt(): importing matplotlib at module level would load it for every user.
@@ -43,7 +52,9 @@ def spectrum(fits: Sequence[Mapping[str, Any]], title: str, out: Path) -> Path:
     for ax, f in zip(axes.ravel(), fits, strict=False):
         w = np.asarray(f["eigenvalues"], dtype=np.float64)
         pos = np.clip(w, 0.0, None)
-        total = pos.sum() if pos.sum() > 0 else 1.0
+        known = f.get("share_total")
+        total = float(known) if known else (pos.sum() if pos.sum() > 0 else 1.0)
+        of = "tr(A)" if known else "computed sum"
         d = int(f["n_components"])
         m = int(min(w.size, max(3 * d, 30)))
         x = np.arange(1, m + 1)
@@ -54,14 +65,17 @@ def spectrum(fits: Sequence[Mapping[str, Any]], title: str, out: Path) -> Path:
         ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%.0e"))
         ax.yaxis.set_minor_formatter(ticker.NullFormatter())
         ax.set_xlabel("component")
-        ax.set_ylabel("eigenvalue / positive total", color="tab:blue")
+        ax.set_ylabel(f"eigenvalue / {of}", color="tab:blue")
         ax2 = ax.twinx()
         ax2.plot(x, np.cumsum(pos)[:m] / total, color="tab:orange", label="cumulative share")
         ax2.set_ylim(0, 1.05)
-        ax2.set_ylabel("cumulative share", color="tab:orange")
+        ax2.set_ylabel("cumulative share" + ("" if known else " (of the computed)"),
+                       color="tab:orange")
         ax.axvline(d, color="tab:red", ls="--")
         t = f.get("threshold")
         mark = f"d = {d}" + (f" (t = {t})" if t is not None else "")
+        if f.get("capped"):
+            mark = f"d = {d} capped: {np.cumsum(pos)[d - 1] / total:.4f} < t = {t}"
         if t is not None:
             ax2.axhline(t, color="tab:gray", ls=":", lw=1)
         ax.text(d, 0.04, f" {mark}", color="tab:red", transform=ax.get_xaxis_transform(),
@@ -72,30 +86,63 @@ def spectrum(fits: Sequence[Mapping[str, Any]], title: str, out: Path) -> Path:
         ax.axis("off")
     fig.suptitle(title)
     fig.tight_layout()
-    return _save(fig, out)
+    return fig
 
 
 def metric_vs_d(series: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]], metric: str,
-                title: str, out: Path, xlabel: str = "d (number of components)") -> Path:
+                title: str, out: Path, xlabel: str = "d (number of components)",
+                baselines: Mapping[str, Mapping[str, float]] | None = None) -> Path:
+    """:func:`metric_vs_d_figure` saved to ``out``."""
+    return _save(metric_vs_d_figure(series, metric, title, xlabel, baselines), out)
+
+
+def metric_vs_d_figure(series: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]],
+                       metric: str, title: str, xlabel: str = "d (number of components)",
+                       baselines: Mapping[str, Mapping[str, float]] | None = None) -> Any:
     """``series[method][role] = [(d, value), ...]``: one line per method and role
-    (test solid, validation dashed); ``xlabel`` names d (e.g. selected features)."""
+    (test solid, validation dashed); ``xlabel`` names d (e.g. selected features).
+
+    ``baselines[label][role] = value``: a horizontal line per role for a setting without
+    d (the classifier on the raw features, "no reduction"). A line equal to an earlier
+    one within :data:`COINCIDE_ATOL` (same d values) is labelled ``(= OTHER)`` in the
+    legend and drawn dotted over it, so that it is not lost beneath it.
+    """
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    _lines(ax, series, metric, xlabel)
+    _lines(ax, series, metric, xlabel, baselines=baselines)
     ax.set_title(title)
     fig.tight_layout()
-    return _save(fig, out)
+    return fig
+
+
+#: Two lines of a plot closer than this everywhere are marked as coinciding.
+COINCIDE_ATOL = 1e-12
 
 
 def _lines(ax: Any, series: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]],
-           metric: str, xlabel: str, marker: str | None = "o") -> None:
+           metric: str, xlabel: str, marker: str | None = "o",
+           baselines: Mapping[str, Mapping[str, float]] | None = None) -> None:
     colors = _plt().rcParams["axes.prop_cycle"].by_key()["color"]
+    drawn: list[tuple[str, str, np.ndarray, np.ndarray]] = []
     for i, (method, by_role) in enumerate(series.items()):
         c = colors[i % len(colors)]
         for role, pts in by_role.items():
             pts = sorted(pts)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, ms=3, color=c,
-                    ls="--" if role == "validation" else "-", label=f"{method} ({role})")
+            x = np.array([p[0] for p in pts], dtype=np.float64)
+            y = np.array([p[1] for p in pts], dtype=np.float64)
+            same = [m for m, r, xo, yo in drawn if r == role and xo.shape == x.shape
+                    and np.array_equal(xo, x) and np.allclose(yo, y, rtol=0.0,
+                                                              atol=COINCIDE_ATOL)]
+            label = f"{method} ({role})" + (f" (= {same[0]})" if same else "")
+            ls = ":" if same else ("--" if role == "validation" else "-")
+            ax.plot(x, y, marker=marker, ms=3, color=c, ls=ls, label=label,
+                    lw=2.2 if same else 1.5)
+            drawn.append((method, role, x, y))
+    for j, (label, by_role) in enumerate((baselines or {}).items()):
+        c = colors[(len(series) + j) % len(colors)]
+        for role, v in by_role.items():
+            ax.axhline(v, color=c, lw=1.2, ls="--" if role == "validation" else "-",
+                       label=f"{label}: no reduction ({role})")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(metric)
     ax.grid(alpha=0.3)

@@ -23,6 +23,7 @@ from dmlfe.pipeline import plots
 from dmlfe.pipeline.cache import to_json, write_json_atomic
 from dmlfe.pipeline.config import METRICS, PipelineConfig
 from dmlfe.pipeline.ranks import compare
+from dmlfe.solvers.dimension import ROUNDOFF_RTOL, n_genuine
 
 
 def _slug(s: str) -> str:
@@ -39,6 +40,12 @@ def _fmt(v: Any, digits: int = 4) -> str:
     return str(v)
 
 
+def _shown(v: float, digits: int = 4) -> float:
+    """``v`` as the tables print it: ranks and bold go by the figures shown, so that
+    equal printed figures tie."""
+    return float(_fmt(float(v), digits)) if np.isfinite(v) else float(v)
+
+
 def _better(a: float, b: float, lower: bool) -> bool:
     if np.isnan(b):
         return not np.isnan(a)
@@ -50,7 +57,9 @@ def collect(done: list[tuple[Any, Any, dict[str, Any]]]) -> dict[str, Any]:
     out: dict[str, Any] = {"datasets": {}, "splits": {}, "fits": {}, "results": [],
                            "selection": []}
     for st, _run, rec in done:
-        meta = rec.get("meta", {})
+        # this run's stage: a record reused from the cache may come from another pipeline
+        # file (same work, other labels), so its own meta is not this file's
+        meta = to_json(st.meta)
         if st.kind == "ingest":
             out["datasets"][meta["dataset"]] = rec.get("info", {})
         elif st.kind == "split":
@@ -62,7 +71,10 @@ def collect(done: list[tuple[Any, Any, dict[str, Any]]]) -> dict[str, Any]:
                 "estimator": meta["method"], "params": meta["params"],
                 **{k: rec[k] for k in ("n_components", "threshold", "eigenvalues", "solver",
                                        "n_passes", "n_samples", "n_features", "seconds")},
+                "eigenvalue_total": rec.get("eigenvalue_total"),
+                "whole_spectrum": rec.get("whole_spectrum"),
             }
+            out["fits"][st.key].update(spectrum_shares(out["fits"][st.key]))
         elif st.kind == "select":
             out["selection"].append({
                 "key": st.key, "dataset": meta["dataset"], "selector": meta["selector"],
@@ -80,6 +92,37 @@ def collect(done: list[tuple[Any, Any, dict[str, Any]]]) -> dict[str, Any]:
                 "seconds": rec["seconds"], "curve": bool(meta.get("curve", False)),
             })
     return out
+
+
+def spectrum_shares(fit: dict[str, Any]) -> dict[str, Any]:
+    """The denominator of a fit's cumulative eigenvalue shares and what it says of d.
+
+    The denominator is the one of the threshold rule
+    (:func:`dmlfe.solvers.dimension.choose_dimension`): tr(A), the sum of all
+    eigenvalues, when only the leading ones were computed (``eigenvalue_total``), else
+    the sum of the genuine positive eigenvalues of the whole spectrum. A fit record
+    written before the total was recorded, with fewer eigenvalues than features, has
+    no known denominator (None).
+
+    Returns
+    -------
+    dict
+        ``share_total`` (the denominator or None), ``share_at_d`` (the cumulative share
+        of the d kept, or None) and ``capped`` (a threshold t that the d kept does not
+        reach: the number of computed pairs stopped it short).
+    """
+    w = np.asarray(fit["eigenvalues"], dtype=np.float64)
+    total = fit.get("eigenvalue_total")
+    if total is None and (fit.get("whole_spectrum") or w.size >= int(fit["n_features"])):
+        k = n_genuine(w, ROUNDOFF_RTOL) if w.size else 0
+        total = float(w[:k].sum()) if k else None
+    if total is None or not total > 0:
+        return {"share_total": None, "share_at_d": None, "capped": False}
+    d = int(fit["n_components"])
+    share = float(np.clip(w[:d], 0.0, None).sum() / total)
+    t = fit.get("threshold")
+    capped = t is not None and share < float(t) - ROUNDOFF_RTOL
+    return {"share_total": float(total), "share_at_d": share, "capped": bool(capped)}
 
 
 def choose(results: list[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
@@ -112,6 +155,9 @@ def _setting(r: dict[str, Any]) -> str:
     nc = (r["params"] or {}).get("n_components")
     if isinstance(nc, float) and r["d_requested"] is None:
         p["t"] = nc
+        if r.get("capped"):
+            # the d kept does not reach t: say so, with the share it does reach
+            p["t"] = f"{nc} not reached ({_fmt(r.get('share_at_d'))} at d = {r['d']}, capped)"
     if r["estimator"] != "none":
         p["d"] = r["d"]
     return ", ".join(f"{k}={v}" for k, v in p.items()) or "–"
@@ -125,6 +171,10 @@ def write_report(cfg: PipelineConfig, done: list[tuple[Any, Any, dict[str, Any]]
     for old in out_dir.glob("*.png"):
         old.unlink()  # plots of an earlier run with other data sets or methods
     col = collect(done)
+    for r in col["results"]:
+        f = col["fits"].get(r["fit_key"]) if r["fit_key"] else None
+        if f is not None and r["d_requested"] is None:
+            r["capped"], r["share_at_d"] = f["capped"], f["share_at_d"]
     chosen = choose(col["results"], cfg.select_metric)
     datasets = [d.name for d in cfg.datasets]
     methods = [m.label for m in cfg.methods]
@@ -141,7 +191,8 @@ def write_report(cfg: PipelineConfig, done: list[tuple[Any, Any, dict[str, Any]]
                 v = r["metrics"].get("test", {}).get(m)
                 if v is not None:
                     tables[c][m][r["dataset"]][r["method"]] = float(v)
-    ranks = {c: {m: compare({d: tables[c][m][d] for d in datasets if tables[c][m][d]},
+    ranks = {c: {m: compare({d: {meth: _shown(v) for meth, v in tables[c][m][d].items()}
+                             for d in datasets if tables[c][m][d]},
                             lower_is_better=METRICS[m])
                  for m in cfg.metrics}
              for c in classifiers}
@@ -176,6 +227,8 @@ def write_report(cfg: PipelineConfig, done: list[tuple[Any, Any, dict[str, Any]]
                 {**METRICS, "redundancy": True}))
     # curves[data set][method][role] = [(d, select metric), ...]: what metric-vs-d draws
     curves: dict[str, Any] = {}
+    # baselines[data set][label][role] = select metric of the classifier on raw features
+    baselines: dict[str, Any] = {}
     for ds in datasets:
         keys = []
         for r in chosen:
@@ -208,11 +261,22 @@ def write_report(cfg: PipelineConfig, done: list[tuple[Any, Any, dict[str, Any]]
                         best[r["d"]] = v
                 if best:
                     series.setdefault(m, {})[role] = sorted(best.items())
+        # the classifier on the raw features ("none"): a horizontal line per role
+        base: dict[str, dict[str, float]] = {}
+        for r in col["results"]:
+            if r["dataset"] == ds and r["estimator"] == "none" \
+                    and r["classifier"] == classifiers[0]:
+                base[r["method"]] = {role: float(v[cfg.select_metric])
+                                     for role, v in r["metrics"].items()
+                                     if cfg.select_metric in v}
         if series:
             curves[ds] = series
+            if base:
+                baselines[ds] = base
             figures["metric_vs_d"][ds] = rel(plots.metric_vs_d(
                 series, cfg.select_metric, f"{ds}: {cfg.select_metric} versus d "
-                f"({classifiers[0]})", out_dir / f"metric-vs-d-{_slug(ds)}.png"))
+                f"({classifiers[0]})", out_dir / f"metric-vs-d-{_slug(ds)}.png",
+                baselines=base))
         vals = {m: {meth: tables[classifiers[0]][m][ds][meth] for meth in methods
                     if meth in tables[classifiers[0]][m][ds]} for m in cfg.metrics}
         if any(vals.values()):
@@ -239,6 +303,7 @@ def write_report(cfg: PipelineConfig, done: list[tuple[Any, Any, dict[str, Any]]
         "datasets": col["datasets"], "splits": col["splits"],
         "fits": list(col["fits"].values()), "results": col["results"], "chosen": chosen,
         "tables": tables, "ranks": ranks, "figures": figures, "curves": curves,
+        "baselines": baselines,
         "stages": stages, "selection": col["selection"], "selection_means": sel_means,
     }
     write_json_atomic(out_dir / "report.json", report)
@@ -284,10 +349,11 @@ def _selection_markdown(cfg: PipelineConfig, rep: dict[str, Any], datasets: list
         for r in rows:
             cells = []
             for m in shown:
-                vs = [x["means"].get(m, np.nan) for x in rows]
+                vs = [_shown(x["means"].get(m, np.nan)) for x in rows]
                 best = np.nanmin(vs) if lower[m] else np.nanmax(vs)
                 v = r["means"].get(m)
-                cells.append(f"**{_fmt(v)}**" if v == best and len(rows) > 1 else _fmt(v))
+                cells.append(f"**{_fmt(v)}**" if v is not None and _shown(v) == best
+                             and len(rows) > 1 else _fmt(v))
             f = fits[(ds, r["selector"])]
             how = (f"{f['n_iter']} iterations, " + ("converged" if f["converged"] else
                                                       "**not converged**") + ", "
@@ -339,14 +405,14 @@ def _markdown(cfg: PipelineConfig, rep: dict[str, Any], datasets: list[str],
             L.append("|---|" + "---:|" * (len(have) + 1))
             best = {}
             for d in have:
-                vs = list(tbl[d].values())
+                vs = [_shown(v) for v in tbl[d].values()]
                 best[d] = min(vs) if lower else max(vs)
             for meth in methods:
                 cells = []
                 for d in have:
                     v = tbl[d].get(meth)
                     s = _fmt(v)
-                    cells.append(f"**{s}**" if v is not None and v == best[d] else s)
+                    cells.append(f"**{s}**" if v is not None and _shown(v) == best[d] else s)
                 ar = rk.get("average_ranks", {}).get(meth)
                 L.append(f"| {meth} | " + " | ".join(cells) + f" | {_fmt(ar, 2)} |")
             fr = rk.get("friedman")
@@ -378,12 +444,22 @@ def _markdown(cfg: PipelineConfig, rep: dict[str, Any], datasets: list[str],
             L.append(f"| {r['dataset']} | {r['method']} | {r['classifier']} | {_setting(r)} | "
                      f"{_fmt(val)} | {_fmt(r['metrics']['test'].get(sel))} |")
         L.append("")
-    L += ["## Fits", "", "| data set | method | d | threshold | solver | passes | seconds |",
-          "|---|---|---:|---:|---|---:|---:|"]
+    L += ["## Fits", "", "The share is the eigenvalue sum of the d kept over tr(A), the sum "
+          "of all eigenvalues (of the positive ones where A is indefinite); a threshold "
+          "that the computed pairs could not reach is marked **capped**.", "",
+          "| data set | method | d | threshold | share at d | solver | passes | seconds |",
+          "|---|---|---:|---:|---:|---|---:|---:|"]
     for f in rep["fits"]:
-        L.append(f"| {f['dataset']} | {f['method']} | {f['n_components']} | "
-                 f"{_fmt(f['threshold'], 4)} | {f['solver']} | {f['n_passes']} | "
+        thr = _fmt(f["threshold"], 4)
+        if f.get("capped"):
+            thr += " **capped**"
+        L.append(f"| {f['dataset']} | {f['method']} | {f['n_components']} | {thr} | "
+                 f"{_fmt(f.get('share_at_d'))} | {f['solver']} | {f['n_passes']} | "
                  f"{f['seconds']:.2f} |")
+    if any(f.get("capped") for f in rep["fits"]):
+        L += ["", "Capped: d is the number of pairs computed (max_components, or the pairs "
+              "that threshold_memory holds), below the threshold t; raise the cap or give "
+              "an int d."]
     L.append("")
     L += ["## Plots", ""]
     for kind, title in (("spectrum", "Eigenvalue spectra"), ("metric_vs_d", f"{sel} versus d"),

@@ -306,9 +306,13 @@ class PipelineRun:
         est.set_params(client=None)
         est.save(d / "model", overwrite=True)
         nc = params.get("n_components")
+        total = getattr(est, "eigenvalue_total_", None)
         return {"model": "model", "n_components": int(est.n_components_),
                 "threshold": nc if isinstance(nc, float) else None,
                 "eigenvalues": np.asarray(est.eigenvalues_, dtype=np.float64).tolist(),
+                # the denominator of the cumulative shares (report.spectrum_shares)
+                "eigenvalue_total": None if total is None else float(total),
+                "whole_spectrum": total is None,
                 "solver": est.solver_, "n_passes": int(est.n_passes_),
                 "n_samples": int(est.n_samples_), "n_features": int(est.n_features_in_),
                 "seconds": round(seconds, 3)}
@@ -415,6 +419,32 @@ def _current_report(report_dir: Path, plan_key: str) -> dict[str, Any] | None:
     return rep
 
 
+class ReportError(RuntimeError):
+    """The stages ran but the report could not be made: a bug, not a user error (the
+    command line exits 1). report.json then holds the stages' results."""
+
+
+def _write_partial_report(cfg: PipelineConfig, done: list[tuple[Stage, StageRun,
+                                                                dict[str, Any]]],
+                          report_dir: Path, exc: BaseException) -> None:
+    """What can be written when :func:`write_report` failed: report.json with every
+    stage and its record, and report.md saying that the report failed."""
+    report_dir.mkdir(parents=True, exist_ok=True)
+    error = f"{type(exc).__name__}: {exc}"
+    partial = {
+        "pipeline": cfg.name, "file": str(cfg.path), "config": cfg.raw,
+        "report_error": error,
+        "stages": [{"kind": r.kind, "key": r.key, "label": r.label, "status": r.status,
+                    "seconds": r.seconds, "meta": to_json(st.meta), "record": rec}
+                   for st, r, rec in done],
+    }
+    write_json_atomic(report_dir / "report.json", to_json(partial))
+    (report_dir / "report.md").write_text(
+        f"# Pipeline `{cfg.name}`\n\nThe report failed ({error}); this is a bug in dmlfe. "
+        f"The {len(done)} stages finished: report.json holds their results.\n",
+        encoding="utf-8")
+
+
 def default_work_dir(cfg: PipelineConfig) -> Path:
     return Path(cfg.work_dir) if cfg.work_dir else Path("dmlfe-work") / cfg.name
 
@@ -460,7 +490,14 @@ def run_pipeline(config: str | os.PathLike[str] | PipelineConfig, *,
     if not any(r.status == "ran" for _, r, _ in done):
         report = _current_report(report_dir, plan_key)
     if report is None:
-        report = write_report(cfg, done, report_dir, work_dir=wd)
+        try:
+            report = write_report(cfg, done, report_dir, work_dir=wd)
+        except Exception as exc:
+            _write_partial_report(cfg, done, report_dir, exc)
+            raise ReportError(
+                f"the {len(done)} stages finished, but writing the report failed "
+                f"({type(exc).__name__}: {exc}); {report_dir / 'report.json'} holds the "
+                "stages' results") from exc
         report["plan_key"] = plan_key
         write_json_atomic(report_dir / "report.json", report)
     if progress:
