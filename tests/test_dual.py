@@ -135,9 +135,9 @@ def test_dual_mlsi_inverse_constraint_form_is_exact(params, d, monkeypatch):
     np.testing.assert_allclose(Z, Zr, atol=1e-4 * abs(Zr).max())
 
 
-@pytest.mark.parametrize("unlabelled", [0, 12])
+@pytest.mark.parametrize("unlabelled,empty_label", [(0, False), (12, False), (0, True)])
 @pytest.mark.parametrize("d", [2, 6])
-def test_dual_mlda_weighted_form_with_unlabelled_documents(d, unlabelled):
+def test_dual_mlda_weighted_form_with_unlabelled_documents(d, unlabelled, empty_label):
     # MLDA's B = X^T (diag(w) - V V^T) X + gamma I through one Cholesky factor: documents
     # with no label (w_i = 0) included, and d = 6 above rank(S_b) <= q - 1 = 3 completed
     # with B-orthonormal null vectors; against the dense feature route's template
@@ -146,6 +146,8 @@ def test_dual_mlda_weighted_form_with_unlabelled_documents(d, unlabelled):
     X, Y = _data(90, 200, q=4, seed=9)
     Y[np.arange(90), np.arange(90) % 4] = 1  # every document labelled
     Y[:unlabelled] = 0
+    if empty_label:  # a label no training document carries (medical has 7)
+        Y = np.hstack([Y, np.zeros((90, 1), dtype=Y.dtype)])
     dual = _fit("mlda", {}, d, X, Y, "dual")
     assert dual.solver_ == "dual-lowrank"
     with warnings.catch_warnings():

@@ -166,11 +166,13 @@ def mlda_nspace(Yw: np.ndarray, gamma_xy: float = 0.1) -> WeightedPencil:
     Yw = np.asarray(Yw, dtype=np.float64)
     n_k = Yw.sum(axis=0)
     n1 = _inv_counts(n_k)
-    total = float(n_k.sum())
-    Cq = np.diag(n1) - (np.ones((n_k.size, n_k.size)) / total if total > 0 else 0.0)
-    ev, U = np.linalg.eigh(0.5 * (Cq + Cq.T))
-    root = U * np.sqrt(np.clip(ev, 0.0, None))
-    return WeightedPencil("mlda", {"gamma_xy": g}, Yw @ root, Yw.sum(axis=1),
+    # Cq on the labels some document carries: an empty label's column of Y' is zero, and
+    # with it Cq would not be positive semi-definite (its n(1) entry is 0, not 1 / 0)
+    kept = np.flatnonzero(n_k > 0)
+    Cq = np.diag(n1[kept]) - 1.0 / float(n_k.sum()) if kept.size else np.zeros((0, 0))
+    ev, U = np.linalg.eigh(Cq)
+    root = U * np.sqrt(np.clip(ev, 0.0, None))  # Cq = root root^T up to round-off
+    return WeightedPencil("mlda", {"gamma_xy": g}, Yw[:, kept] @ root, Yw.sum(axis=1),
                           Yw * np.sqrt(n1), g)
 
 
