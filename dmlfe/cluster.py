@@ -384,6 +384,9 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
 def client_from_args(args: argparse.Namespace) -> Any:
     """:func:`get_client` for the flags of :func:`add_cluster_arguments`."""
     extra = {"silence_logs": logging.INFO} if getattr(args, "verbose", False) else {}
+    if getattr(args, "quiet", False):
+        # no dask log lines: a worker's "Compute Failed" would precede the one-line error
+        extra = {"silence_logs": logging.CRITICAL}
     return get_client(scheduler=args.scheduler, cluster=args.cluster, n_workers=args.workers,
                       announce=not args.quiet, connect_timeout=args.connect_timeout,
                       worker_timeout=args.worker_timeout, **extra)

@@ -162,3 +162,150 @@ def test_reuters_stories_without_closing_tags_still_read_past_the_limit(tmp_path
     report = base.IngestReport()
     docs = sum(len(b) for b in read_reuters21578(sgm, report=report))
     assert docs == n
+
+
+# --------------------------------------------------------------------------- the machine
+def run_dmlfe(argv: list[str], fsize: int | None = None, timeout: float = 120):
+    """``dmlfe ARGV`` in a child process, under a file-size limit of ``fsize`` bytes."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit() -> None:
+        if fsize is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+
+    code = "import sys; from dmlfe.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True,
+                          text=True, timeout=timeout, preexec_fn=limit, cwd=ROOT,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+
+
+@pytest.fixture(scope="module")
+def store300(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("store") / "s.zarr"
+    assert main(["ingest", "--format", "synthetic", "--n-docs", "300", "--out", str(out),
+                 "--quiet", "--workers", "1"]) == 0
+    # one fit fills the statistics cache beside the store: the fits of the tests then
+    # write nothing but their model
+    assert main(["fit", str(out), "--method", "pca", "--dim", "2", "--out",
+                 str(out.parent / "m0"), "--quiet", "--workers", "1"]) == 0
+    return out
+
+
+@pytest.fixture
+def thread_profile(tmp_path) -> Path:
+    """A local cluster of one thread worker: the monkeypatched writes reach its tasks."""
+    p = tmp_path / "threads.yaml"
+    p.write_text("dmlfe:\n  cluster:\n    kind: local\n    n_workers: 1\n"
+                 "    processes: false\n")
+    return p
+
+
+def test_a_file_size_limit_is_one_line_naming_the_output(tmp_path):
+    """ulimit -f: SIGXFSZ would kill dmlfe (and its workers) mid-write; it is ignored
+    and the EFBIG that follows is one line naming the output, exit 2, nothing kept."""
+    out = tmp_path / "s.zarr"
+    res = run_dmlfe(["ingest", "--format", "synthetic", "--n-docs", "3000", "--out", str(out),
+                     "--quiet", "--workers", "1"], fsize=200_000)
+    assert res.returncode == 2, res
+    err = one_error_line(res.stderr, "ingest")
+    assert f"cannot write {out}" in err and "file-size limit (ulimit -f)" in err
+    nothing_left(tmp_path, out)
+
+
+def test_a_file_size_limit_while_saving_a_model(tmp_path, store300):
+    out = tmp_path / "m"
+    res = run_dmlfe(["fit", str(store300), "--method", "pca", "--dim", "2", "--out", str(out),
+                     "--quiet", "--workers", "1"],
+                    fsize=4096)
+    assert res.returncode == 2, res
+    err = one_error_line(res.stderr, "fit")
+    assert f"cannot write {out}" in err and "file-size limit" in err
+    nothing_left(tmp_path, out)
+
+
+def test_a_full_disk_while_writing_a_store(tmp_path, capsys, monkeypatch, thread_profile):
+    import errno
+    import os
+
+    import zarr.storage._local as local
+
+    real = local._put
+    calls = [0]
+
+    def put(path, value, exclusive=False):
+        calls[0] += 1
+        if calls[0] > 5:  # a few files in: the store is half-written when the disk fills
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real(path, value, exclusive)
+
+    monkeypatch.setattr(local, "_put", put)
+    out = tmp_path / "s.zarr"
+    assert main(["ingest", "--format", "synthetic", "--n-docs", "300", "--out", str(out),
+                 "--quiet", "--cluster", str(thread_profile)]) == 2
+    err = one_error_line(capsys.readouterr().err, "ingest")
+    assert f"cannot write {out} (writing " in err
+    assert "no space left on the device; free some space or write the output elsewhere" in err
+    nothing_left(tmp_path, out)
+
+
+def test_a_full_disk_while_saving_a_model(tmp_path, capsys, monkeypatch, store300,
+                                          thread_profile):
+    import errno
+
+    import numpy as np
+
+    def savez(file, *args, **kwds):
+        file.write(b"PK")  # a first piece is written, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(np, "savez", savez)
+    out = tmp_path / "m"
+    rc = main(["fit", str(store300), "--method", "pca", "--dim", "2", "--out", str(out),
+               "--quiet", "--cluster", str(thread_profile)])
+    assert rc == 2
+    err = one_error_line(capsys.readouterr().err, "fit")
+    assert f"cannot write {out}: no space left on the device" in err
+    nothing_left(tmp_path, out)
+
+
+@pytest.mark.parametrize("command", ["ingest", "fit"])
+def test_a_read_only_output_folder(tmp_path, capsys, monkeypatch, store300, command):
+    """A read-only file system fails the first mkdir of the output's temporary (EROFS:
+    injected, as root writes through any permission bits)."""
+    import errno
+    import os
+
+    real = Path.mkdir
+    ro = tmp_path / "ro"
+    ro.mkdir()
+
+    def mkdir(self, *args, **kwargs):
+        if Path(self).parent == ro:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    out = ro / ("s.zarr" if command == "ingest" else "m")
+    argv = (["ingest", "--format", "synthetic", "--n-docs", "50"] if command == "ingest"
+            else ["fit", str(store300), "--method", "pca", "--dim", "2"])
+    assert main([*argv, "--out", str(out), "--quiet", "--workers", "1"]) == 2
+    err = one_error_line(capsys.readouterr().err, command)
+    assert f"cannot write {out}: the file system is read-only; write the output elsewhere" in err
+    nothing_left(ro, out)
+
+
+@pytest.mark.skipif(os_geteuid() == 0 if (os_geteuid := getattr(__import__("os"), "geteuid",
+                                                                None)) else True,
+                    reason="root writes through permission bits")
+def test_a_folder_without_write_permission(tmp_path, capsys):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    out = ro / "s.zarr"
+    assert main(["ingest", "--format", "synthetic", "--n-docs", "50", "--out", str(out),
+                 "--quiet", "--workers", "1"]) == 2
+    err = one_error_line(capsys.readouterr().err, "ingest")
+    assert f"cannot write {out}: permission denied" in err
+    nothing_left(ro, out)
