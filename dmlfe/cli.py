@@ -25,7 +25,13 @@ from dmlfe.classifier_files import (
     load_classifier,
     save_classifier,
 )
-from dmlfe.cluster import add_cluster_arguments, client_from_args, read_profile
+from dmlfe.cluster import (
+    add_cluster_arguments,
+    client_from_args,
+    cluster_words,
+    describe_cluster_fault,
+    read_profile,
+)
 from dmlfe.cluster_profiles import check_profile
 from dmlfe.demo import demo_pipeline_path
 from dmlfe.embed import INPUT_FORMATS, label_sets, read_documents, training_classifier
@@ -779,7 +785,7 @@ def _output(quiet: bool, verbose: bool) -> Iterator[None]:
     """How much a command says.
 
     ``--quiet``: standard output is discarded (the result summary included) and dask's
-    log lines below errors are dropped; progress and the dashboard address are left
+    log lines are dropped; progress and the dashboard address are left
     out by the commands themselves. Errors (printed by :func:`main` after this context
     closes) and Python warnings still reach stderr.
     ``--verbose``: the ``dmlfe`` and ``distributed`` loggers log at INFO on stderr.
@@ -793,8 +799,15 @@ def _output(quiet: bool, verbose: bool) -> Iterator[None]:
     try:
         if quiet:
             loggers[1].setLevel(logging.ERROR)
-            with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
-                yield
+            # No log lines up to errors, from any logger: distributed's children set
+            # levels of their own ("distributed.client" logs the lost scheduler's
+            # traceback as an error), and it would precede main's one-line error.
+            logging.disable(logging.ERROR)
+            try:
+                with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+                    yield
+            finally:
+                logging.disable(logging.NOTSET)
             return
         for lg in loggers:
             lg.setLevel(logging.INFO)
@@ -857,9 +870,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _bug(args: argparse.Namespace, exc: BaseException) -> int:
-    """A bug: one line, the traceback on request; exit status 1."""
+    """A bug: one line, the traceback on request; exit status 1. Unless it is the loss
+    of the dask scheduler or of workers mid-run: one line saying so, exit status 2."""
     if args.debug:
         traceback.print_exc()
+    lost = describe_cluster_fault(exc, cluster_words(args))
+    if lost is not None:
+        print(f"dmlfe {args.command}: error: {lost}", file=sys.stderr)
+        return 2
     print(f"dmlfe {args.command}: internal error: {type(exc).__name__}: {exc}. This is a "
           "bug in dmlfe; please report it with the command you ran (--debug shows the "
           "traceback)", file=sys.stderr)

@@ -309,3 +309,101 @@ def test_a_folder_without_write_permission(tmp_path, capsys):
     err = one_error_line(capsys.readouterr().err, "ingest")
     assert f"cannot write {out}: permission denied" in err
     nothing_left(ro, out)
+
+
+# --------------------------------------------------------------------------- the cluster
+HOG = '''"""Worker preload: the first block of a statistics pass outgrows the worker's memory."""
+import time
+
+import numpy as np
+
+import dmlfe.stats.pass_ as pass_
+
+
+def _hog(*args, **kwargs):
+    held = []
+    for _ in range(400):  # up to 4 GB, 10 MB at a time: the nanny kills the worker first
+        held.append(np.ones(10 * 2**20 // 8))
+        time.sleep(0.01)
+    raise AssertionError("the worker was not killed")
+
+
+pass_._block_partial = _hog
+'''
+
+
+def test_a_worker_over_its_memory_limit_is_one_line(tmp_path, capsys, store300):
+    """A real LocalCluster whose worker's task outgrows memory_limit: the nanny kills the
+    worker; with no retry allowed, distributed's KilledWorker is one line, exit 2."""
+    import shutil
+
+    import dask
+
+    store = tmp_path / "s.zarr"
+    shutil.copytree(store300, store)  # without the statistics cache: the pass must run
+    hog = tmp_path / "hog.py"
+    hog.write_text(HOG)
+    profile = tmp_path / "small.yaml"
+    profile.write_text("dmlfe:\n  cluster:\n    kind: local\n    n_workers: 1\n"
+                       "    threads_per_worker: 1\n    memory_limit: 400MB\n")
+    out = tmp_path / "m"
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0,
+                          "distributed.worker.preload": [str(hog)]}):
+        rc = main(["fit", str(store), "--method", "pca", "--dim", "2", "--out", str(out),
+                   "--quiet", "--cluster", str(profile)])
+    assert rc == 2
+    err = one_error_line(capsys.readouterr().err, "fit")
+    assert f"dask workers of the cluster profile {profile} died once while computing" in err
+    assert "over their memory limit?" in err and "memory_limit" in err
+    nothing_left(tmp_path, out)
+
+
+def test_the_scheduler_killed_mid_fit_is_one_line(tmp_path, capsys, store300):
+    import socket
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    sched = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler",
+                              "--host", "127.0.0.1", "--port", str(port),
+                              "--dashboard-address", "127.0.0.1:0"], **quiet)
+    slow = tmp_path / "slow.py"  # the passes' blocks take 60 s: the kill is mid-fit
+    slow.write_text("import time\nimport dmlfe.stats.pass_ as p\n"
+                    "p._block_partial = lambda *a, **k: time.sleep(60)\n")
+    work = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
+                             "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1",
+                             "--preload", str(slow)], **quiet,
+                            env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    store = tmp_path / "s.zarr"
+    __import__("shutil").copytree(store300, store)  # no cache: the fit has passes to run
+    try:
+        from distributed import Client
+
+        with Client(address, timeout=30) as c:
+            c.wait_for_workers(1, timeout=30)
+
+        def kill_when_running() -> None:
+            # the fit connects (about 0.1 s), then waits on its first pass: kill it there
+            time.sleep(1.5)
+            sched.kill()
+
+        threading.Thread(target=kill_when_running, daemon=True).start()
+        out = tmp_path / "m"
+        rc = main(["fit", str(store), "--method", "pca", "--dim", "2", "--out", str(out),
+                   "--quiet", "--scheduler", address])
+    finally:
+        sched.kill()
+        work.kill()
+        sched.wait()
+        work.wait()
+    assert rc == 2
+    err = one_error_line(capsys.readouterr().err, "fit")
+    assert (f"lost the connection to the dask scheduler of {address} (--scheduler) mid-run"
+            in err)
+    nothing_left(tmp_path, out)
