@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import importlib.util
 import json
 import tracemalloc
 from pathlib import Path
@@ -407,3 +408,140 @@ def test_the_scheduler_killed_mid_fit_is_one_line(tmp_path, capsys, store300):
     assert (f"lost the connection to the dask scheduler of {address} (--scheduler) mid-run"
             in err)
     nothing_left(tmp_path, out)
+
+
+# --------------------------------------------------------------------------- TLS, batch
+SLURM_TLS = """dmlfe:
+  cluster:
+    kind: {kind}
+    jobs: 1
+jobqueue:
+  {kind}:
+    cores: 4
+    memory: 8GiB
+    walltime: "01:00:00"
+{extra}distributed:
+  comm:
+    require-encryption: true
+{tls}"""
+
+
+def tls_profile(tmp_path: Path, kind: str = "slurm", shared: Path | None = None,
+                tls: str = "") -> Path:
+    extra = f"    shared-temp-directory: {shared}\n" if shared is not None else ""
+    p = tmp_path / f"{kind}-tls.yaml"
+    p.write_text(SLURM_TLS.format(kind=kind, extra=extra, tls=tls))
+    return p
+
+
+def certificate_files(folder: Path) -> str:
+    """Certificate and key files (a temporary self-signed pair), as profile lines."""
+    from distributed.security import Security
+
+    sec = Security.temporary()
+    (folder / "ca.pem").write_text(sec.tls_ca_file)
+    (folder / "cert.pem").write_text(sec.tls_worker_cert)
+    (folder / "key.pem").write_text(sec.tls_worker_key)
+    lines = [f"      ca-file: {folder / 'ca.pem'}"]
+    for role in ("scheduler", "worker", "client"):
+        lines += [f"      {role}:", f"        cert: {folder / 'cert.pem'}",
+                  f"        key: {folder / 'key.pem'}"]
+    return "    tls:\n" + "\n".join(lines) + "\n"
+
+
+def test_a_batch_profile_with_temporary_tls_needs_a_private_shared_folder(tmp_path, capsys,
+                                                                         monkeypatch):
+    pytest.importorskip("dask_jobqueue")
+    profile = tls_profile(tmp_path)
+    assert main(["cluster", "check", str(profile)]) == 2
+    err = one_error_line(capsys.readouterr().err, "cluster")
+    assert f"{profile}: jobqueue.slurm.shared-temp-directory is missing" in err
+    open_ = tmp_path / "open"
+    open_.mkdir(mode=0o755)
+    open_.chmod(0o755)
+    profile = tls_profile(tmp_path, shared=open_)
+    assert main(["cluster", "check", str(profile)]) == 2
+    err = one_error_line(capsys.readouterr().err, "cluster")
+    assert "can be read by others (mode 755)" in err and "chmod 700" in err
+    here = tmp_path / "here"
+    here.mkdir(mode=0o700)
+    monkeypatch.chdir(here)
+    profile = tls_profile(tmp_path, shared=here)
+    assert main(["cluster", "check", str(profile)]) == 2
+    assert "is the working directory" in one_error_line(capsys.readouterr().err, "cluster")
+
+
+@pytest.mark.parametrize("kind", ["slurm", "pbs"])
+def test_a_batch_profile_with_temporary_tls_shows_the_workers_tls_files(tmp_path, capsys,
+                                                                       kind):
+    pytest.importorskip("dask_jobqueue")
+    pytest.importorskip("cryptography")
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    private.chmod(0o700)
+    profile = tls_profile(tmp_path, kind, shared=private)
+    assert main(["cluster", "check", str(profile)]) == 0
+    out = capsys.readouterr().out
+    assert "dask_worker tls://<insert-scheduler-address-here>:8786" in out
+    assert f"--tls-key {private}/.dask-jobqueue.worker.tls_worker_key.<random>" in out
+    assert (f"TLS: temporary self-signed credentials made when the cluster starts; the "
+            f"workers' key and certificate are written to {private} (private, mode 700)"
+            in out)
+
+
+def test_a_batch_profile_with_certificate_files(tmp_path, capsys):
+    pytest.importorskip("dask_jobqueue")
+    profile = tls_profile(tmp_path, "pbs", tls=certificate_files(tmp_path))
+    assert main(["cluster", "check", str(profile)]) == 0
+    out = capsys.readouterr().out
+    assert f"--tls-cert {tmp_path / 'cert.pem'}" in out
+    assert ("TLS: certificates of distributed.comm.tls.* (loaded); the batch jobs (a shared "
+            "file system) must read the same files at the same paths") in out
+
+
+def test_ssh_and_kubernetes_profiles_show_where_their_certificates_must_be(tmp_path, capsys):
+    pytest.importorskip("asyncssh")
+    tls = certificate_files(tmp_path)
+    ssh = tmp_path / "ssh.yaml"
+    ssh.write_text("dmlfe:\n  cluster:\n    kind: ssh\n    hosts: [a, b]\n"
+                   "distributed:\n  comm:\n    require-encryption: true\n" + tls)
+    assert main(["cluster", "check", str(ssh)]) == 0
+    out = capsys.readouterr().out
+    assert "the hosts must read the same files at the same paths" in out
+    assert str(tmp_path / "key.pem") in out
+    if importlib.util.find_spec("dask_kubernetes") is None:
+        return
+    import yaml
+
+    cfg = yaml.safe_load((ROOT / "cluster_configs" / "kubernetes.yaml").read_text())
+    cfg["distributed"]["comm"] = yaml.safe_load(ssh.read_text())["distributed"]["comm"]
+    k8s = tmp_path / "k8s.yaml"
+    k8s.write_text(yaml.safe_dump(cfg))
+    assert main(["cluster", "check", str(k8s)]) == 0
+    assert ("the pods (mount them, e.g. from a Secret) must read the same files at the same "
+            "paths") in capsys.readouterr().out
+
+
+def test_a_batch_cluster_starts_with_the_security_and_the_shared_folder(tmp_path,
+                                                                       monkeypatch):
+    dask_jobqueue = pytest.importorskip("dask_jobqueue")
+    pytest.importorskip("cryptography")
+    from dmlfe.cluster_profiles import read_profile_file, start_cluster
+
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    private.chmod(0o700)
+    seen = {}
+
+    class Fake:
+        def __init__(self, **kwargs):
+            seen.update(kwargs)
+
+        def scale(self, **kwargs):
+            pass
+
+    monkeypatch.setattr(dask_jobqueue, "SLURMCluster", Fake)
+    start_cluster(read_profile_file(tls_profile(tmp_path, shared=private)))
+    assert seen["protocol"] == "tls://" and seen["shared_temp_directory"] == str(private)
+    assert seen["security"].require_encryption
+    assert "BEGIN" in seen["security"].tls_worker_key  # in memory: jobqueue writes it out
