@@ -147,6 +147,17 @@ def test_a_reuters_story_above_the_limit_is_refused(tmp_path, capsys, low_limit)
     assert f"{sgm}, the story starting at line 10: longer than {LIMIT:,} bytes" in err
     assert "without the story's closing tag" in err
     nothing_left(tmp_path, out)
+    # the same story inside the archive: named by the archive and the member
+    import tarfile
+
+    archive = tmp_path / "reuters21578.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(sgm, arcname="reut2-000.sgm")
+    assert main(["ingest", str(archive), "--format", "reuters21578", "--out", str(out),
+                 "--quiet"]) == 2
+    err = one_error_line(capsys.readouterr().err, "ingest")
+    assert f"{archive}, member reut2-000.sgm, the story starting at line 10" in err
+    nothing_left(tmp_path, out)
 
 
 def test_reuters_stories_without_closing_tags_still_read_past_the_limit(tmp_path, low_limit):
