@@ -6,8 +6,10 @@ damaged stores (chunk files deleted, truncated or changed, zarr.json files edite
 store moved or deleted while a fit runs, on a 2-worker LocalCluster) and the cluster
 cases of issue 35 (YAML alias bombs, a port that is not dask, a scheduler without
 workers, TLS settings, symbolic links as outputs, a negative seed, ``--overwrite`` onto
-a plain file, ``dmlfe clean`` on a folder: :func:`cluster_hardening_cases`), and
-classifies each outcome:
+a plain file, ``dmlfe clean`` on a folder: :func:`cluster_hardening_cases`), lines
+above the readers' limit and faults of the machine (a read-only output folder, a full
+disk, a file-size limit, a worker over its memory limit, the scheduler killed mid-fit:
+:func:`environment_cases`), and classifies each outcome:
 
 * ``ok``: exit 0 where that is right (a valid input);
 * ``silent-wrong``: exit 0 where an error was due (damage read as data);
@@ -355,6 +357,178 @@ def cluster_hardening_cases(d: Path, stack: contextlib.ExitStack) -> list[Case]:
             for name, argv, named in cases]
 
 
+# --------------------------------------------------------------------------- environment
+#: Worker preload of the memory case: the first block of a statistics pass outgrows the
+#: worker's memory_limit (the nanny kills the worker).
+_HOG = """import time
+import numpy as np
+import dmlfe.stats.pass_ as p
+def _hog(*a, **k):
+    held = []
+    for _ in range(400):
+        held.append(np.ones(10 * 2**20 // 8))
+        time.sleep(0.01)
+p._block_partial = _hog
+"""
+
+
+def _bomb(path: Path, n_bytes: int, head: bytes, tail: bytes, kind: str = "bz2") -> Path:
+    """``head``, one line of ``n_bytes`` x's, ``tail``: compressed in pieces."""
+    import zlib
+
+    comp = (bz2.BZ2Compressor(9) if kind == "bz2"
+            else zlib.compressobj(9, zlib.DEFLATED, 31))  # 31: a gzip stream
+    parts = [comp.compress(head)]
+    piece = b"x" * (1 << 22)
+    for start in range(0, n_bytes, len(piece)):
+        parts.append(comp.compress(piece[: min(len(piece), n_bytes - start)]))
+    parts += [comp.compress(tail), comp.flush()]
+    path.write_bytes(b"".join(parts))
+    return path
+
+
+def _patched(obj, name: str, value) -> Callable[[], Callable[[], None]]:
+    """A setup that sets ``obj.name`` to ``value`` for one case."""
+    def setup() -> Callable[[], None]:
+        old = getattr(obj, name)
+        setattr(obj, name, value)
+        return lambda: setattr(obj, name, old)
+    return setup
+
+
+def environment_cases(d: Path, stack: contextlib.ExitStack) -> list[Case]:
+    """Issue 35's hostile inputs and faults of the machine: lines above the readers'
+    limit (decompression bombs), a read-only output folder, a full disk, a file-size
+    limit, a worker over its memory limit, the scheduler killed mid-fit."""
+    import errno
+    import resource
+    import socket
+    import subprocess
+    import threading
+    import time
+
+    import dask
+    import zarr.storage._local as zarr_local
+
+    d = d / "environment"
+    d.mkdir()
+    line = (json.dumps({"text": "fine", "labels": ["a"]}) + "\n").encode()
+    big = 64 * 2**20  # four times the limit
+    jbomb = _bomb(d / "bomb.jsonl.bz2", big, line + b'{"text": "', b'", "labels": []}\n')
+    long = d / "long.jsonl"
+    with open(long, "wb") as f:
+        f.write(line)
+        f.write(json.dumps({"text": "word " * (10 * 2**20), "labels": []}).encode() + b"\n")
+    abomb = _bomb(d / "bomb-train.arff.gz", big, ARFF.encode() + b"%", b"\n", kind="gz")
+    (d / "bomb.xml").write_text(XML)
+    sgm = d / "reut2-000.sgm"
+    sgm.write_text('<REUTERS TOPICS="YES" NEWID="1"><TEXT><BODY>' + "word " * (4 * 2**20))
+    threads = d / "threads.yaml"
+    threads.write_text("dmlfe:\n  cluster:\n    kind: local\n    n_workers: 1\n"
+                       "    processes: false\n")
+    small = d / "small.yaml"
+    small.write_text("dmlfe:\n  cluster:\n    kind: local\n    n_workers: 1\n"
+                     "    threads_per_worker: 1\n    memory_limit: 400MB\n")
+    hog = d / "hog.py"
+    hog.write_text(_HOG)
+    slow = d / "slow.py"
+    slow.write_text("import time\nimport dmlfe.stats.pass_ as p\n"
+                    "p._block_partial = lambda *a, **k: time.sleep(60)\n")
+    # thousands of features: the fit's statistics pass runs the blocks the preloads slow
+    store = d / "s.zarr"
+    with contextlib.redirect_stderr(io.StringIO()):
+        main(["ingest", "--format", "synthetic", "--n-docs", "300", "--out", str(store),
+              "--quiet", "--workers", "1"])
+    ro = d / "ro"
+    ro.mkdir()
+
+    real_mkdir = Path.mkdir
+
+    def read_only_mkdir(self, *args, **kwargs):
+        if Path(self).parent == ro:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    real_put = zarr_local._put
+    calls = [0]
+
+    def full_put(path, value, exclusive=False):
+        calls[0] += 1
+        if calls[0] > 5:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real_put(path, value, exclusive)
+
+    def file_size_limit() -> Callable[[], None]:
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, hard))
+        return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+    def memory_hog() -> Callable[[], None]:
+        cm = dask.config.set({"distributed.scheduler.allowed-failures": 0,
+                              "distributed.worker.preload": [str(hog)]})
+        cm.__enter__()
+        return lambda: cm.__exit__(None, None, None)
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    sched = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler",
+                              "--host", "127.0.0.1", "--port", str(port),
+                              "--dashboard-address", "127.0.0.1:0"], **quiet)
+    stack.callback(sched.kill)
+    work = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
+                             "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1",
+                             "--preload", str(slow)], env=env, **quiet)
+    stack.callback(work.kill)
+
+    def kill_scheduler_soon() -> None:
+        from distributed import Client
+
+        with Client(address, timeout=30) as c:
+            c.wait_for_workers(1, timeout=30)
+        threading.Thread(target=lambda: (time.sleep(1.5), sched.kill()), daemon=True).start()
+
+    def fit(out: Path, *extra: str) -> list[str]:
+        # a store of its own: no statistics cache that another case's fit left
+        own = shutil.copytree(store, d / f"{out.name}.zarr")
+        return ["fit", str(own), "--method", "pca", "--dim", "2", "--out", str(out),
+                "--quiet", *extra]
+
+    synthetic = ["ingest", "--format", "synthetic", "--quiet"]
+    cases = [
+        Case("jsonl_bz2_bomb_64MiB_line", ["ingest", str(jbomb), "--format", "jsonl", "--out",
+                                           str(d / "j.zarr"), "--quiet"], f"{jbomb}, line 2"),
+        Case("jsonl_40MiB_line", ["ingest", str(long), "--format", "jsonl", "--out",
+                                  str(d / "l.zarr"), "--quiet"], f"{long}, line 2"),
+        Case("arff_gz_bomb_64MiB_line", ["ingest", str(abomb), "--format", "mulan", "--labels",
+                                         str(d / "bomb.xml"), "--out", str(d / "a.zarr"),
+                                         "--quiet"], f"{abomb}, line"),
+        Case("reuters_story_20MiB", ["ingest", str(sgm), "--format", "reuters21578", "--out",
+                                     str(d / "r.zarr"), "--quiet"], f"{sgm}, the story"),
+        Case("read_only_out_ingest", [*synthetic, "--n-docs", "50", "--out",
+                                      str(ro / "s.zarr"), "--workers", "1"], str(ro / "s.zarr"),
+             setup=_patched(Path, "mkdir", read_only_mkdir)),
+        Case("read_only_out_fit", fit(ro / "m", "--workers", "1"), str(ro / "m"),
+             setup=_patched(Path, "mkdir", read_only_mkdir)),
+        Case("disk_full_ingest", [*synthetic, "--n-docs", "300", "--out", str(d / "f.zarr"),
+                                  "--cluster", str(threads)], str(d / "f.zarr"),
+             setup=_patched(zarr_local, "_put", full_put)),
+        Case("file_size_limit_ingest", [*synthetic, "--n-docs", "3000", "--out",
+                                        str(d / "e.zarr"), "--workers", "1"], str(d / "e.zarr"),
+             setup=file_size_limit),
+        Case("worker_over_memory_limit", fit(d / "m5", "--cluster", str(small)), small.name,
+             setup=memory_hog, allowed={"m5.zarr.stats"}),
+        Case("scheduler_killed_mid_fit", fit(d / "m6", "--scheduler", address), address,
+             setup=lambda: kill_scheduler_soon(), allowed={"m6.zarr.stats"}),
+    ]
+    for case in cases:
+        case.folder = ro if case.name.startswith("read_only") else d
+    return cases
+
+
 # --------------------------------------------------------------------------- stores
 def _store(path: Path) -> Path:
     """120 documents in 8 row chunks (8 blocks for the workers)."""
@@ -497,6 +671,8 @@ def main_() -> None:
                 case.folder = case.folder or inputs
                 results[case.name] = run(case, opts.timeout)
             for case in cluster_hardening_cases(d, stack):
+                results[case.name] = run(case, opts.timeout)
+            for case in environment_cases(d, stack):
                 results[case.name] = run(case, opts.timeout)
         if opts.only != "inputs":
             from distributed import Client, LocalCluster

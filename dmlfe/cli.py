@@ -7,7 +7,9 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +25,13 @@ from dmlfe.classifier_files import (
     load_classifier,
     save_classifier,
 )
-from dmlfe.cluster import add_cluster_arguments, client_from_args, read_profile
+from dmlfe.cluster import (
+    add_cluster_arguments,
+    client_from_args,
+    cluster_words,
+    describe_cluster_fault,
+    read_profile,
+)
 from dmlfe.cluster_profiles import check_profile
 from dmlfe.demo import demo_pipeline_path
 from dmlfe.embed import INPUT_FORMATS, label_sets, read_documents, training_classifier
@@ -48,6 +56,7 @@ from dmlfe.store import check_export, export_parquet, import_parquet, open_store
 from dmlfe.store.integrity import add_record, verify_store
 from dmlfe.store.writer import check_store_target
 from dmlfe.tempfiles import (
+    describe_write_fault,
     find_temporaries,
     link_note,
     path_size,
@@ -776,7 +785,7 @@ def _output(quiet: bool, verbose: bool) -> Iterator[None]:
     """How much a command says.
 
     ``--quiet``: standard output is discarded (the result summary included) and dask's
-    log lines below errors are dropped; progress and the dashboard address are left
+    log lines are dropped; progress and the dashboard address are left
     out by the commands themselves. Errors (printed by :func:`main` after this context
     closes) and Python warnings still reach stderr.
     ``--verbose``: the ``dmlfe`` and ``distributed`` loggers log at INFO on stderr.
@@ -790,8 +799,15 @@ def _output(quiet: bool, verbose: bool) -> Iterator[None]:
     try:
         if quiet:
             loggers[1].setLevel(logging.ERROR)
-            with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
-                yield
+            # No log lines up to errors, from any logger: distributed's children set
+            # levels of their own ("distributed.client" logs the lost scheduler's
+            # traceback as an error), and it would precede main's one-line error.
+            logging.disable(logging.ERROR)
+            try:
+                with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+                    yield
+            finally:
+                logging.disable(logging.NOTSET)
             return
         for lg in loggers:
             lg.setLevel(logging.INFO)
@@ -821,12 +837,26 @@ def main(argv: list[str] | None = None) -> int:
     interrupted.
     """
     args = build_parser().parse_args(argv)
+    # A file-size limit (ulimit -f) otherwise kills the process with SIGXFSZ, leaving
+    # temporaries and no message; ignored, the write fails with EFBIG, which is one line
+    # (the workers a local cluster starts inherit the disposition).
+    if hasattr(signal, "SIGXFSZ") and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try:
         quiet = getattr(args, "quiet", None)
         # commands with --quiet show the progress of their passes unless it is given
         with _output(bool(quiet), getattr(args, "verbose", False)), \
                 show_progress(quiet is False):
             return args.func(args)
+    except OSError as exc:
+        # A full disk, a file-size limit, a read-only folder: the machine's, not a bug.
+        fault = describe_write_fault(exc, getattr(args, "out", None))
+        if fault is None and not isinstance(exc, USER_ERRORS):
+            return _bug(args, exc)
+        if args.debug:
+            traceback.print_exc()
+        print(f"dmlfe {args.command}: error: {fault or exc}", file=sys.stderr)
+        return 2
     except USER_ERRORS as exc:
         if args.debug:
             traceback.print_exc()
@@ -835,13 +865,23 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"dmlfe {args.command}: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # a bug: one line, the traceback on request
-        if args.debug:
-            traceback.print_exc()
-        print(f"dmlfe {args.command}: internal error: {type(exc).__name__}: {exc}. This is a "
-              "bug in dmlfe; please report it with the command you ran (--debug shows the "
-              "traceback)", file=sys.stderr)
-        return 1
+    except Exception as exc:
+        return _bug(args, exc)
+
+
+def _bug(args: argparse.Namespace, exc: BaseException) -> int:
+    """A bug: one line, the traceback on request; exit status 1. Unless it is the loss
+    of the dask scheduler or of workers mid-run: one line saying so, exit status 2."""
+    if args.debug:
+        traceback.print_exc()
+    lost = describe_cluster_fault(exc, cluster_words(args))
+    if lost is not None:
+        print(f"dmlfe {args.command}: error: {lost}", file=sys.stderr)
+        return 2
+    print(f"dmlfe {args.command}: internal error: {type(exc).__name__}: {exc}. This is a "
+          "bug in dmlfe; please report it with the command you ran (--debug shows the "
+          "traceback)", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -384,6 +384,9 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
 def client_from_args(args: argparse.Namespace) -> Any:
     """:func:`get_client` for the flags of :func:`add_cluster_arguments`."""
     extra = {"silence_logs": logging.INFO} if getattr(args, "verbose", False) else {}
+    if getattr(args, "quiet", False):
+        # no dask log lines: a worker's "Compute Failed" would precede the one-line error
+        extra = {"silence_logs": logging.CRITICAL}
     return get_client(scheduler=args.scheduler, cluster=args.cluster, n_workers=args.workers,
                       announce=not args.quiet, connect_timeout=args.connect_timeout,
                       worker_timeout=args.worker_timeout, **extra)
@@ -407,3 +410,50 @@ def _seconds(s: str) -> float:
     if not (0 <= v < float("inf")):
         raise argparse.ArgumentTypeError(f"expected a number of seconds (0 or more), got {s!r}")
     return v
+
+
+def describe_cluster_fault(exc: BaseException, where: str) -> str | None:
+    """One line for the loss of the scheduler or of workers mid-run; None otherwise.
+
+    Parameters
+    ----------
+    exc : BaseException
+        What a computation raised on the client.
+    where : str
+        The cluster, in the user's words (``tcp://h:8786 (--scheduler)``, a profile, "the
+        local cluster").
+
+    Returns
+    -------
+    str or None
+        Nothing of the command's output is kept in either case (outputs are written to
+        temporaries that are removed): the message says what was lost and what to do.
+    """
+    from distributed.client import FutureCancelledError
+    from distributed.comm.core import CommClosedError
+    from distributed.scheduler import KilledWorker
+
+    if isinstance(exc, KilledWorker):
+        worker = getattr(exc.last_worker, "address", exc.last_worker)
+        n = exc.allowed_failures + 1
+        times = "once" if n == 1 else f"{n} times"
+        return (f"dask workers of {where} died {times} while computing {exc.task!r} (last "
+                f"{worker}): over their memory limit? (their logs say why) Give each worker "
+                "more memory (memory_limit, or fewer threads_per_worker, in the cluster "
+                "profile) or use more workers; nothing was written")
+    lost = (isinstance(exc, FutureCancelledError)
+            and exc.reason in ("scheduler-connection-lost", "lost dependencies"))
+    if lost or isinstance(exc, CommClosedError):
+        return (f"lost the connection to the dask scheduler of {where} mid-run (it stopped, "
+                "was killed or the network failed); start it again and re-run the "
+                "command; nothing was written")
+    return None
+
+
+def cluster_words(args: argparse.Namespace) -> str:
+    """The cluster a command ran on, in the user's words (for :func:`describe_cluster_fault`)."""
+    if getattr(args, "scheduler", None):
+        return f"{args.scheduler} (--scheduler)"
+    if getattr(args, "cluster", None):
+        return f"the cluster profile {args.cluster}"
+    return "the local cluster"

@@ -30,6 +30,7 @@ from __future__ import annotations
 import getpass
 import importlib.util
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -402,6 +403,8 @@ def tls_check(profile: Profile) -> str | None:
         roles = ("client",) if profile.kind == "scheduler" else ("scheduler", "worker",
                                                                  "client")
         if not any(security.get_tls_config_for_role(r)["cert"] for r in roles):
+            if profile.kind in JOBQUEUE_KINDS:
+                return _jobqueue_temporary_tls(profile)
             if profile.kind != "local":
                 raise _fail(where, "distributed.comm.require-encryption", "is true but no TLS "
                             "certificates are set (distributed.comm.tls.ca-file and "
@@ -428,7 +431,87 @@ def tls_check(profile: Profile) -> str | None:
         if address is not None and not address.startswith("tls://"):
             raise _fail(where, "dmlfe.cluster.address", f"must be a tls:// address when "
                         f"distributed.comm.require-encryption is true, got {address!r}")
-        return "TLS: certificates of distributed.comm.tls.* (loaded)"
+        line = "TLS: certificates of distributed.comm.tls.* (loaded)"
+        if profile.kind in _REMOTE_KINDS:
+            # the workers run elsewhere and read the same paths there
+            files = sorted({v for r in ("worker", "scheduler")
+                            for v in security.get_tls_config_for_role(r).values() if v})
+            line += (f"; the {_REMOTE_KINDS[profile.kind]} must read the same files at the "
+                     f"same paths: {', '.join(files)}")
+        return line
+
+
+#: Kinds whose scheduler or workers run on other machines, and what must hold the
+#: certificate files there.
+_REMOTE_KINDS = {"ssh": "hosts", "slurm": "batch jobs (a shared file system)",
+                 "pbs": "batch jobs (a shared file system)",
+                 "kubernetes": "pods (mount them, e.g. from a Secret)"}
+
+
+def shared_temp_directory(profile: Profile) -> str | None:
+    """``jobqueue.<kind>.shared-temp-directory`` of a slurm/pbs profile (either spelling),
+    with ``~`` and variables expanded; None when unset."""
+    section = (profile.config.get("jobqueue") or {}).get(profile.kind) or {}
+    value = section.get("shared-temp-directory", section.get("shared_temp_directory"))
+    return None if value is None else os.path.expanduser(os.path.expandvars(str(value)))
+
+
+def _jobqueue_temporary_tls(profile: Profile) -> str:
+    """Temporary credentials for a slurm/pbs cluster: dask-jobqueue writes the workers'
+    key and certificate to ``shared-temp-directory``, which the jobs read. It must be set
+    (dask-jobqueue would otherwise write the key to the working directory), be a folder
+    of this user that no one else can read, and not be the working directory."""
+    where = profile.where()
+    field = f"jobqueue.{profile.kind}.shared-temp-directory"
+    folder = shared_temp_directory(profile)
+    if importlib.util.find_spec("cryptography") is None:
+        raise _fail(where, "distributed.comm.require-encryption", "is true and no TLS "
+                    "certificates are set: temporary ones need the cryptography package "
+                    "(pip install cryptography), or set distributed.comm.tls.*")
+    if folder is None:
+        raise _fail(where, field, "is missing: with distributed.comm.require-encryption and "
+                    "no certificates the workers' temporary TLS key is written there for the "
+                    "jobs to read (dask-jobqueue would use the working directory); give a "
+                    "private folder on a file system the compute nodes share (mode 700)")
+    path = Path(folder)
+    if not path.is_dir():
+        raise _fail(where, field, f"{folder!r} is not a folder (create it with mode 700 on a "
+                    "file system the compute nodes share)")
+    if path.resolve() == Path.cwd().resolve():
+        raise _fail(where, field, f"{folder!r} is the working directory: give a private "
+                    "folder of its own (mode 700), not where other files are shared")
+    st = path.stat()
+    if st.st_mode & 0o077 or (hasattr(os, "getuid") and st.st_uid != os.getuid()):
+        raise _fail(where, field, f"{folder!r} can be read by others (mode "
+                    f"{st.st_mode & 0o777:o}) or is not yours: the workers' TLS key is "
+                    "written there; chmod 700 it")
+    return (f"TLS: temporary self-signed credentials made when the cluster starts; the "
+            f"workers' key and certificate are written to {folder} (private, mode "
+            f"{st.st_mode & 0o777:o}) for the jobs to read")
+
+
+def jobqueue_security(profile: Profile, placeholders: bool = False) -> Any:
+    """The ``security`` a slurm/pbs cluster is started with (None without encryption).
+
+    Certificates of ``distributed.comm.tls.*`` when set, else temporary credentials
+    (:meth:`distributed.security.Security.temporary`). ``placeholders``: for showing
+    the job script without making credentials, the workers' files are named by where
+    dask-jobqueue would write them.
+    """
+    from distributed.security import Security
+
+    line = tls_check(profile)
+    if line is None:
+        return None
+    with dask.config.set(profile.dask_config()):
+        if not line.startswith("TLS: temporary"):
+            return Security()
+        if not placeholders:
+            return Security.temporary()
+        folder = shared_temp_directory(profile)
+        names = {k: f"{folder}/.dask-jobqueue.worker.{k}.<random>"
+                 for k in ("tls_ca_file", "tls_worker_cert", "tls_worker_key")}
+        return Security(require_encryption=True, **names)
 
 
 def job_class(kind: str) -> type:
@@ -448,9 +531,11 @@ def job_script(profile: Profile) -> str:
     address is :data:`SCHEDULER_PLACEHOLDER`.
     """
     cls = job_class(profile.kind)
+    security = jobqueue_security(profile, placeholders=True)
     with dask.config.set(profile.dask_config()):
         try:
-            job = cls(SCHEDULER_PLACEHOLDER, name="dummy-name")
+            job = cls(SCHEDULER_PLACEHOLDER.replace("tcp://", "tls://") if security
+                      else SCHEDULER_PLACEHOLDER, name="dummy-name", security=security)
         except (ValueError, TypeError) as exc:
             raise ClusterProfileError(f"{profile.where()}: jobqueue.{profile.kind}: "
                                       f"{' '.join(str(exc).split())}") from None
@@ -616,7 +701,10 @@ def start_cluster(profile: Profile, n_workers: int | None = None) -> Any:
         import dask_jobqueue
 
         cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster}
-        cluster = cls[profile.kind]()
+        security = jobqueue_security(profile)
+        cluster = (cls[profile.kind]() if security is None else cls[profile.kind](
+            security=security, protocol="tls://",
+            shared_temp_directory=shared_temp_directory(profile)))
         if n_workers is not None:
             cluster.scale(n=n_workers)
         elif "adapt" in s:

@@ -16,6 +16,7 @@ temporaries would be taken as stale).
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -228,3 +229,60 @@ def remove_stale(target: str | os.PathLike[str], *, quiet: bool = False) -> list
             warnings.warn(f"removed {p}, left by an interrupted dmlfe process",
                           RuntimeWarning, stacklevel=2)
     return removed
+
+
+#: errno -> (what happened, what to do): the faults of the machine that a write meets.
+#: Never a bug in dmlfe, and never about one file only: the command line shows them as
+#: one line naming the output and exits 2 (see :func:`describe_write_fault`).
+WRITE_FAULTS = {
+    errno.ENOSPC: ("no space left on the device",
+                   "free some space or write the output elsewhere"),
+    errno.EDQUOT: ("the disk quota is exceeded",
+                   "free some space or write the output elsewhere"),
+    errno.EFBIG: ("a file grew past the file-size limit (ulimit -f) or the file system's "
+                  "largest file", "raise the limit or write the output elsewhere"),
+    errno.EROFS: ("the file system is read-only", "write the output elsewhere"),
+    errno.EACCES: ("permission denied", "check the permissions of it and of the folders "
+                   "above it"),
+    errno.EPERM: ("operation not permitted", "check the permissions of it and of the "
+                  "folders above it"),
+}
+
+
+def describe_write_fault(exc: BaseException,
+                         output: str | os.PathLike[str] | None = None) -> str | None:
+    """One line for an OSError of :data:`WRITE_FAULTS`, naming the output; None otherwise.
+
+    Parameters
+    ----------
+    exc : BaseException
+        The error (raised here or in a dask worker: distributed re-raises it as it was).
+    output : str or PathLike, optional
+        The command's output, named when the error carries no file name (a write to an
+        open file, such as the close of a zip archive, does not).
+
+    Returns
+    -------
+    str or None
+        A write inside a temporary (``.NAME.tmp-<pid>-<hex>``) is named by the output it
+        was to become (``NAME``), the file written given after it: the user knows the
+        output, and the temporary is gone by the time the message is read (the atomic
+        writers remove it).
+    """
+    if not isinstance(exc, OSError) or exc.errno not in WRITE_FAULTS:
+        return None
+    what, todo = WRITE_FAULTS[exc.errno]
+    filename = exc.filename
+    if filename is None:
+        if output is not None:
+            return f"cannot write {output}: {what}; {todo}; nothing of it was kept"
+        return f"{what} ({exc.strerror or exc}); {todo}"
+    path = Path(os.fsdecode(filename))
+    for i, part in enumerate(path.parts):
+        m = _TEMP_NAME.match(part)
+        if m is not None:
+            target = Path(*path.parts[:i], m.group("target"))
+            inside = Path(*path.parts[i + 1:])
+            where = f"{target} (writing {inside})" if inside.parts else str(target)
+            return f"cannot write {where}: {what}; {todo}; nothing of it was kept"
+    return f"{path}: {what}; {todo}"

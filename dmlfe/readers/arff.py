@@ -57,6 +57,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dmlfe.errors import InputError, MissingPathError
+from dmlfe.readers import base
 from dmlfe.readers.base import (
     DataFormatError,
     IngestReport,
@@ -153,13 +154,21 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """``(line number, line)`` of an ARFF file: the one place that opens and reads one.
 
     Every failure to open, decompress or decode becomes a :class:`DataFormatError`
-    naming the file and the last line read (a missing file: :class:`MissingPathError`).
-    Use it with :func:`contextlib.closing` when not reading to the end.
+    naming the file and the last line read (a missing file: :class:`MissingPathError`),
+    and so is a line above :data:`dmlfe.readers.base.MAX_LINE_BYTES` characters. Use it with
+    :func:`contextlib.closing` when not reading to the end.
     """
+    # Read at call time (not bound at import), so that tests can lower it.
+    limit = base.MAX_LINE_BYTES
     lineno = 0
     try:
         with _open_text(path) as f:
-            for lineno, line in enumerate(f, start=1):
+            # readline(limit + 1) stops there: an over-long line (a decompression bomb)
+            # is refused without being held whole. Text mode counts characters.
+            while line := f.readline(limit + 1):
+                lineno += 1
+                if len(line) > limit:
+                    raise base.line_too_long(f"{path}, line {lineno}", limit)
                 yield lineno, line
     except FileNotFoundError as exc:
         raise MissingPathError(f"ARFF file {path} not found") from exc

@@ -27,6 +27,15 @@ import scipy.sparse as sp
 
 from dmlfe.errors import DataFormatError  # noqa: F401  (re-exported: readers raise it)
 
+#: The longest line (end of line included) the line readers accept: JSON Lines and ARFF
+#: files (bytes; ARFF files are read as UTF-8 text, so there it counts characters) and
+#: one Reuters-21578 story. Real documents are far shorter (the longest line of the
+#: MULAN/MEKA sets is about 5 KB, a Reuters story at most a few tens of KB; a dense ARFF
+#: row of a million attributes is under 10 MB), while a decompression bomb can expand to
+#: one line of gigabytes: the readers stop at this many bytes and refuse the line, so
+#: one line never holds more than this much memory, whatever the file.
+MAX_LINE_BYTES = 16 * 2**20
+
 #: The first bytes of the compressed formats the readers recognise by content.
 COMPRESSION_MAGIC = {"gzip": b"\x1f\x8b", "bzip2": b"BZh", "xz": b"\xfd7zXZ\x00"}
 _DECOMPRESSORS = {"gzip": gzip.open, "bzip2": bz2.open, "xz": lzma.open}
@@ -52,6 +61,52 @@ def open_by_content(path: str | os.PathLike[str]) -> tuple[IO[bytes], str | None
     if kind is None:
         return open(path, "rb"), None  # noqa: SIM115
     return _DECOMPRESSORS[kind](path, "rb"), kind
+
+
+def line_too_long(where: str, limit: int, what: str = "line") -> DataFormatError:
+    """The error for a line (or ``what``) above ``limit`` bytes; ``where`` names the file
+    and the line."""
+    lacks = "line ends" if what == "line" else f"the {what}'s closing tag"
+    return DataFormatError(
+        f"{where}: longer than {limit:,} bytes, the longest {what} dmlfe reads "
+        f"(dmlfe.readers.base.MAX_LINE_BYTES): a decompression bomb, or a file without "
+        f"{lacks}?"
+    )
+
+
+def bounded_lines(fobj: IO[bytes], path: str | os.PathLike[str],
+                  limit: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """``(line number, line)`` of a binary stream, refusing a line above ``limit`` bytes.
+
+    Each line is read with ``readline(limit + 1)``: an over-long line is detected
+    once ``limit + 1`` of its bytes are in memory and is never held whole (the
+    decompressors behind :func:`open_by_content` decompress only what is asked for).
+
+    Parameters
+    ----------
+    fobj : binary file object
+        The (possibly decompressing) stream.
+    path : str or PathLike
+        The file's name, for the error message.
+    limit : int, optional
+        The longest line accepted, its end of line included; default
+        :data:`MAX_LINE_BYTES` (read at call time, so that tests can lower it).
+
+    Raises
+    ------
+    DataFormatError
+        A line longer than ``limit``; the message names the file and the line.
+    """
+    limit = MAX_LINE_BYTES if limit is None else limit
+    lineno = 0
+    while True:
+        line = fobj.readline(limit + 1)
+        if not line:
+            return
+        lineno += 1
+        if len(line) > limit:
+            raise line_too_long(f"{path}, line {lineno}", limit)
+        yield lineno, line
 
 
 @dataclass

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from dmlfe.errors import MissingPathError
+from dmlfe.readers import base
 from dmlfe.readers.base import DataFormatError, IngestReport, TextBatch, open_by_content
 
 __all__ = ["read_reuters21578", "reuters_label_counts", "MODAPTE_SKIP_REASON"]
@@ -129,10 +130,20 @@ def _stories_in_text(text: str, source: str, odd: Counter) -> Iterator[_RawStory
         yield _RawStory(_parse_attrs(m.group(1)), text[m.end() : end], source)
 
 
-def _iter_file_stories(fobj: IO[bytes], source: str, odd: Counter) -> Iterator[_RawStory]:
-    """Stream the stories of one SGML file, reading it in chunks of 1 MiB."""
+def _iter_file_stories(fobj: IO[bytes], source: str, odd: Counter,
+                       where: str | None = None) -> Iterator[_RawStory]:
+    """Stream the stories of one SGML file, reading it in chunks of 1 MiB.
+
+    The unfinished story held between chunks is bounded: a story longer than
+    :data:`dmlfe.readers.base.MAX_LINE_BYTES` (a file without closing tags, a
+    decompression bomb) is a :class:`DataFormatError` naming ``where`` (default
+    ``source``) and the line the story starts on, and is never read whole.
+    """
+    limit = base.MAX_LINE_BYTES  # at call time, so that tests can lower it
+    where = source if where is None else where
     buf = ""
     outside = False
+    lines_before = 0  # lines of the file before buf's start: for the error message
     while True:
         chunk = fobj.read(_CHUNK)
         if not chunk:
@@ -148,7 +159,25 @@ def _iter_file_stories(fobj: IO[bytes], source: str, odd: Counter) -> Iterator[_
             head = piece if first is None else piece[: first.start()]
             outside |= bool(_DOCTYPE_RE.sub("", head).strip())
             yield from _stories_in_text(piece, source, odd)
+        lines_before += buf.count("\n", 0, pos)
         buf = buf[pos:]
+        if len(buf) > limit:
+            opens = list(_OPEN_RE.finditer(buf))
+            if len(opens) > 1:
+                # Stories without closing tags end where the next one opens: hand them
+                # out now rather than hold them all until a closing tag comes.
+                cut = opens[-1].start()
+                piece = buf[:cut]
+                outside |= bool(_DOCTYPE_RE.sub("", piece[: opens[0].start()]).strip())
+                odd[_ODD_UNCLOSED] += 1  # the piece's last story is unclosed too
+                yield from _stories_in_text(piece, source, odd)
+                lines_before += buf.count("\n", 0, cut)
+                buf = buf[cut:]
+            if len(buf) > limit:
+                start = _OPEN_RE.search(buf)
+                at = lines_before + buf.count("\n", 0, start.start() if start else 0) + 1
+                raise base.line_too_long(f"{where}, the story starting at line {at}", limit,
+                                         "story")
     first = _OPEN_RE.search(buf)
     head = buf if first is None else buf[: first.start()]
     outside |= bool(_DOCTYPE_RE.sub("", head).strip())
@@ -185,7 +214,7 @@ def _sgm_stories(path: Path, odd: Counter) -> Iterator[_RawStory]:
     """The stories of one plain .sgm file; a failure to read it names the file."""
     try:
         with open(path, "rb") as fobj:
-            yield from _iter_file_stories(fobj, path.name, odd)
+            yield from _iter_file_stories(fobj, path.name, odd, str(path))
     except FileNotFoundError as exc:
         raise MissingPathError(f"Reuters-21578 file {path} does not exist") from exc
     except OSError as exc:
@@ -215,7 +244,8 @@ def _tar_stories(p: Path, odd: Counter) -> Iterator[_RawStory]:
                 fobj = tar.extractfile(member)
                 if fobj is None:  # pragma: no cover - isfile() members always extract
                     continue
-                for story in _iter_file_stories(fobj, Path(member.name).name, odd):
+                for story in _iter_file_stories(fobj, Path(member.name).name, odd,
+                                                f"{p}, member {member.name}"):
                     n_stories += 1
                     yield story
             # Read to the end of the compressed stream, so that its checksum is checked.

@@ -32,7 +32,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dmlfe.errors import DmlfeError, MissingPathError
-from dmlfe.readers.base import DataFormatError, IngestReport, TextBatch, open_by_content
+from dmlfe.readers.base import (
+    DataFormatError,
+    IngestReport,
+    TextBatch,
+    bounded_lines,
+    open_by_content,
+)
 
 __all__ = ["read_jsonl", "read_parquet"]
 
@@ -247,14 +253,15 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     """``(line number, raw line)`` of a JSON Lines file: the one place that reads one.
 
     A failure to open or decompress the file is a :class:`DataFormatError` naming the
-    file and the last line read (a missing file: :class:`MissingPathError`).
+    file and the last line read (a missing file: :class:`MissingPathError`), and so is
+    a line above :data:`dmlfe.readers.base.MAX_LINE_BYTES` (never read whole).
     """
     lineno = 0
     kind = None
     try:
         fobj, kind = open_by_content(path)
         with fobj:
-            for lineno, raw in enumerate(fobj, start=1):
+            for lineno, raw in bounded_lines(fobj, path):
                 yield lineno, raw
     except FileNotFoundError as exc:
         raise MissingPathError(f"JSON Lines file {path} does not exist") from exc
@@ -319,7 +326,9 @@ def read_jsonl(
     DataFormatError
         Invalid JSON or UTF-8, a line that is not an object, a missing field, a value
         of the wrong type, or a repeated id; the message names file, line, field and
-        value. Also a truncated or corrupt gzip stream (file and last line read named).
+        value. Also a truncated or corrupt gzip stream (file and last line read named),
+        and a line longer than :data:`dmlfe.readers.base.MAX_LINE_BYTES` (file and line
+        named; the line is never held whole).
     MissingPathError
         When the file does not exist.
     """
