@@ -30,6 +30,7 @@ from dmlfe.cluster import (
     client_from_args,
     cluster_words,
     describe_cluster_fault,
+    positive_int,
     read_profile,
 )
 from dmlfe.cluster_profiles import check_profile
@@ -53,7 +54,7 @@ from dmlfe.relation import relation_block_rows
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.stats.cache import clean
 from dmlfe.store import check_export, export_parquet, import_parquet, open_store
-from dmlfe.store.integrity import add_record, verify_store
+from dmlfe.store.verify import add_record, verify_store
 from dmlfe.store.writer import check_store_target
 from dmlfe.tempfiles import (
     describe_write_fault,
@@ -319,16 +320,6 @@ def _n_components(kind: type) -> Any:
             raise argparse.ArgumentTypeError(f"{s!r}: {exc}") from None
 
     return parse
-
-
-def _positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s}")
-    return v
 
 
 def _seed(s: str) -> int:
@@ -669,7 +660,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="default: auto (kmddm: relation); above --max-dense-features auto "
                     "picks dual (exact, through the n x n Gram) when n <= "
                     "--max-dual-samples, else matrix-free (PCA, LSI, MVMD) or relation")
-    ro.add_argument("--prototypes", dest="n_prototypes", type=_positive_int, default=None,
+    ro.add_argument("--prototypes", dest="n_prototypes", type=positive_int, default=None,
                     help="number of prototypes p (default: every training document)")
     ro.add_argument("--prototype-selection", choices=["all", "random", "stratified",
                                                       "kmeans++"], default=None,
@@ -682,7 +673,7 @@ def build_parser() -> argparse.ArgumentParser:
     ro.add_argument("--tau", type=float, default=None,
                     help="gaussian / inverse_normalized_distance width (gaussian default: "
                     "median heuristic)")
-    ro.add_argument("--n-neighbors", type=_positive_int, default=None,
+    ro.add_argument("--n-neighbors", type=positive_int, default=None,
                     help="local_scaling: K-th nearest neighbour (default 7)")
     ro.add_argument("--knn-search", choices=list(KNN_METHODS), default=None,
                     help="graph methods: exact or approximate (NN-descent, needs dmlfe[ann]) "
@@ -696,15 +687,15 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--solver", choices=["auto", "dense", "randomized", "lanczos"],
                     default="auto", help="eigensolver (default auto: dense when D is small "
                     "enough, else matrix-free)")
-    pf.add_argument("--max-dense-features", type=_positive_int, default=None,
+    pf.add_argument("--max-dense-features", type=positive_int, default=None,
                     help="largest D for which a D x D matrix is formed (default 20000)")
-    pf.add_argument("--max-components", type=_positive_int, default=None,
+    pf.add_argument("--max-components", type=positive_int, default=None,
                     help="a threshold: most eigenpairs computed (default: as many as it "
                     "needs, within --threshold-memory)")
-    pf.add_argument("--threshold-memory", type=_positive_int, default=None,
+    pf.add_argument("--threshold-memory", type=positive_int, default=None,
                     help="a threshold on the dual, n-space or matrix-free route: bytes of "
                     "driver memory its eigenpairs may take (default 2**32)")
-    pf.add_argument("--max-dual-samples", type=_positive_int, default=None,
+    pf.add_argument("--max-dual-samples", type=positive_int, default=None,
                     help="largest n for the dual route (an n x n Gram; default 12000)")
     pf.add_argument("--max-gather-bytes", type=int, default=None,
                     help="dual route, and relation route with a dense p x p solve, on a "
@@ -713,11 +704,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "(default 2**30; 0: never)")
     pf.add_argument("--n-oversamples", type=int, default=None,
                     help="matrix-free solver: extra block columns (default 10)")
-    pf.add_argument("--n-iter", type=_positive_int, default=None,
+    pf.add_argument("--n-iter", type=positive_int, default=None,
                     help="matrix-free solver: a fixed number of passes (default: until --tol)")
     pf.add_argument("--tol", type=float, default=None,
                     help="matrix-free solver: relative residual to stop at (default 1e-5)")
-    pf.add_argument("--max-passes", type=_positive_int, default=None,
+    pf.add_argument("--max-passes", type=positive_int, default=None,
                     help="matrix-free solver: most passes (default 30)")
     pf.add_argument("--components-dtype", choices=list(COMPONENTS_DTYPES), default=None,
                     help="storage of the saved components (d x D; default float64: 0.8 GB "

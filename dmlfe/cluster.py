@@ -359,7 +359,7 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
     x.add_argument("--cluster", metavar="PROFILE",
                    help="cluster profile: a name in cluster_configs/ (local, ssh, slurm, pbs, "
                    "kubernetes) or a .yaml path; see dmlfe cluster check")
-    g.add_argument("--workers", type=_positive_int, default=None,
+    g.add_argument("--workers", type=positive_int, default=None,
                    help="LocalCluster workers (default: one per core); with a slurm, pbs or "
                    "kubernetes profile: scale to this many workers")
     g.add_argument("--connect-timeout", type=_seconds, default=DEFAULT_CONNECT_TIMEOUT,
@@ -392,7 +392,8 @@ def client_from_args(args: argparse.Namespace) -> Any:
                       worker_timeout=args.worker_timeout, **extra)
 
 
-def _positive_int(s: str) -> int:
+def positive_int(s: str) -> int:
+    """argparse type: an int of 1 or more (the CLI's counts and sizes)."""
     try:
         v = int(s)
     except ValueError:

@@ -24,7 +24,8 @@ import dmlfe.fit.run as fit_run
 from dmlfe.cli import main
 from dmlfe.store import _format as F
 from dmlfe.store import open_store
-from dmlfe.store.integrity import build_record, verify_store
+from dmlfe.store.integrity import build_record
+from dmlfe.store.verify import verify_store
 
 N, D, Q, CHUNK_ROWS = 120, 17, 4, 16  # 8 row chunks: 8 dask blocks on 2 workers
 

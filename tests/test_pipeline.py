@@ -213,6 +213,17 @@ def test_interrupted_run_resumes(first_run, tmp_path):
     assert _numbers(resumed.report) == _numbers(res.report)
 
 
+def _config_error(tmp_path, cfg, edit, key) -> str:
+    """The error of loading ``cfg`` after ``edit``: it names the file and ``key``."""
+    edit(cfg)
+    path = _write(tmp_path, cfg, "bad.yaml")
+    with pytest.raises(PipelineConfigError) as info:
+        load_config(path)
+    msg = str(info.value)
+    assert str(path) in msg and f": {key}:" in msg, msg
+    return msg
+
+
 @pytest.mark.parametrize(("edit", "key"), [
     (lambda c: c["methods"].append({"name": "mvmd", "betta": 0.5, "label": "x"}),
      "methods[4].betta"),
@@ -230,13 +241,7 @@ def test_interrupted_run_resumes(first_run, tmp_path):
      "methods[4].d"),
 ])
 def test_config_errors_name_file_and_key(tmp_path, edit, key):
-    cfg = json.loads(json.dumps(TINY))
-    edit(cfg)
-    path = _write(tmp_path, cfg, "bad.yaml")
-    with pytest.raises(PipelineConfigError) as info:
-        load_config(path)
-    msg = str(info.value)
-    assert str(path) in msg and f": {key}:" in msg, msg
+    _config_error(tmp_path, json.loads(json.dumps(TINY)), edit, key)
 
 
 def test_method_bars_start_at_zero_with_value_labels_and_spread():
@@ -490,13 +495,7 @@ def test_report_crash_writes_the_stages_and_exits_1(tmp_path, cluster_client, ca
      "selection.classifier.kk", "k"),
 ])
 def test_every_key_is_validated_when_read(tmp_path, edit, key, valid):
-    cfg = _small(["none", {"name": "mvmd", "t": 0.9}])
-    edit(cfg)
-    path = _write(tmp_path, cfg, "bad.yaml")
-    with pytest.raises(PipelineConfigError) as info:
-        load_config(path)
-    msg = str(info.value)
-    assert str(path) in msg and f": {key}:" in msg, msg
+    msg = _config_error(tmp_path, _small(["none", {"name": "mvmd", "t": 0.9}]), edit, key)
     assert re.search(rf"\b{valid}\b", msg.split(f": {key}:")[1]), msg
 
 
