@@ -311,13 +311,16 @@ def _variant_families() -> list[str]:
 
 
 def _n_components(kind: type) -> Any:
-    """argparse type of --dim (int) and --threshold (float): the one n_components rule."""
+    """argparse type of --dim (int) and --threshold (float): the one n_components rule
+    (:func:`dmlfe.solvers.dimension.check_n_components`), told in the flag's terms."""
+    expected = ("a number of components, a whole number of 1 or more" if kind is int else
+                "a share of the eigenvalue sum, a number above 0 and at most 1 (e.g. 0.999)")
 
     def parse(s: str) -> int | float:
         try:
             return check_n_components(kind(s))
-        except (TypeError, ValueError) as exc:
-            raise argparse.ArgumentTypeError(f"{s!r}: {exc}") from None
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"expected {expected}; got {s!r}") from None
 
     return parse
 

@@ -153,3 +153,20 @@ def test_bad_inputs_fail_before_a_cluster_starts(tmp_path, capsys, no_cluster):
         assert cli.main(argv) == 2
         assert "exists" in capsys.readouterr().err
     assert not list(tmp_path.glob("*.tmp-*"))  # nothing left behind
+
+
+@pytest.mark.parametrize("flag,value,expected", [
+    ("--threshold", "1.5", "a share of the eigenvalue sum"),
+    ("--threshold", "abc", "a share of the eigenvalue sum"),
+    ("--dim", "0", "a number of components"),
+    ("--dim", "2.5", "a number of components"),
+])
+def test_dim_and_threshold_errors_speak_of_the_flag(tmp_path, capsys, flag, value, expected):
+    # one argparse line in the command line's terms: the flag and its value, not the
+    # Python parameter (n_components) behind it
+    with pytest.raises(SystemExit) as info:
+        cli.main(["fit", str(tmp_path / "s.zarr"), "--method", "pca", flag, value])
+    assert info.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"argument {flag}:" in line and expected in line and repr(value) in line, line
+    assert "n_components" not in line
