@@ -159,27 +159,41 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                      **_ingest_options(args)) as job, client_from_args(args) as client:
         path = job.run(client)
     print(f"wrote store {path}")
-    _print_info(path, as_json=False)
+    _print_info(path, as_json=False, labels_all=args.labels_all)
     return 0
 
 
-def _print_info(path: str | Path, as_json: bool) -> None:
+def _print_info(path: str | Path, as_json: bool, labels_all: bool = False) -> None:
     info = open_store(path).info()
     if as_json:
         print(json.dumps(info, indent=2, default=str))
         return
-    print(format_info(info))
+    print(format_info(info, labels_all=labels_all))
 
 
-def format_info(info: dict) -> str:
-    """Human-readable summary of ``Store.info()``."""
+#: Labels ``dmlfe info`` and ``dmlfe ingest`` list by default (the most frequent ones);
+#: ``--labels-all`` and ``--json`` give every label.
+LABELS_SHOWN = 20
+
+
+def format_info(info: dict, labels_all: bool = False) -> str:
+    """Human-readable summary of ``Store.info()``: the LABELS_SHOWN most frequent labels
+    unless ``labels_all`` (a store may have thousands: delicious has 983)."""
     lines = []
     for key, value in info.items():
         if isinstance(value, dict) and key in ("labels", "provenance", "report", "splits"):
-            lines.append(f"{key}:")
-            for name, v in value.items():
+            items = list(value.items())
+            more = 0
+            if key == "labels" and not labels_all and len(items) > LABELS_SHOWN:
+                items = sorted(items, key=lambda kv: -kv[1])[:LABELS_SHOWN]
+                more = len(value) - LABELS_SHOWN
+            lines.append(f"{key}:" if not more else
+                         f"{key} ({len(value)}; the {LABELS_SHOWN} most frequent):")
+            for name, v in items:
                 v = json.dumps(v, default=str) if isinstance(v, dict | list) else v
                 lines.append(f"  {name}: {v}")
+            if more:
+                lines.append(f"  ... and {more} more (--labels-all lists every label)")
         elif isinstance(value, dict):
             lines.append(f"{key}: {json.dumps(value, default=str)}")
         else:
@@ -187,8 +201,14 @@ def format_info(info: dict) -> str:
     return "\n".join(lines)
 
 
+def _add_labels_all(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--labels-all", action="store_true",
+                   help=f"list every label (default: the {LABELS_SHOWN} most frequent and a "
+                   "count of the rest)")
+
+
 def cmd_info(args: argparse.Namespace) -> int:
-    _print_info(args.store, args.json)
+    _print_info(args.store, args.json, labels_all=args.labels_all)
     return 0
 
 
@@ -550,6 +570,7 @@ def build_parser() -> argparse.ArgumentParser:
     pi.add_argument("--format", required=True, choices=FORMATS, help="the corpus format")
     pi.add_argument("--out", required=True, help="the store to write (a directory)")
     _add_ingest_flags(pi)
+    _add_labels_all(pi)
     add_cluster_arguments(pi)
     pi.set_defaults(func=cmd_ingest)
 
@@ -557,6 +578,7 @@ def build_parser() -> argparse.ArgumentParser:
                         epilog="example: dmlfe info r10.zarr --json")
     pn.add_argument("store", help="the store (a folder written by dmlfe ingest)")
     pn.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_labels_all(pn)
     pn.set_defaults(func=cmd_info)
 
     pv = sub.add_parser(

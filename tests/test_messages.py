@@ -170,3 +170,22 @@ def test_dim_and_threshold_errors_speak_of_the_flag(tmp_path, capsys, flag, valu
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert f"argument {flag}:" in line and expected in line and repr(value) in line, line
     assert "n_components" not in line
+
+
+def test_info_lists_the_most_frequent_labels_unless_asked_for_all(tmp_path, capsys):
+    # 30 labels, label k carried by 30 - k documents: info shows the 20 most frequent and
+    # a count of the rest; --labels-all and --json give all of them
+    n, q = 60, 30
+    Y = (np.arange(n)[:, None] < (q - np.arange(q))[None, :]).astype(np.uint8)
+    X = sp.random(n, 7, density=0.5, format="csr", random_state=0)
+    store = write_store(tmp_path / "s.zarr", X, Y, np.array(["train"] * n))
+    assert cli.main(["info", str(store)]) == 0
+    out = capsys.readouterr().out
+    shown = [line for line in out.splitlines() if line.startswith("  L")]
+    assert len(shown) == cli.LABELS_SHOWN and "... and 10 more" in out
+    counts = [int(line.rsplit(":", 1)[1]) for line in shown]
+    assert counts == sorted(counts, reverse=True) and counts[0] == 30
+    assert cli.main(["info", str(store), "--labels-all"]) == 0
+    out = capsys.readouterr().out
+    assert len([line for line in out.splitlines() if line.startswith("  L")]) == q
+    assert "more" not in out
