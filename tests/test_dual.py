@@ -121,9 +121,6 @@ def test_dual_mlsi_inverse_constraint_form_is_exact(params, d, monkeypatch):
     # included (a singular Gram), against the dense feature route
     monkeypatch.setattr(partial, "KRYLOV_MIN_SIZE", 0)
     monkeypatch.setattr(dense, "OPERATOR_BUDGET", 1.0)
-    from dmlfe.solvers import dual as dual_mod
-
-    monkeypatch.setattr(dual_mod, "OPERATOR_BUDGET", 1.0)
     X, Y = _data(FULL_SPECTRUM_LIMIT + 100, 1_300, q=4, seed=7, duplicates=20)
     dual = _fit("mlsi", params, d, X, Y, "dual")
     assert dual.solver_ == "dual-inverse"

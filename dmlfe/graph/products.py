@@ -18,8 +18,7 @@ same pass gives R^T A R (p x p). Sums are float64.
 
 In memory, an operator named in ``implicit`` comes back as a :class:`ProjectedOperator`
 instead: R (or X) is held anyway, and R^T A R applied to a block of k vectors costs
-two n x p products and one with the sparse part, where forming it costs 2 n p^2 flops
-(p = n = 6,490 on R10's relation route: most of a graph method's fit).
+two n x p products and one with the sparse part, where forming it costs 2 n p^2 flops.
 """
 
 from __future__ import annotations
@@ -266,8 +265,7 @@ def graph_products(X: Any, operators: dict[str, PairOperator | None], *,
         for k in implicit & ops.keys():
             terms = [(coef, xtf[:, slice(*slots[id(U)])], xtf[:, slice(*slots[id(V)])])
                      for coef, U, V in ops[k].lowrank]
-            out[k] = ProjectedOperator(np.asarray(xb) if not sp.issparse(xb) else xb,
-                                       sparse.get(k), terms)
+            out[k] = ProjectedOperator(xb, sparse.get(k), terms)
         return out
     raw, starts = row_block_list(X)
     blocks = [delayed(_mapped, pure=True)(xb, block_fn) for xb in raw]

@@ -362,21 +362,29 @@ def _generalized_operator(A: np.ndarray, L: np.ndarray, k: int, random_state: in
     (LAPACK's ``dsygst``, m^3 flops and an m x m copy) is never formed. p = L^{-T} u.
     None when the pairs have not converged within OPERATOR_BUDGET x m products (the
     caller reduces the pencil instead)."""
-    m = A.shape[0]
-
     def apply(U: np.ndarray) -> np.ndarray:
         W = sla.solve_triangular(L, U, lower=True, trans="T", check_finite=False)
         return sla.solve_triangular(L, A @ W, lower=True, check_finite=False)
 
+    pairs = budgeted_krylov(apply, A.shape[0], k, random_state)
+    if pairs is None:
+        return None
+    V = sla.solve_triangular(L, pairs[1], lower=True, trans="T", check_finite=False)
+    return pairs[0], flip_signs(V)
+
+
+def budgeted_krylov(matmat: Callable[[np.ndarray], np.ndarray], m: int, k: int,
+                    random_state: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """k leading pairs of a symmetric m x m operator by float64 block Krylov (blocks of
+    k + KRYLOV_OVERSAMPLING, OPERATOR_DEPTH deep) within OPERATOR_BUDGET x m products;
+    None when they have not converged there (the caller then forms the matrix). Signs
+    are not fixed."""
     block = k + KRYLOV_OVERSAMPLING
     restarts = max(1, int(OPERATOR_BUDGET * m) // (block * OPERATOR_DEPTH))
-    w, U, info = block_krylov_eigh(apply, m, k, block=block, depth=OPERATOR_DEPTH,
-                                   tol=KRYLOV_TOL,
-                                   max_restarts=restarts, random_state=random_state)
-    if not info["converged"]:
-        return None
-    V = sla.solve_triangular(L, U, lower=True, trans="T", check_finite=False)
-    return w, flip_signs(V)
+    w, U, info = block_krylov_eigh(matmat, m, k, block=block, depth=OPERATOR_DEPTH,
+                                   tol=KRYLOV_TOL, max_restarts=restarts,
+                                   random_state=random_state)
+    return (w, U) if info["converged"] else None
 
 
 def is_operator(A: object) -> bool:
@@ -393,13 +401,8 @@ def _operator_leading(A: object, k: int, random_state: int
     not converged within OPERATOR_BUDGET x m products -- leading eigenvalues clustered
     against the spread of the rest, as OLPP's -R^T L R has them at zero -- and the
     caller forms A instead."""
-    m = A.shape[0]
-    block = k + KRYLOV_OVERSAMPLING
-    restarts = max(1, int(OPERATOR_BUDGET * m) // (block * OPERATOR_DEPTH))
-    w, V, info = block_krylov_eigh(lambda X: A @ X, m, k, block=block, depth=OPERATOR_DEPTH,
-                                   tol=KRYLOV_TOL, max_restarts=restarts,
-                                   random_state=random_state)
-    return (w, flip_signs(V)) if info["converged"] else None
+    pairs = budgeted_krylov(lambda X: A @ X, A.shape[0], k, random_state)
+    return None if pairs is None else (pairs[0], flip_signs(pairs[1]))
 
 
 def _shift_invert_leading(A: np.ndarray, k: int, random_state: int

@@ -54,7 +54,7 @@ from scipy.linalg.blas import dgemm
 
 from dmlfe.methods.mlda import WeightedPencil
 from dmlfe.methods.template import TraceTemplate
-from dmlfe.solvers.dense import OPERATOR_BUDGET, OPERATOR_DEPTH, REG_EPS, solve_dense
+from dmlfe.solvers.dense import REG_EPS, budgeted_krylov, solve_dense
 from dmlfe.solvers.dimension import (
     choose_dimension,
     n_genuine,
@@ -62,9 +62,6 @@ from dmlfe.solvers.dimension import (
     warn_null_components,
 )
 from dmlfe.solvers.partial import (
-    KRYLOV_OVERSAMPLING,
-    KRYLOV_TOL,
-    block_krylov_eigh,
     krylov_pays,
     leading_pairs,
     small_pencil,
@@ -477,13 +474,10 @@ def _inverse_constraint(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, k: int,
     def apply(V: np.ndarray) -> np.ndarray:
         return a * gc(t_inv_m(V))
 
-    block = k + KRYLOV_OVERSAMPLING
-    restarts = max(1, int(OPERATOR_BUDGET * n) // (block * OPERATOR_DEPTH))
-    w, U, info = block_krylov_eigh(apply, n, k, block=block, depth=OPERATOR_DEPTH,
-                                   tol=KRYLOV_TOL, max_restarts=restarts,
-                                   random_state=random_state)
-    if not info["converged"] or w[k - 1] <= 0.0:
+    pairs = budgeted_krylov(apply, n, k, random_state)
+    if pairs is None or pairs[0][k - 1] <= 0.0:
         return None
+    w, U = pairs
     d = choose_dimension(w, k)
     warn_null_components(t.method, d, n_genuine(w))
     alpha = t_inv_m(U[:, :d])
