@@ -652,7 +652,7 @@ class Store:
 
     def info(self) -> dict:
         """Summary for ``dmlfe info``: shape, nnz, labels, splits, chunking, size,
-        integrity, provenance.
+        integrity, provenance, history (:func:`history`).
 
         Runs one dask pass over Y and indptr (on the current scheduler) and one ``stat``
         per chunk file (:meth:`integrity`).
@@ -698,7 +698,8 @@ class Store:
             "subset": self.is_subset,
             "size_on_disk_bytes": F.dir_size(self.path),
             "integrity": self.integrity(),
-            "provenance": self.attrs,
+            "provenance": {k: v for k, v in self.attrs.items() if k != "history"},
+            "history": self.history(),
         }
 
     def __repr__(self) -> str:
