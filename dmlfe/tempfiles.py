@@ -207,10 +207,15 @@ def move_into_place(tmp: str | os.PathLike[str], out: str | os.PathLike[str]) ->
     if not os.path.lexists(out):
         os.replace(tmp, out)
         return
-    old = temp_sibling(out)
+    _replace_setting_aside(tmp, out, temp_sibling(out))
+
+
+def _replace_setting_aside(new: Path, out: Path, old: Path) -> None:
+    """``out`` renamed to ``old``, ``new`` renamed to ``out`` (``old`` put back if that
+    fails), then ``old`` removed."""
     os.replace(out, old)
     try:
-        os.replace(tmp, out)
+        os.replace(new, out)
     except BaseException:
         os.replace(old, out)
         raise
@@ -264,14 +269,8 @@ def swap_into_place(new: str | os.PathLike[str], out: str | os.PathLike[str]) ->
     if _exchange(new, out):
         remove_path(new)
         return
-    old = out.with_name(f".{out.name}.old-{os.getpid()}-{uuid.uuid4().hex[:12]}")
-    os.replace(out, old)
-    try:
-        os.replace(new, out)
-    except BaseException:
-        os.replace(old, out)
-        raise
-    remove_path(old)
+    _replace_setting_aside(
+        new, out, out.with_name(f".{out.name}.old-{os.getpid()}-{uuid.uuid4().hex[:12]}"))
 
 
 def recover_swap(target: str | os.PathLike[str]) -> list[Path]:

@@ -475,3 +475,25 @@ def test_cli_append_refusals(tmp_path, corpus, capsys, extra, message):
     err = capsys.readouterr().err
     assert rc == 2 and message in err, err
     assert _digest(store) == before
+
+
+def test_an_append_that_finds_the_store_replaced_gives_up(tmp_path, corpus, monkeypatch):
+    import dmlfe.store.writer as W
+
+    store = dmlfe.ingest(corpus["A"], "jsonl", tmp_path / "s.zarr", chunk_rows=16, **JSONL)
+    other = _write(tmp_path / "C.jsonl", _docs(7, 5, 500, "test"))
+    orig = W.integrity.build_record
+    calls = []
+
+    def meanwhile(*args, **kwargs):  # another append lands while this one builds
+        if not calls:
+            calls.append(1)
+            dmlfe.append(store, other, **JSONL)
+        return orig(*args, **kwargs)
+
+    monkeypatch.setattr(W.integrity, "build_record", meanwhile)
+    with pytest.raises(dmlfe.errors.StoreError, match="replaced by another process"):
+        dmlfe.append(store, corpus["B"], **JSONL)
+    st = open_store(store)
+    assert st.n_docs == 50 and st.ids.compute().tolist()[-1] == "d504"
+    assert _siblings(store) == [] and verify_store(store).ok
