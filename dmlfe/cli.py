@@ -61,6 +61,7 @@ from dmlfe.tempfiles import (
     find_temporaries,
     link_note,
     path_size,
+    recover_swaps_under,
     remove_path,
     write_atomically,
 )
@@ -309,6 +310,10 @@ def cmd_clean(args: argparse.Namespace) -> int:
 def _clean_folder(folder: Path, dry_run: bool) -> int:
     """``dmlfe clean FOLDER``: the stale temporaries under ``folder``, at any depth."""
     verb = "would remove" if dry_run else "removed"
+    if not dry_run:
+        for p in recover_swaps_under(folder):  # appends killed half-way through their swap
+            print(f"recovered {p}: an append killed while it replaced the store beside it "
+                  "(dmlfe.tempfiles.recover_swap)")
     found = find_temporaries(folder)
     stale = [t for t in found if t.stale]
     for t in found:

@@ -298,6 +298,24 @@ def recover_swap(target: str | os.PathLike[str]) -> list[Path]:
     return acted
 
 
+#: The name :func:`swap_into_place` sets an old version aside under.
+_OLD_NAME = re.compile(r"^\.(?P<target>.+)\.old-\d+-[0-9a-f]{12}$")
+
+
+def recover_swaps_under(root: str | os.PathLike[str]) -> list[Path]:
+    """:func:`recover_swap` for every set-aside old version under the folder ``root``, at
+    any depth (``dmlfe clean FOLDER``); returns the paths acted on."""
+    acted = []
+    for folder, dirs, _files in os.walk(root, onerror=lambda exc: None):
+        for name in dirs:
+            m = _OLD_NAME.match(name)
+            if m is not None:
+                acted += recover_swap(Path(folder) / m.group("target"))
+        dirs[:] = [d for d in dirs if _OLD_NAME.match(d) is None
+                   and _TEMP_NAME.match(d) is None]
+    return acted
+
+
 def remove_stale(target: str | os.PathLike[str], *, quiet: bool = False) -> list[Path]:
     """Remove the stale temporaries of ``target`` (see :func:`stale_temporaries`).
 

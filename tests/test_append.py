@@ -405,6 +405,12 @@ def test_swap_fallback_and_recovery(tmp_path, monkeypatch):
     # killed after the second rename: the set-aside old version is removed
     aside.mkdir()
     assert T.recover_swap(out) == [aside] and not aside.exists() and out.is_dir()
+    # dmlfe clean FOLDER puts set-aside versions back at any depth
+    (tmp_path / "deep").mkdir()
+    out.rename(tmp_path / "deep" / aside.name)
+    with pytest.warns(RuntimeWarning, match="put back"):
+        assert main(["clean", str(tmp_path)]) == 0
+    assert (out.parent / "deep" / "s" / "f").read_text() == "newer"
 
 
 # --------------------------------------------------------------------------- history
