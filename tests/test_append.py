@@ -503,3 +503,32 @@ def test_an_append_that_finds_the_store_replaced_gives_up(tmp_path, corpus, monk
     st = open_store(store)
     assert st.n_docs == 50 and st.ids.compute().tolist()[-1] == "d504"
     assert _siblings(store) == [] and verify_store(store).ok
+
+
+def test_unchanged_chunks_are_links_and_changed_ones_new_files(tmp_path, corpus, monkeypatch):
+    import dmlfe.store.writer as W
+
+    store = dmlfe.ingest(corpus["A"], "jsonl", tmp_path / "s.zarr", chunk_rows=16, **JSONL)
+    before = _digest(store)
+    seen = {}
+
+    def check(new, out):  # the next version, just before the swap
+        for key in ("obs/_index/c/0", "obs/_index/c/1", "obs/_index/c/2", "X/data/c/0"):
+            seen[key] = os.stat(Path(new) / key).st_ino == os.stat(Path(out) / key).st_ino
+        seen["old bytes"] = _digest(Path(out)) == before
+        return swap_into_place(new, out)
+
+    swap_into_place = W.swap_into_place
+    monkeypatch.setattr(W, "swap_into_place", check)
+    dmlfe.append(store, corpus["B"], **JSONL)
+    # rows 0-31 are untouched, rows 32-44 share the chunk the new rows start in, and the
+    # one element chunk holds old and new entries
+    assert seen == {"obs/_index/c/0": True, "obs/_index/c/1": True, "obs/_index/c/2": False,
+                    "X/data/c/0": False, "old bytes": True}
+
+
+def test_an_empty_source_is_refused(tmp_path, corpus):
+    store = dmlfe.ingest(corpus["A"], "jsonl", tmp_path / "s.zarr", chunk_rows=16, **JSONL)
+    empty = _write(tmp_path / "empty.jsonl", [])
+    _refused(store, lambda: dmlfe.append(store, empty, **JSONL), InputError, str(empty),
+             "holds no documents")
