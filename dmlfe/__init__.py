@@ -1,6 +1,7 @@
 """dmlfe: distributed multi-label feature extraction on dask.
 
-Main entry points: :func:`ingest` (corpus -> store), :func:`open_store`, and the
+Main entry points: :func:`ingest` (corpus -> store), :func:`append` (more documents ->
+the store), :func:`open_store`, and the
 scikit-learn estimators :class:`PCA`, :class:`LSI`, :class:`MDDM`, :class:`MVMD`,
 :class:`CCA`, :class:`PLS`, :class:`OPLS`, :class:`MLSI`, :class:`MLDA`, :class:`DMLDA`.
 
@@ -24,7 +25,7 @@ _PUBLIC = {
                     "dmlfe.estimators"),
     **dict.fromkeys(("PPML", "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA"),
                     "dmlfe.evaluation"),
-    "ingest": "dmlfe.ingestion",
+    **dict.fromkeys(("append", "ingest"), "dmlfe.ingestion"),
     "load_model": "dmlfe.model_io",
     "text_pipeline": "dmlfe.model_io",
     "GRROOR": "dmlfe.selection",
@@ -34,7 +35,7 @@ _PUBLIC = {
 __all__ = [
     "GRROOR", "PPML", "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA",
     "CCA", "DMLDA", "KernelMDDM", "LSI", "MDDM", "MLDA", "MLSI", "MVMD", "OPLS", "PCA", "PLS",
-    "__version__", "estimator_class", "ingest", "load_model", "make_estimator", "metrics",
+    "__version__", "append", "estimator_class", "ingest", "load_model", "make_estimator", "metrics",
     "open_store", "text_pipeline",
 ]
 

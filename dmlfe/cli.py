@@ -40,7 +40,7 @@ from dmlfe.errors import DmlfeError, InputError, StoreError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
 from dmlfe.fit.params import COMPONENTS_DTYPES, MAX_SEED
 from dmlfe.graph.knn import KNN_METHODS
-from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, open_ingest
+from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, open_append, open_ingest
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
 from dmlfe.model_files import check_model_target
 from dmlfe.model_io import check_compatible, load_model, text_pipeline
@@ -61,6 +61,7 @@ from dmlfe.tempfiles import (
     find_temporaries,
     link_note,
     path_size,
+    recover_swaps_under,
     remove_path,
     write_atomically,
 )
@@ -151,6 +152,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         raise InputError("format mulan needs --labels FILE.xml, the MULAN .xml file naming "
                          "the labels (it comes with the .arff files)")
     source = args.source if len(args.source) != 1 else args.source[0]
+    if args.append is not None:
+        return _append(args, source)
+    if args.split is not None:
+        raise InputError("--split applies to --append only (an ingest takes the splits from "
+                         "the reader's split field, e.g. --split-field)")
     # the input is opened and checked (first batch read, output path checked) before
     # a cluster is started: a bad file costs no cluster start
     with open_ingest(source or None, format=args.format, out=args.out,
@@ -160,6 +166,27 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         path = job.run(client)
     print(f"wrote store {path}")
     _print_info(path, as_json=False, labels_all=args.labels_all)
+    return 0
+
+
+def _append(args: argparse.Namespace, source: Any) -> int:
+    """``dmlfe ingest NEW --append STORE``: the documents appended to the store."""
+    for flag, given in (("--overwrite", args.overwrite), ("--chunk-rows", args.chunk_rows)):
+        if given:
+            raise InputError(f"{flag} does not apply to --append (the store keeps its chunking "
+                             "and is never replaced by another)")
+    with open_append(args.append, source or None, args.format, split=args.split,
+                     progress=not args.quiet, **_ingest_options(args)) as job, \
+            client_from_args(args) as client:
+        entry = job.run(client)
+    start, stop = entry["rows"]
+    print(f"appended {stop - start} documents to store {args.append} (rows {start}..{stop - 1})")
+    unseen = (entry.get("report") or {}).get("unseen_terms")
+    if unseen and unseen["distinct"]:
+        top = ", ".join(t for t, _ in unseen["most_frequent"][:10])
+        print(f"{unseen['distinct']} terms ({unseen['occurrences']} occurrences) are not in the "
+              f"store's vocabulary and got no column; the most frequent: {top}")
+    _print_info(args.append, as_json=False, labels_all=args.labels_all)
     return 0
 
 
@@ -181,6 +208,10 @@ def format_info(info: dict, labels_all: bool = False) -> str:
     unless ``labels_all`` (a store may have thousands: delicious has 983)."""
     lines = []
     for key, value in info.items():
+        if key == "history":
+            lines.append(f"history ({len(value)}):")
+            lines += [f"  {history_line(e)}" for e in value]
+            continue
         if isinstance(value, dict) and key in ("labels", "provenance", "report", "splits"):
             items = list(value.items())
             more = 0
@@ -199,6 +230,18 @@ def format_info(info: dict, labels_all: bool = False) -> str:
         else:
             lines.append(f"{key}: {value}")
     return "\n".join(lines)
+
+
+def history_line(entry: dict) -> str:
+    """One line of ``dmlfe info``'s history: what was added, from where, when."""
+    start, stop = entry["rows"]
+    src = entry.get("source") or {}
+    paths = ", ".join(src.get("source") or []) or "(generated)"
+    split = f", split {src['split']}" if src.get("split") else ""
+    fp = entry.get("fingerprint") or {}
+    return (f"{entry.get('kind', 'ingest')} rows {start}..{stop - 1} ({stop - start} "
+            f"documents) from {src.get('format')} {paths}{split} at {entry.get('time')}; "
+            f"store uuid {fp.get('uuid')}")
 
 
 def _add_labels_all(p: argparse.ArgumentParser) -> None:
@@ -267,6 +310,10 @@ def cmd_clean(args: argparse.Namespace) -> int:
 def _clean_folder(folder: Path, dry_run: bool) -> int:
     """``dmlfe clean FOLDER``: the stale temporaries under ``folder``, at any depth."""
     verb = "would remove" if dry_run else "removed"
+    if not dry_run:
+        for p in recover_swaps_under(folder):  # appends killed half-way through their swap
+            print(f"recovered {p}: an append killed while it replaced the store beside it "
+                  "(dmlfe.tempfiles.recover_swap)")
     found = find_temporaries(folder)
     stale = [t for t in found if t.stale]
     for t in found:
@@ -563,12 +610,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the traceback of an error (for reporting a bug)")
     sub = p.add_subparsers(dest="command", required=True)
 
-    pi = sub.add_parser("ingest", help="read a corpus into a chunked sparse store",
+    pi = sub.add_parser("ingest", help="read a corpus into a chunked sparse store, or "
+                        "append documents to one",
                         epilog="example: dmlfe ingest reuters21578.tar.gz --format "
-                        "reuters21578 --modapte --top-n 10 --out r10.zarr")
+                        "reuters21578 --modapte --top-n 10 --out r10.zarr; dmlfe ingest "
+                        "new.jsonl --format jsonl --append r10.zarr --split test")
     pi.add_argument("source", nargs="*", help="corpus file(s); none for --format synthetic")
     pi.add_argument("--format", required=True, choices=FORMATS, help="the corpus format")
-    pi.add_argument("--out", required=True, help="the store to write (a directory)")
+    target = pi.add_mutually_exclusive_group(required=True)
+    target.add_argument("--out", help="the store to write (a directory)")
+    target.add_argument("--append", metavar="STORE", default=None,
+                        help="append the documents to this existing store instead, vectorised "
+                        "with its own vectoriser (no vectoriser flags); atomic")
+    pi.add_argument("--split", default=None,
+                    help="with --append: the split of every new document (e.g. test); "
+                    "default: the reader's split field")
     _add_ingest_flags(pi)
     _add_labels_all(pi)
     add_cluster_arguments(pi)

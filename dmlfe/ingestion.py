@@ -24,9 +24,11 @@ leaves no trace at all.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import itertools
 import os
+import shutil
 import sys
 import uuid
 from collections.abc import Iterator, Sequence
@@ -415,6 +417,39 @@ def _vocabulary(total: TermCounts, params: VectorizerParams, source) -> tuple[li
         ) from exc
 
 
+def _count_pass(specs: list, tmp_path: Path, params: VectorizerParams, fit_split: str | None,
+                client: Any, progress: bool) -> TermCounts:
+    """Pass 2: every part tokenised once (its counts kept for pass 3); the document
+    frequencies of all parts, merged in a tree on the workers."""
+    (tmp_path / "counts").mkdir()
+    counts = tree_reduce(
+        [delayed(_count_task, pure=True)(s, i, str(tmp_path), params, fit_split)
+         for i, s in enumerate(specs)],
+        merge_counts)
+    (total,) = run(counts, desc="document-frequency pass", progress=progress, client=client)
+    return total
+
+
+def _vectorize_pass(specs: list, tmp_path: Path, vocab: dict | None, idf: np.ndarray,
+                    label_names: list[str], params: VectorizerParams, client: Any,
+                    progress: bool) -> list[dict]:
+    """Pass 3: every part vectorised and written as a piece; the folders of the passes
+    are removed after (they are not part of the store)."""
+    # big shared inputs enter the graph once, named: no hashing of a big dict
+    token = uuid.uuid4().hex
+    vocab_d = delayed(vocab, name=f"dmlfe-vocabulary-{token}")
+    idf_d = delayed(idf, name=f"dmlfe-idf-{token}")
+    tasks = [
+        delayed(_vectorize_task, pure=True)(s, i, str(tmp_path), vocab_d, idf_d,
+                                            label_names, params)
+        for i, s in enumerate(specs)
+    ]
+    (results,) = run(tasks, desc="vectorise + write pass", progress=progress, client=client)
+    for folder in ("staging", "counts"):
+        shutil.rmtree(tmp_path / folder, ignore_errors=True)
+    return results
+
+
 def _ingest_text(source, format, opts, vec_opts, stream, writer, report, provenance, chunk_rows,
                  client, progress) -> Path:
     fit_split = vec_opts.pop("fit_split", None)
@@ -444,12 +479,7 @@ def _ingest_text(source, format, opts, vec_opts, stream, writer, report, provena
         raise InputError(f"fit_split={fit_split!r} given but the corpus has no split field")
 
     # pass 2: document frequencies, merged in a tree on the workers
-    (writer.tmp_path / "counts").mkdir()
-    counts = tree_reduce(
-        [delayed(_count_task, pure=True)(s, i, str(writer.tmp_path), params, fit_split)
-         for i, s in enumerate(specs)],
-        merge_counts)
-    (total,) = run(counts, desc="document-frequency pass", progress=progress, client=client)
+    total = _count_pass(specs, writer.tmp_path, params, fit_split, client, progress)
     if fit_split is not None and total.n_docs == 0:
         raise InputError(f"fit_split={fit_split!r}: no document has that split")
     _require_terms(total, source, fit_split)
@@ -467,16 +497,9 @@ def _ingest_text(source, format, opts, vec_opts, stream, writer, report, provena
         hashing = None
     _say(progress, f"{n_features} features from {total.n_docs} documents")
 
-    # pass 3: vectorise and write the pieces; big shared inputs enter the graph once
-    token = uuid.uuid4().hex
-    vocab_d = delayed(vocab, name=f"dmlfe-vocabulary-{token}")  # named: no hashing of a big dict
-    idf_d = delayed(idf, name=f"dmlfe-idf-{token}")
-    tasks = [
-        delayed(_vectorize_task, pure=True)(s, i, str(writer.tmp_path), vocab_d, idf_d,
-                                            label_names, params)
-        for i, s in enumerate(specs)
-    ]
-    (results,) = run(tasks, desc="vectorise + write pass", progress=progress, client=client)
+    # pass 3: vectorise and write the pieces
+    results = _vectorize_pass(specs, writer.tmp_path, vocab, idf, label_names, params, client,
+                              progress)
     report.n_read = sum(r["n_docs"] for r in results)
     provenance["vectorizer"] = {**params.to_dict(), "version": VECTORIZER_VERSION}
     if params.kind == "tfidf":
@@ -497,3 +520,245 @@ def _ingest_text(source, format, opts, vec_opts, stream, writer, report, provena
         idf=idf,
         client=client,
     )
+
+
+# ----------------------------------------------------------------------------- append
+#: Terms not in a tf-idf store's vocabulary listed by name in an append's report.
+UNSEEN_TERMS_LISTED = 20
+
+
+def append(
+    store: str | os.PathLike,
+    source: str | os.PathLike | Sequence[str | os.PathLike],
+    format: str | None = None,
+    *,
+    split: str | None = None,
+    client: Any = None,
+    progress: bool = False,
+    **options: Any,
+) -> dict:
+    """Append documents to a store, vectorised as the store's own documents were.
+
+    The new rows follow the store's rows, in the source's order. Text is vectorised with
+    the store's vectoriser as its metadata records it: the same tokenisation, the
+    hashing parameters or the store's vocabulary, and the store's idf weights, kept as
+    they are (so the rows already stored, and every embedding computed from them, stay
+    exactly what they were; the idf is not updated with the new documents' frequencies).
+    Terms a tf-idf store's vocabulary does not have get no column: they are counted
+    and reported (the history entry's ``report["unseen_terms"]``), not silently dropped.
+    Numeric corpora (ARFF) must have the store's features, by name and order.
+
+    Label columns are matched by name to the store's, in the store's order; labels the
+    new documents do not have are 0; a label the store does not have is refused (the
+    store's label set is fixed at ingest). Document ids must stay unique.
+
+    The append is atomic: the next version of the store is built beside it (unchanged
+    chunk files hard-linked, not copied) and swapped in; an exception or a kill at any
+    point leaves the store as it was. The store gets a new uuid (so a new
+    :attr:`~dmlfe.store.Store.fingerprint`) and an entry in its history
+    (:func:`dmlfe.store.history`). Memory holds one part (``chunk_rows`` documents of
+    the store) of the new documents at a time, as in an ingest.
+
+    Parameters
+    ----------
+    store : path-like
+        The store to append to.
+    source : path or list of paths
+        The new documents, in a format :func:`ingest` reads (not "synthetic").
+    format : str, optional
+        Their format; default: the store's own (its provenance's ``format``). A text
+        store takes any text format, a numeric store "mulan" or "meka".
+    split : str, optional
+        The split of every new document (e.g. "test"); default: the reader's split field
+        (as in an ingest), or none.
+    client : distributed.Client, optional
+        Where to run; default: the process's default client, else dask's local scheduler.
+    progress : bool
+        Print stage progress to stderr.
+    **options
+        Reader options of the format (see :func:`ingest`); vectoriser options are refused:
+        the store's vectoriser is used.
+
+    Returns
+    -------
+    dict
+        The new history entry: ``rows`` (the new rows' range), ``n_docs_before``,
+        ``source``, ``time``, ``fingerprint`` (the store's new fingerprint) and
+        ``report`` (documents read and skipped; for tf-idf stores ``unseen_terms``:
+        ``distinct``, ``occurrences`` and the ``most_frequent`` with their counts).
+
+    Raises
+    ------
+    InputError
+        The format does not fit the store (text to a numeric store or the reverse; other
+        features), a new label, a duplicate id (naming it and the file), no documents.
+    DataFormatError, MissingPathError
+        As for :func:`ingest`. In every case the store is unchanged.
+    """
+    with open_append(store, source, format, split=split, progress=progress,
+                     **options) as job:
+        return job.run(client)
+
+
+def open_append(
+    store: str | os.PathLike,
+    source: str | os.PathLike | Sequence[str | os.PathLike],
+    format: str | None = None,
+    *,
+    split: str | None = None,
+    progress: bool = False,
+    **options: Any,
+) -> OpenedIngest:
+    """Open and check an append without running it (see :func:`append` for the
+    parameters and the errors); use it as a context manager and call ``run(client)``."""
+    from dmlfe.store import open_store
+    from dmlfe.store.writer import StoreAppender
+
+    st = open_store(store)
+    format = format or st.attrs.get("format")
+    if format not in FORMATS:
+        raise InputError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
+    if format == "synthetic":
+        raise InputError("format 'synthetic' cannot be appended (it generates documents of "
+                         "its own, with ids the store has); write the new documents to a "
+                         "JSON Lines or Parquet file and append that")
+    vec_opts = sorted(set(options) & set(_VECTORIZER_OPTIONS))
+    if vec_opts:
+        raise InputError(f"vectoriser option(s) {', '.join(vec_opts)} do not apply to an "
+                         f"append: new documents are vectorised with the store's own "
+                         f"vectoriser ({st.path})")
+    unknown = sorted(set(options) - set(_READER_OPTIONS[format]))
+    if unknown:
+        raise TypeError(f"option(s) {', '.join(unknown)} do not apply to format {format!r}; "
+                        f"valid options: {', '.join(_READER_OPTIONS[format]) or 'none'}")
+    if split is not None and (not isinstance(split, str) or not split):
+        raise InputError(f"split must be a non-empty string, got {split!r}")
+    stored_format = st.attrs.get("format", "unknown")
+    is_text = "vectorizer" in st.attrs
+    if is_text != (format in TEXT_FORMATS):
+        kinds = "text formats: " + ", ".join(f for f in TEXT_FORMATS if f != "synthetic") \
+            if is_text else "numeric formats: " + ", ".join(NUMERIC_FORMATS)
+        raise InputError(f"cannot append format {format!r} to the store {st.path}: it holds "
+                         f"{'text vectorised' if is_text else 'numeric features'} "
+                         f"(ingested from {stored_format}); append documents in one of the "
+                         f"{kinds}")
+    paths = _as_paths(source)
+    if not paths:
+        raise InputError(f"format {format!r} needs a source path")
+    for p in paths:
+        if not p.exists():
+            raise MissingPathError(f"source {p} does not exist")
+    reader_opts = dict(options)
+    report = IngestReport()
+    entry_source = {"format": format, "source": [str(p) for p in paths],
+                    "reader_options": _jsonable(reader_opts), "split": split}
+    name = _source_words(source)
+    if format in NUMERIC_FORMATS:
+        src = _open_numeric(source, format, reader_opts, report)
+        _check_numeric_fits(st, src, name)
+        batches = _nonempty(src.batches(st.stored_chunk_rows), lambda: _no_rows_message(source))
+        return OpenedIngest(
+            lambda writer, client: _append_numeric(st, src, _with_split(batches, split),
+                                                   writer, report, entry_source, name,
+                                                   client),
+            StoreAppender(st))
+    vectorizer = st.text_vectorizer()  # StoreError for a store without its idf
+    _say(progress, f"reading {format} documents from {name}")
+    stream = _nonempty(_text_stream(source, format, reader_opts, report, st.stored_chunk_rows),
+                       lambda: _no_documents_message(source, report))
+    return OpenedIngest(
+        lambda writer, client: _append_text(st, vectorizer, _with_split(stream, split), writer,
+                                            report, entry_source, name, client, progress),
+        StoreAppender(st))
+
+
+def _with_split(batches: Iterator, split: str | None) -> Iterator:
+    """The batches, every document given ``split`` when one is given."""
+    for b in batches:
+        yield b if split is None else dataclasses.replace(b, splits=[split] * len(b))
+
+
+def _new_label_error(name: str, new: list[str], counts: Any, store: Any) -> InputError:
+    first = new[0]
+    more = f" (and {len(new) - 1} more: {', '.join(map(repr, new[1:6]))})" if len(new) > 1 \
+        else ""
+    on = "" if counts is None else f" (on {counts[first]} documents)"
+    return InputError(f"{name}: label {first!r}{on} is not one of the {store.n_labels} labels "
+                      f"of the store {store.path}{more}; an append keeps the store's labels: "
+                      "drop it from the new documents, or ingest the whole corpus into a new "
+                      "store")
+
+
+def _check_numeric_fits(store: Any, src: NumericSource, name: str) -> None:
+    """InputError when a numeric source's features or labels are not the store's."""
+    features = list(src.feature_names)
+    if len(features) != store.n_features:
+        raise InputError(f"{name}: {len(features)} features, the store {store.path} has "
+                         f"{store.n_features}; an append needs the store's features")
+    stored = store.feature_names
+    if stored is not None:
+        for j, (a, b) in enumerate(zip(features, stored, strict=True)):
+            if a != b:
+                raise InputError(f"{name}: feature {j} is {a!r} where the store {store.path} "
+                                 f"has {b!r}; an append needs the store's features, in its "
+                                 "order")
+    new = [lab for lab in src.label_names if lab not in set(store.label_names)]
+    if new:
+        raise _new_label_error(name, new, None, store)
+
+
+def _append_numeric(store, src, batches, writer, report, entry_source, name, client) -> dict:
+    col = {lab: j for j, lab in enumerate(store.label_names)}
+    cols = [col[lab] for lab in src.label_names]  # the source's labels in the store's order
+    pieces = []
+    for i, b in enumerate(batches):
+        Y = np.zeros((len(b), store.n_labels), dtype=np.uint8)
+        Y[:, cols] = np.asarray(b.Y)
+        pieces.append(write_piece(writer.tmp_path, i, b.X, Y, b.ids, b.splits))
+        report.n_read += len(b)
+    return writer.finalize(pieces, source=entry_source, report=report.to_dict(),
+                           source_name=name, client=client)
+
+
+def _append_text(store, vectorizer, stream, writer, report, entry_source, name, client,
+                 progress) -> dict:
+    chunk_rows = writer.chunk_rows
+    staged = stage(stream, writer.tmp_path / "staging", chunk_rows, progress)
+    new = sorted(set(staged.label_counts) - set(store.label_names))
+    if new:
+        raise _new_label_error(name, new, staged.label_counts, store)
+    if staged.meta_keys != store.obs_columns:
+        raise InputError(f"{name}: the documents have the extra fields {staged.meta_keys}, the "
+                         f"store {store.path} has {store.obs_columns}; an append needs the "
+                         "same")
+    specs = [("parquet", str(p)) for p in staged.parts]
+    params = VectorizerParams.from_dict(vectorizer.params)
+    _say(progress, f"staged {staged.n_docs} documents in {len(specs)} parts")
+    total = _count_pass(specs, writer.tmp_path, params, None, client, progress)
+    vocab = None
+    unseen = None
+    if params.kind == "tfidf":
+        vocab = {t: j for j, t in enumerate(vectorizer.vocabulary)}
+        unseen = _unseen_terms(total, vocab)
+    results = _vectorize_pass(specs, writer.tmp_path, vocab, vectorizer.idf,
+                              store.label_names, params, client, progress)
+    report.n_read = sum(r["n_docs"] for r in results)
+    entry_report = {**report.to_dict(), "unseen_terms": unseen,
+                    "n_empty_documents": sum(r["n_empty"] for r in results),
+                    "n_unlabelled_documents": sum(r["n_unlabelled"] for r in results)}
+    if unseen is not None and unseen["distinct"]:
+        _say(progress, f"{unseen['distinct']} terms ({unseen['occurrences']} occurrences) are "
+                       "not in the store's vocabulary and get no column")
+    return writer.finalize([r["piece"] for r in results], source=entry_source,
+                           report=entry_report, source_name=name, client=client)
+
+
+def _unseen_terms(total: TermCounts, vocab: dict[str, int]) -> dict:
+    """The new documents' terms a tf-idf store's vocabulary lacks: how many distinct
+    terms, their occurrences, and the most frequent ones with their counts."""
+    terms = total.terms if total.terms is not None else np.array([], dtype=object)
+    mask = np.fromiter((t not in vocab for t in terms), dtype=bool, count=len(terms))
+    tf = total.tf[mask]
+    order = np.argsort(-tf, kind="stable")[:UNSEEN_TERMS_LISTED]
+    return {"distinct": int(mask.sum()), "occurrences": int(tf.sum()),
+            "most_frequent": [[str(terms[mask][k]), int(tf[k])] for k in order]}

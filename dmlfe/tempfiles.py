@@ -16,6 +16,7 @@ temporaries would be taken as stale).
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import re
@@ -206,21 +207,123 @@ def move_into_place(tmp: str | os.PathLike[str], out: str | os.PathLike[str]) ->
     if not os.path.lexists(out):
         os.replace(tmp, out)
         return
-    old = temp_sibling(out)
+    _replace_setting_aside(tmp, out, temp_sibling(out))
+
+
+def _replace_setting_aside(new: Path, out: Path, old: Path) -> None:
+    """``out`` renamed to ``old``, ``new`` renamed to ``out`` (``old`` put back if that
+    fails), then ``old`` removed."""
     os.replace(out, old)
     try:
-        os.replace(tmp, out)
+        os.replace(new, out)
     except BaseException:
         os.replace(old, out)
         raise
     remove_path(old)
 
 
+#: Flag of Linux's renameat2: swap two existing paths in one step.
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the folders ``a`` and ``b`` in one atomic rename (Linux ``renameat2`` with
+    ``RENAME_EXCHANGE``); False where the system or the file system cannot."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):  # not Linux, or a C library without it
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+
+def _swapped_out(target: Path) -> list[Path]:
+    """The old versions of ``target`` that :func:`swap_into_place`'s two-rename fallback
+    set aside (``.NAME.old-<pid>-<hex>``)."""
+    if not target.parent.is_dir():
+        return []
+    prefix = f".{target.name}.old-"
+    return sorted(p for p in target.parent.iterdir() if p.name.startswith(prefix))
+
+
+def swap_into_place(new: str | os.PathLike[str], out: str | os.PathLike[str]) -> None:
+    """Replace the existing folder ``out`` by the finished folder ``new``.
+
+    Where the system can (Linux, local file systems) the two are exchanged in one
+    atomic rename, and the old version, now at ``new`` (a temporary name that
+    :func:`remove_stale` clears), is removed after: a kill at any point leaves ``out``
+    whole, old or new. Elsewhere the old ``out`` is first renamed to
+    ``.NAME.old-<pid>-<hex>`` and the new one renamed into place; a kill between the
+    two renames leaves no ``out``, and :func:`recover_swap` (called by
+    :func:`dmlfe.open_store`, :func:`remove_stale` and ``dmlfe clean``) renames the old
+    version back.
+    """
+    new, out = Path(new), Path(out)
+    if _exchange(new, out):
+        remove_path(new)
+        return
+    _replace_setting_aside(
+        new, out, out.with_name(f".{out.name}.old-{os.getpid()}-{uuid.uuid4().hex[:12]}"))
+
+
+def recover_swap(target: str | os.PathLike[str]) -> list[Path]:
+    """Undo or finish a :func:`swap_into_place` whose process was killed.
+
+    When ``target`` is gone and an old version of it was set aside, that version is
+    renamed back (the new version is then a stale temporary); when ``target`` is there,
+    set-aside versions whose process is gone are removed (the swap was complete).
+    Returns the paths acted on.
+    """
+    target = Path(target)
+    acted = []
+    for p in _swapped_out(target):
+        m = _PID.match(p.name[len(f".{target.name}.old-"):])
+        if m is not None and int(m.group(1)) != os.getpid() and _alive(int(m.group(1))):
+            continue  # a swap in progress
+        if not os.path.lexists(target):
+            os.replace(p, target)
+            warnings.warn(f"{target} was being replaced when its process was killed; its "
+                          f"previous version ({p.name}) was put back", RuntimeWarning,
+                          stacklevel=2)
+        else:
+            remove_path(p)
+        acted.append(p)
+    return acted
+
+
+#: The name :func:`swap_into_place` sets an old version aside under.
+_OLD_NAME = re.compile(r"^\.(?P<target>.+)\.old-\d+-[0-9a-f]{12}$")
+
+
+def recover_swaps_under(root: str | os.PathLike[str]) -> list[Path]:
+    """:func:`recover_swap` for every set-aside old version under the folder ``root``, at
+    any depth (``dmlfe clean FOLDER``); returns the paths acted on."""
+    acted = []
+    for folder, dirs, _files in os.walk(root, onerror=lambda exc: None):
+        for name in dirs:
+            m = _OLD_NAME.match(name)
+            if m is not None:
+                acted += recover_swap(Path(folder) / m.group("target"))
+        dirs[:] = [d for d in dirs if _OLD_NAME.match(d) is None
+                   and _TEMP_NAME.match(d) is None]
+    return acted
+
+
 def remove_stale(target: str | os.PathLike[str], *, quiet: bool = False) -> list[Path]:
     """Remove the stale temporaries of ``target`` (see :func:`stale_temporaries`).
 
-    Returns what was removed; unless ``quiet``, a RuntimeWarning names each one.
+    Returns what was removed; unless ``quiet``, a RuntimeWarning names each one. A
+    replacement of ``target`` that was killed half-way is first undone
+    (:func:`recover_swap`), so that the old version is never taken for a temporary.
     """
+    recover_swap(target)
     removed = []
     for p in stale_temporaries(target):
         remove_path(p)

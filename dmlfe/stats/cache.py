@@ -48,6 +48,7 @@ from dmlfe.stats.pass_ import LabelFn, compute_stats
 from dmlfe.stats.sufficient import SufficientStats
 from dmlfe.store import Store, open_store
 from dmlfe.tempfiles import (
+    recover_swap,
     remove_path,
     remove_stale,
     stale_temporaries,
@@ -294,7 +295,9 @@ def clean(store_path: str | os.PathLike[str], *, dry_run: bool = False) -> list[
     Removes ``<store>.stats/`` (every saved entry and the stale temporaries in it; the
     temporaries of a process still writing there are left, and then the folder too),
     and the stale temporaries beside the store (``.<store>.tmp-<pid>-*`` of an ingest,
-    an export or an overwrite that was killed). The store itself is not touched.
+    an append, an export or an overwrite that was killed). The store itself is not
+    touched, except that an append killed between the two renames of its swap is undone
+    (:func:`dmlfe.tempfiles.recover_swap`).
 
     Parameters
     ----------
@@ -317,6 +320,10 @@ def clean(store_path: str | os.PathLike[str], *, dry_run: bool = False) -> list[
     store_path = Path(store_path).absolute()
     cache_dir = stats_dir_for(store_path)
     removed: list[Path] = []
+    if not dry_run:
+        # an append killed half-way through its swap: the old store is put back first,
+        # so that it is never taken for a temporary
+        recover_swap(store_path)
     for target in (store_path, cache_dir):
         for p in stale_temporaries(target):
             if not dry_run:

@@ -13,7 +13,8 @@ from typing import Any
 _PUBLIC = {
     **dict.fromkeys(("check_export", "export_parquet", "import_parquet"),
                     "dmlfe.store.parquet"),
-    **dict.fromkeys(("IncompleteStoreError", "Store", "open_store"), "dmlfe.store.reader"),
+    **dict.fromkeys(("IncompleteStoreError", "Store", "history", "open_store"),
+                    "dmlfe.store.reader"),
     **dict.fromkeys(("StoreWriter", "write_piece"), "dmlfe.store.writer"),
 }
 
@@ -23,6 +24,7 @@ __all__ = [
     "StoreWriter",
     "check_export",
     "export_parquet",
+    "history",
     "import_parquet",
     "open_store",
     "write_piece",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ from dask.highlevelgraph import HighLevelGraph
 from dmlfe.errors import MissingPathError, StoreError
 from dmlfe.store import _format as F
 from dmlfe.store import integrity
+from dmlfe.tempfiles import recover_swap
 
 if TYPE_CHECKING:
     from dmlfe.vectorize.text import TextVectorizer
@@ -209,6 +211,53 @@ def _file_hint(path: Path) -> str:
     return hint
 
 
+def fingerprint_of(path: Path, meta: dict) -> dict:
+    """The fingerprint (:attr:`Store.fingerprint`) of the store at ``path`` whose root
+    metadata is ``meta``; also computed for a store about to be written."""
+    return {"kind": "store", "path": str(Path(path).resolve()), "uuid": str(meta["uuid"]),
+            "shape": [int(meta["n_docs"]), int(meta["n_features"])],
+            "n_labels": len(meta["label_names"]), "nnz": int(meta["nnz"])}
+
+
+def history_source(provenance: dict) -> dict:
+    """What a history entry records of an ingest's or append's input: the reader, the
+    source path(s) and the reader options, as the provenance holds them."""
+    return {k: provenance.get(k) for k in ("format", "source", "reader_options")}
+
+
+def history(store: Store | str | os.PathLike) -> list[dict]:
+    """The ingest and the appends that made a store, oldest first.
+
+    Parameters
+    ----------
+    store : Store or path-like
+        A store (or a view of one: the history is the whole store's) or its path.
+
+    Returns
+    -------
+    list of dict
+        One entry per ingest or append, each with ``kind`` ("ingest" or "append"),
+        ``rows`` ([start, stop): the rows it added), ``n_docs_before``, ``source``
+        (reader, path(s), options), ``time`` (UTC, ISO 8601) and ``fingerprint``: the
+        store's :attr:`Store.fingerprint` as it was right after that entry, so that a
+        result computed for that fingerprint is known to cover rows
+        ``[0, rows[1])`` of the current store. An append entry also has its
+        ``report`` (documents read and skipped, terms not in the vocabulary). A store
+        written before histories were kept gets one ingest entry covering all its rows,
+        with its current fingerprint.
+    """
+    if not isinstance(store, Store):
+        store = open_store(store)
+    meta = store._meta
+    kept = (meta.get("provenance") or {}).get("history")
+    if kept:
+        return [dict(e) for e in kept]
+    prov = meta.get("provenance") or {}
+    return [{"kind": "ingest", "rows": [0, int(meta["n_docs"])], "n_docs_before": 0,
+             "source": history_source(prov), "time": prov.get("created"),
+             "fingerprint": fingerprint_of(store.path, meta)}]
+
+
 def open_store(path, *, chunk_rows: int | None = None) -> Store:
     """Open a complete dmlfe store.
 
@@ -231,6 +280,8 @@ def open_store(path, *, chunk_rows: int | None = None) -> Store:
         chunking the store was written with (:mod:`dmlfe.store.integrity`).
     """
     path = Path(path).absolute()
+    if not os.path.lexists(path):
+        recover_swap(path)  # an append killed between its two renames (no atomic exchange)
     meta = _read_root_meta(path)
     cr = int(meta["chunk_rows"]) if chunk_rows is None else chunk_rows
     if isinstance(cr, bool) or not isinstance(cr, (int, np.integer)) or cr < 1:
@@ -320,9 +371,11 @@ class Store:
         A store is built under a temporary name with a fresh uuid and renamed into
         place, so a rebuilt store has a new fingerprint even at the same path.
         """
-        return {"kind": "store", "path": str(self.path.resolve()), "uuid": self._uid,
-                "shape": [int(self._meta["n_docs"]), self.n_features],
-                "n_labels": self.n_labels, "nnz": int(self._meta["nnz"])}
+        return fingerprint_of(self.path, self._meta)
+
+    def history(self) -> list[dict]:
+        """The store's ingest and appends, oldest first (see :func:`history`)."""
+        return history(self)
 
     @property
     def feature_kind(self) -> str:
@@ -599,7 +652,7 @@ class Store:
 
     def info(self) -> dict:
         """Summary for ``dmlfe info``: shape, nnz, labels, splits, chunking, size,
-        integrity, provenance.
+        integrity, provenance, history (:func:`history`).
 
         Runs one dask pass over Y and indptr (on the current scheduler) and one ``stat``
         per chunk file (:meth:`integrity`).
@@ -645,7 +698,8 @@ class Store:
             "subset": self.is_subset,
             "size_on_disk_bytes": F.dir_size(self.path),
             "integrity": self.integrity(),
-            "provenance": self.attrs,
+            "provenance": {k: v for k, v in self.attrs.items() if k != "history"},
+            "history": self.history(),
         }
 
     def __repr__(self) -> str:

@@ -27,10 +27,28 @@ import scipy.sparse as sp
 import zarr
 
 from dmlfe._version import __version__
+from dmlfe.errors import InputError, StoreError
 from dmlfe.progress import ProgressLine, progress_default, watch_futures
 from dmlfe.store import _format as F
 from dmlfe.store import integrity
-from dmlfe.tempfiles import link_note, move_into_place, remove_stale, temp_sibling
+from dmlfe.store.reader import (
+    Store,
+    _opened,
+    _read_root_meta,
+    _read_rows,
+    _read_split,
+    _read_x,
+    fingerprint_of,
+    history,
+    history_source,
+)
+from dmlfe.tempfiles import (
+    link_note,
+    move_into_place,
+    remove_stale,
+    swap_into_place,
+    temp_sibling,
+)
 
 _PIECE_KEYS = ("index", "rows", "nnz", "path", "n_cols", "n_labels", "splits", "meta_keys")
 
@@ -125,7 +143,7 @@ def write_piece(tmp_path, index: int, X: sp.csr_matrix, Y: np.ndarray, ids: list
     np.save(pdir / "Y.npy", Y)
     _save_strings(pdir, "ids", ids)
     # 64-bit hashes let finalize check id uniqueness without loading every id string
-    np.save(pdir / "id_hash.npy", pd.util.hash_array(np.asarray(ids, dtype=object)))
+    np.save(pdir / "id_hash.npy", id_hashes(ids))
     if splits is not None:
         _save_strings(pdir, "split", splits)
         np.save(pdir / "split_missing.npy", missing)
@@ -248,6 +266,40 @@ def _spans(bounds: np.ndarray, c0: int, c1: int) -> list[tuple[int, int, int]]:
             out.append((k, int(lo), int(hi)))
         k += 1
     return out
+
+
+def _array(g, name: str, shape: tuple, chunks: tuple, dtype, attributes: dict | None = None,
+           fill_value=None) -> zarr.Array:
+    """A new zarr array of a store: the store's codec, no sharding."""
+    return g.create_array(name, shape=shape, chunks=chunks, dtype=dtype,
+                          compressors=F.compressor(), shards=None,
+                          attributes=attributes or {}, fill_value=fill_value)
+
+
+def _fill_tasks(plan: _Plan, root: str, cr: int, idx_dtype: np.dtype, code_dtype: np.dtype,
+                categories: list[str] | None, row_base: int = 0, nnz_base: int = 0,
+                row_start: int = 0, elem_start: int = 0) -> list[tuple]:
+    """The tasks that write every zarr chunk the plan's pieces cover.
+
+    The pieces hold rows ``row_base:`` and elements ``nnz_base:`` of the store; chunks
+    are written from row ``row_start`` and element ``elem_start`` on (multiples of the
+    chunk sizes, at or after the bases): 0 for a new store, the first chunk an append
+    changes for an append.
+    """
+    n, nnz = row_base + plan.n, nnz_base + plan.nnz
+    rows, elems = plan.row_bounds + row_base, plan.nnz_bounds + nnz_base
+    tasks: list[tuple] = []
+    for c0 in range(elem_start, nnz, F.ELEM_CHUNK):
+        c1 = min(c0 + F.ELEM_CHUNK, nnz)
+        spans = [(plan.paths[k], lo, hi) for k, lo, hi in _spans(elems, c0, c1)]
+        tasks.append((_fill_elem_chunk, root, c0, c1, spans, idx_dtype.str))
+    for p0 in range(row_start, n + 1, cr):
+        p1 = min(p0 + cr, n + 1)
+        spans = [(plan.paths[k], lo, hi, int(elems[k]))
+                 for k, lo, hi in _spans(rows, p0, min(p1, n))]
+        tasks.append((_fill_row_chunk, root, p0, p1, n, nnz, spans, categories,
+                      code_dtype.str, plan.meta_keys))
+    return tasks
 
 
 def _run_tasks(tasks: list[tuple], client) -> list:
@@ -387,11 +439,7 @@ class StoreWriter:
         n, nnz, q = plan.n, plan.nnz, len(plan.label_names)
         idx_dtype = F.index_dtype(plan.n_features)
         elem_chunk = F.ELEM_CHUNK
-        comp = F.compressor()
-
-        def arr(g, name, shape, chunks, dtype, attributes=None):
-            return g.create_array(name, shape=shape, chunks=chunks, dtype=dtype,
-                                  compressors=comp, shards=None, attributes=attributes or {})
+        arr = _array
 
         gx = group.create_group("X", attributes={**F.CSR_ENC, "shape": [n, plan.n_features]})
         arr(gx, "data", (nnz,), (elem_chunk,), np.float64)
@@ -415,17 +463,7 @@ class StoreWriter:
         gobsm = group.create_group("obsm", attributes=F.DICT_ENC)
         arr(gobsm, "Y", (n, q), (cr, max(q, 1)), np.uint8, F.ARRAY_ENC)
 
-        tasks: list[tuple] = []
-        for c0 in range(0, nnz, elem_chunk):
-            c1 = min(c0 + elem_chunk, nnz)
-            spans = [(plan.paths[k], lo, hi) for k, lo, hi in _spans(plan.nnz_bounds, c0, c1)]
-            tasks.append((_fill_elem_chunk, root, c0, c1, spans, idx_dtype.str))
-        for p0 in range(0, n + 1, cr):
-            p1 = min(p0 + cr, n + 1)
-            spans = [(plan.paths[k], lo, hi, int(plan.nnz_bounds[k]))
-                     for k, lo, hi in _spans(plan.row_bounds, p0, min(p1, n))]
-            tasks.append((_fill_row_chunk, root, p0, p1, n, nnz, spans, plan.categories,
-                          code_dtype.str, plan.meta_keys))
+        tasks = _fill_tasks(plan, root, cr, idx_dtype, code_dtype, plan.categories)
         written = integrity.merge_entries(_run_tasks(tasks, client))
 
         _write_var(group, plan, arr)
@@ -446,8 +484,7 @@ class StoreWriter:
         # them, the small arrays the driver wrote are read back here
         record = integrity.build_record(root, written)
 
-        # written last: a store without this marker is refused by open_store
-        group.attrs["dmlfe"] = {
+        meta = {
             "format": F.FORMAT_NAME, "format_version": F.FORMAT_VERSION,
             "uuid": uuid.uuid4().hex, "n_docs": n, "n_features": plan.n_features,
             "nnz": nnz, "chunk_rows": cr, "label_names": plan.label_names,
@@ -455,10 +492,291 @@ class StoreWriter:
             "split_categories": plan.categories, "obs_columns": plan.meta_keys,
             "provenance": attrs, "report": report, "integrity": record, "complete": True,
         }
+        # a new store's history starts here, whatever history its attrs carried (an
+        # import's attrs are another store's, with that store's fingerprints)
+        attrs["history"] = [{"kind": "ingest", "rows": [0, n], "n_docs_before": 0,
+                             "source": history_source(attrs), "time": attrs["created"],
+                             "fingerprint": fingerprint_of(self.out, meta)}]
+        # written last: a store without this marker is refused by open_store
+        group.attrs["dmlfe"] = meta
 
     def _rename(self) -> None:
         check_store_target(self.out, self.overwrite)
         move_into_place(self.tmp_path, self.out)
+
+
+#: Folders an ingest of an older dmlfe left inside a store (not part of the zarr tree).
+_WORK_DIRS = ("pieces", "staging", "counts")
+#: Folder number of the piece holding the store's own last rows in an append.
+_TAIL_PIECE = 99_999_999
+
+
+class StoreAppender(StoreWriter):
+    """Builds the next version of a store, with documents appended, and swaps it in.
+
+    The new version is built in a temporary sibling of the store (as
+    :class:`StoreWriter` builds a new store): the chunk files the append leaves
+    unchanged are hard links of the store's own (copies where the file system has no
+    hard links), every ``zarr.json`` is a copy, and the chunks the append changes (the
+    last, partly filled chunk of each array) and adds are written as new files by the
+    same tasks that write a new store; the integrity record keeps the entries of the
+    unchanged chunks and gets those of the written ones; the root metadata, with a new
+    uuid and the history entry, is written last. :func:`dmlfe.tempfiles.swap_into_place`
+    then replaces the store. An exception anywhere removes the temporary; a kill leaves
+    the store as it was (and a temporary that the next write or ``dmlfe clean``
+    removes).
+
+    Parameters
+    ----------
+    store : Store
+        The store to append to, opened (a whole store, not a view).
+    """
+
+    def __init__(self, store: Store) -> None:
+        if store.is_subset:
+            raise ValueError("append to a whole store, not to a subset of one")
+        self.store = store
+        self.out = store.path
+        self.chunk_rows = store.stored_chunk_rows
+        self.overwrite = True
+        remove_stale(self.out)  # what killed appends or ingests into the same path left
+        self.tmp_path = temp_sibling(self.out)
+        self.tmp_path.mkdir()
+        (self.tmp_path / "pieces").mkdir()
+        self._state = "open"
+
+    def finalize(self, pieces: list[dict], *, source: dict, report: dict | None = None,
+                 source_name: str = "the new documents", client=None) -> dict:
+        """Append the pieces (list order = document order) to the store and swap it in.
+
+        Parameters
+        ----------
+        pieces : list of dict
+            Return values of :func:`write_piece`: X with the store's columns, Y with the
+            store's label columns in the store's order, and the store's extra columns.
+        source : dict
+            The history entry's ``source`` (reader, path(s), options).
+        report : dict, optional
+            The append's report (documents read and skipped, terms not in the
+            vocabulary), kept in the history entry.
+        source_name : str
+            How messages name the new documents' file(s).
+        client : distributed.Client, optional
+            Write the chunks with tasks on this cluster; local threads otherwise.
+
+        Returns
+        -------
+        dict
+            The new history entry (:func:`dmlfe.store.history`).
+
+        Raises
+        ------
+        InputError
+            A new document's id is already in the store or occurs twice; the split
+            values would need a wider code type. The store is unchanged.
+        StoreError
+            The store was replaced by another process meanwhile; the store is unchanged.
+        """
+        if self._state != "open":
+            raise RuntimeError(f"this StoreAppender is {self._state}; create a new one")
+        try:
+            entry = self._extend(list(pieces), source, report, source_name, client)
+            self._swap()
+        except BaseException:
+            self.abort()
+            raise
+        self._state = "finalized"
+        return entry
+
+    def _extend(self, pieces, source, report, source_name, client) -> dict:
+        old = self.store
+        meta = old._meta
+        n0, nnz0, D = int(meta["n_docs"]), int(meta["nnz"]), int(meta["n_features"])
+        cr, E = self.chunk_rows, F.ELEM_CHUNK
+        o = _opened(old._root, old._uid)
+        self._check_ids(o, n0, pieces, source_name)
+        _link_tree(old.path, self.tmp_path)
+
+        # the store's own rows that share a chunk with the new ones: the last, partly
+        # filled row chunk, and the rows of the last, partly filled element chunk
+        t0, e0 = (n0 // cr) * cr, (nnz0 // E) * E
+        r_a = min(t0, _row_of_element(o, n0, e0))
+        nnz_a = int(o.read("X/indptr", slice(r_a, r_a + 1))[0])
+        old_cats = meta.get("split_categories")
+        tail = [self._tail_piece(r_a, n0, old_cats)] if r_a < n0 else []
+        plan = _Plan(tail + pieces, D, list(meta["label_names"]), None, None)
+        if plan.meta_keys != list(meta.get("obs_columns") or []):
+            raise ValueError(f"the new documents' extra columns {plan.meta_keys} differ from "
+                             f"the store's {meta.get('obs_columns') or []}")
+        cats = old_cats
+        new_values = sorted({v for p in pieces for v in (p["splits"] or [])})
+        if old_cats is not None or any(p["splits"] is not None for p in pieces):
+            cats = list(old_cats or []) + [v for v in new_values if v not in (old_cats or [])]
+            if old_cats and F.codes_dtype(len(cats)) != F.codes_dtype(len(old_cats)):
+                raise InputError(f"{source_name}: appending would give the store {len(cats)} "
+                                 f"split values, more than its split codes hold "
+                                 f"({len(old_cats)} now); ingest the whole corpus anew")
+        n, nnz = r_a + plan.n, nnz_a + plan.nnz
+        root = str(self.tmp_path)
+        group = zarr.open_group(root, mode="r+")
+        recreated = self._resize(group, n, nnz, old_cats, cats)
+        idx_dtype = F.index_dtype(D)
+        code_dtype = F.codes_dtype(len(cats or []))
+        # the chunks about to be written are new files, never written through a link
+        # to the store's own (zarr also writes through a rename; this does not rely on it)
+        for name, first, size in self._touched(group, t0, e0, nnz):
+            arr = group[name]
+            for k in range(first, -(-size // arr.chunks[0])):
+                key = arr.metadata.encode_chunk_key((k,) + (0,) * (arr.ndim - 1))
+                (self.tmp_path / name / key).unlink(missing_ok=True)
+        tasks = _fill_tasks(plan, root, cr, idx_dtype, code_dtype, cats, row_base=r_a,
+                            nnz_base=nnz_a, row_start=t0, elem_start=e0)
+        written = integrity.merge_entries(_run_tasks(tasks, client))
+        shutil.rmtree(self.tmp_path / "pieces")
+
+        # unchanged chunks keep their recorded entries; a store written without a record
+        # gets one (every chunk file read here)
+        known: dict = {}
+        if meta.get("integrity") is not None:
+            known = {name: dict(a["chunks"]) for name, a in meta["integrity"]["arrays"].items()
+                     if name not in recreated}
+        for name, entries in written.items():
+            known.setdefault(name, {}).update(entries)
+        record = integrity.build_record(root, known)
+
+        new_meta = {**meta, "uuid": uuid.uuid4().hex, "n_docs": n, "nnz": nnz,
+                    "split_categories": cats, "integrity": record}
+        entry = {"kind": "append", "rows": [n0, n], "n_docs_before": n0,
+                 "source": source,
+                 "time": datetime.now(UTC).isoformat(timespec="seconds"),
+                 "report": report, "fingerprint": fingerprint_of(self.out, new_meta)}
+        provenance = dict(meta.get("provenance") or {})
+        provenance["history"] = history(old) + [entry]
+        new_meta["provenance"] = F.jsonable(provenance, "provenance")
+        # written last, as by a new store (the temporary is never opened as the store)
+        group.attrs["dmlfe"] = new_meta
+        return new_meta["provenance"]["history"][-1]
+
+    def _check_ids(self, o, n0: int, pieces: list[dict], source_name: str) -> None:
+        """InputError naming the first new document whose id is taken or repeated."""
+        cr = self.chunk_rows
+        old = [id_hashes(F.to_object_strings(o.read("obs/_index", slice(r, min(r + cr, n0)))))
+               for r in range(0, n0, cr)]
+        paths = [p["path"] for p in pieces]
+        bounds = np.cumsum([n0] + [p["rows"] for p in pieces])
+        hashes = np.concatenate(old + [np.asarray(_load(p, "id_hash")) for p in paths])
+
+        def id_at(r: int) -> str:
+            if r < n0:
+                return str(F.to_object_strings(o.read("obs/_index", slice(r, r + 1)))[0])
+            k = int(np.searchsorted(bounds, r, side="right")) - 1
+            return _load_strings(paths[k], "ids", r - int(bounds[k]), r - int(bounds[k]) + 1)[0]
+
+        dup = first_duplicate(hashes, id_at)
+        if dup is None:
+            return
+        doc_id, first, second = dup
+        if first < n0:
+            raise InputError(f"{source_name}: document id {doc_id!r} (new document "
+                             f"{second - n0}) is already in the store {self.out} (row "
+                             f"{first}); document ids must stay unique: drop or rename it")
+        raise InputError(f"{source_name}: document id {doc_id!r} occurs twice (new "
+                         f"documents {first - n0} and {second - n0}); document ids must be "
+                         "unique")
+
+    def _tail_piece(self, r0: int, r1: int, cats: list[str] | None) -> dict:
+        """A piece of the store's own rows ``r0:r1``, to be written again with the new."""
+        old = self.store
+        root, uid = old._root, old._uid
+        X = _read_x(root, uid, r0, r1, old.n_features, None)
+        Y = _read_rows(root, uid, "obsm/Y", r0, r1, None)
+        ids = list(_read_rows(root, uid, "obs/_index", r0, r1, None))
+        splits = None if cats is None else list(_read_split(root, uid, r0, r1, tuple(cats),
+                                                            None))
+        meta = {k: list(_read_rows(root, uid, f"obs/{k}", r0, r1, None))
+                for k in old.obs_columns}
+        return write_piece(self.tmp_path, _TAIL_PIECE, X, Y, ids, splits, meta)
+
+    def _resize(self, group, n: int, nnz: int, old_cats, cats) -> set[str]:
+        """Grow the arrays to ``n`` rows and ``nnz`` elements; make the split arrays the
+        new categories need. Returns the arrays made anew (their old record is void)."""
+        for name in self._row_arrays(group):
+            arr = group[name]
+            arr.resize((n + (1 if name == "X/indptr" else 0),) + tuple(arr.shape[1:]))
+        for name in ("X/data", "X/indices"):
+            group[name].resize((nnz,))
+        group["X"].attrs["shape"] = [n, self.store.n_features]
+        recreated: set[str] = set()
+        if cats is None or cats == old_cats:
+            return recreated
+        gobs = group["obs"]
+        if old_cats is None:  # the store had no split: its rows get the missing code
+            columns = ["split"] + list(gobs.attrs["column-order"])
+            gobs.attrs["column-order"] = columns
+            gsplit = gobs.create_group("split", attributes=F.CATEGORICAL_ENC)
+            _array(gsplit, "codes", (n,), (self.chunk_rows,), F.codes_dtype(len(cats)),
+                   F.ARRAY_ENC, fill_value=-1)
+            recreated.add("obs/split/codes")
+        shutil.rmtree(self.tmp_path / "obs" / "split" / "categories", ignore_errors=True)
+        _array(group["obs/split"], "categories", (len(cats),), (max(1, len(cats)),), str,
+               F.STRING_ENC)[:] = np.array(cats, dtype=object)
+        recreated.add("obs/split/categories")
+        return recreated
+
+    def _row_arrays(self, group) -> list[str]:
+        names = ["X/indptr", "obsm/Y", "obs/_index"]
+        names += [f"obs/{k}" for k in self.store.obs_columns]
+        if "split" in group["obs"]:
+            names.append("obs/split/codes")
+        return names
+
+    def _touched(self, group, t0: int, e0: int, nnz: int) -> list[tuple[str, int, int]]:
+        """``(array, first chunk, new length)`` of the chunks the fill tasks write."""
+        cr = self.chunk_rows
+        out = [(name, t0 // cr, group[name].shape[0]) for name in self._row_arrays(group)]
+        if e0 < nnz:
+            out += [(name, e0 // F.ELEM_CHUNK, nnz) for name in ("X/data", "X/indices")]
+        return out
+
+    def _swap(self) -> None:
+        now = _read_root_meta(self.out)
+        if str(now["uuid"]) != self.store._uid:
+            raise StoreError(f"store {self.out} was replaced by another process during the "
+                             "append (its uuid changed); nothing was appended: run the "
+                             "append again")
+        swap_into_place(self.tmp_path, self.out)
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """``dst`` made a copy of the store ``src``: chunk files hard-linked (copied where a
+    link cannot be made), every zarr.json copied (the append rewrites some)."""
+    for folder, dirs, files in os.walk(src):
+        rel = Path(folder).relative_to(src)
+        if rel == Path("."):
+            dirs[:] = [d for d in dirs if d not in _WORK_DIRS]
+        (dst / rel).mkdir(parents=True, exist_ok=True)
+        for name in files:
+            s, d = Path(folder) / name, dst / rel / name
+            if name != "zarr.json":
+                try:
+                    os.link(s, d)
+                    continue
+                except OSError:  # another file system, or none with hard links
+                    pass
+            shutil.copy2(s, d)
+
+
+def _row_of_element(o, n: int, e: int) -> int:
+    """The last row ``r`` of the store's ``n`` with ``indptr[r] <= e`` (a bisection: one
+    indptr chunk read per step, never the whole row pointer)."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if int(o.read("X/indptr", slice(mid, mid + 1))[0]) <= e:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def check_store_target(out: Path, overwrite: bool) -> None:
@@ -575,20 +893,40 @@ def _check_unique_ids(plan: _Plan) -> None:
     if plan.n == 0:
         return
     hashes = np.concatenate([np.asarray(_load(p, "id_hash")) for p in plan.paths])
+
+    def id_at(r: int) -> str:
+        k = int(np.searchsorted(plan.row_bounds, r, side="right")) - 1
+        local = int(r - plan.row_bounds[k])
+        return _load_strings(plan.paths[k], "ids", local, local + 1)[0]
+
+    dup = first_duplicate(hashes, id_at)
+    if dup is not None:
+        doc_id, first, second = dup
+        raise ValueError(f"duplicate document id {doc_id!r} (documents {first} and {second} "
+                         "in corpus order); document ids must be unique")
+
+
+def first_duplicate(hashes: np.ndarray, id_at) -> tuple[str, int, int] | None:
+    """The id that occurs twice (``id_at(row)`` gives the id of a row, ``hashes`` the
+    64-bit hashes of all ids), with its two rows; of all duplicates, the one whose second
+    occurrence comes first. None when every id is unique."""
     order = np.argsort(hashes, kind="stable")
     sorted_h = hashes[order]
     dup = np.flatnonzero(sorted_h[1:] == sorted_h[:-1])
-    if dup.size == 0:
-        return
+    best = None
     # equal hashes: compare the actual strings (a 64-bit collision is not a duplicate)
     for h in np.unique(sorted_h[dup]):
-        rows = np.sort(order[sorted_h == h])
         seen: dict[str, int] = {}
-        for r in rows:
-            k = int(np.searchsorted(plan.row_bounds, r, side="right")) - 1
-            local = int(r - plan.row_bounds[k])
-            doc_id = _load_strings(plan.paths[k], "ids", local, local + 1)[0]
+        for r in np.sort(order[sorted_h == h]):
+            doc_id = id_at(int(r))
             if doc_id in seen:
-                raise ValueError(f"duplicate document id {doc_id!r} (documents {seen[doc_id]} "
-                                 f"and {int(r)} in corpus order); document ids must be unique")
+                if best is None or r < best[2]:
+                    best = (doc_id, seen[doc_id], int(r))
+                break
             seen[doc_id] = int(r)
+    return best
+
+
+def id_hashes(ids) -> np.ndarray:
+    """The 64-bit hashes of document ids that the duplicate checks compare."""
+    return pd.util.hash_array(np.asarray(ids, dtype=object))
