@@ -223,6 +223,9 @@ FITTED_SCHEMA: dict[str, Key] = {
     "eigenvalue_total_": Key(("number", "null"), "tr(A), the sum of all eigenvalues, when "
                              "only the leading ones were computed; null otherwise",
                              required=False),
+    "rows_read_": Key(("integer", "null"), "documents the fit read from the data (0 when "
+                      "cached statistics made it; the appended ones after an append)",
+                      required=False, check=_AT_LEAST_0),
 }
 #: Fitted scalar attributes kept in model.json.
 FITTED_SCALARS = tuple(FITTED_SCHEMA)

@@ -80,6 +80,10 @@ class FittedProjection:
     #: tr(A), the sum of all eigenvalues, when only the leading ones were computed (the
     #: denominator of a threshold then); None when ``eigenvalues`` is the whole spectrum
     eigenvalue_total: float | None = None
+    #: documents the fit read from the data, each counted once: all of them, except
+    #: where the statistics alone make the fit and came from the cache (0) or from the
+    #: cache of an earlier version of an appended store (the appended documents)
+    rows_read: int | None = None
 
     def attributes(self) -> dict[str, Any]:
         """``{name_: value}`` for every field (shallow: arrays and maps are not copied);
@@ -320,6 +324,7 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
          relation: Any, n_features_in: int, gather_note: str | None,
          tiled: TiledMatrix | None, *, client: Any, progress: bool, cache: bool,
          components_dtype: str) -> FittedProjection:
+    stats_rows = None  # None: the fit reads every document
     if plan.spec.needs_graph:  # graph methods: labels + K-NN graph -> one products pass
         stats, template, data_passes = graph_fit(
             plan.spec, plan.params, data.X, data.Y, data.store, rmap,
@@ -338,6 +343,8 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
         stats = statistics(plan, data, rmap, client=client, progress=progress, cache=cache,
                            tiled=tiled)
         data_passes = 0 if stats.from_cache and tiled is None else 1
+        if tiled is None and stats.rows_read is not None:
+            stats_rows = stats.rows_read
         # the dual route builds its templates in the row space (solve_dual_route)
         template = None if plan.route == "dual" else build_template(plan, stats, rmap)
     if template is None:
@@ -369,4 +376,6 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
         relation=relation, prototype_indices=proto_idx,
         solver_info=solver_info(res),
         training_store=None if data.store is None else data.store.provenance(),
-        eigenvalue_total=None if res.trace is None else float(res.trace))
+        eigenvalue_total=None if res.trace is None else float(res.trace),
+        rows_read=stats_rows if stats_rows is not None and res.n_passes == 0
+        and gather_note is None else int(stats.n))

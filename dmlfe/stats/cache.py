@@ -383,6 +383,50 @@ def _describe(fn: Any, description: Any, cache_on: bool, fn_name: str, arg: str)
     return description
 
 
+def _extended(store: Store, params: dict[str, Any], cache_dir: Path,
+              read: tuple[Any, Any] | None, kwargs: dict[str, Any]) -> SufficientStats | None:
+    """Statistics of ``store`` (a view) from those cached for an earlier version of it
+    plus a pass over the rows appended since; None when no earlier version's are cached.
+
+    A store's appends only add rows at its end (:func:`dmlfe.store.history`), so the
+    entry of an earlier fingerprint with otherwise equal parameters covers the view's
+    rows before that version's last row: the rest are read, reduced and added. Where the
+    parameters depend on every row (MLDA's label weights, prototypes chosen from all
+    documents), the earlier entries were saved under other parameters and nothing
+    matches: the caller's full pass says so in the log.
+    """
+    entries = store.history()
+    for entry in reversed(entries[:-1]):
+        earlier = {**params, "data": entry["fingerprint"]}
+        found = load_stats(cache_dir, earlier, need_xtx=kwargs["need_xtx"],
+                           need_xtwx=kwargs["need_xtwx"])
+        if found is not None:
+            break
+    else:
+        if len(entries) > 1:
+            log.info("statistics of %s computed from all its rows: none cached for an "
+                     "earlier version with the same parameters", store.path)
+        return None
+    stop = int(entry["rows"][1])
+    tail = store.since(stop)
+    if found.n + tail.n_docs != store.n_docs:
+        warnings.warn(
+            f"statistics cached for {store.path} as of row {stop} count {found.n} documents "
+            f"but the store holds {store.n_docs - tail.n_docs} of this selection before that "
+            "row; computing them again from all rows", RuntimeWarning, stacklevel=3)
+        return None
+    if read is None:
+        X, Y = tail.X, tail.Y
+    else:  # the view's rows in memory: the appended ones are its last
+        X, Y = (a[a.shape[0] - tail.n_docs:] for a in read)
+    part = compute_stats(X, Y, **kwargs)
+    log.info("statistics of %s: %d cached documents (as of row %d) and %d read", store.path,
+             found.n, stop, part.n)
+    stats = found.merge(part)
+    stats.rows_read = part.n
+    return stats
+
+
 def load_or_compute_stats(
     source: Any,
     Y: Any = None,
@@ -460,8 +504,8 @@ def load_or_compute_stats(
         identity = source.fingerprint if cache else None
         selection = source.selection or {}
         split = selection.get("split")
-        if subset is None and "rows" in selection:
-            subset = {"rows": selection["rows"]}
+        if subset is None and ("rows" in selection or "since" in selection):
+            subset = {k: selection[k] for k in ("rows", "since") if k in selection}
         if cache and cache_dir is None:
             cache_dir = stats_dir_for(source.path)
     else:
@@ -507,8 +551,14 @@ def load_or_compute_stats(
     if found is not None:
         log.info("reusing statistics %s from %s", key, cache_dir)
         found.from_cache = True
+        found.rows_read = 0
         return found
-    stats = fresh()
+    stats = None
+    if isinstance(source, Store) and row_mask is None and subset is None:
+        stats = _extended(source, params, Path(cache_dir), read, kwargs)
+    if stats is None:
+        stats = fresh()
+        stats.rows_read = stats.n
     try:
         path = save_stats(stats, cache_dir, params)
         log.info("saved statistics to %s", path)

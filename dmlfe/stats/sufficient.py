@@ -51,6 +51,10 @@ class SufficientStats:
     from_cache : bool
         True when these statistics were read from the cache beside a store rather
         than computed by a pass.
+    rows_read : int or None
+        How many documents the pass that made them read: ``n`` for a full pass, 0 from
+        the cache, the appended documents only when cached statistics of an earlier
+        version of the store were extended; None where not counted.
     """
 
     n: int
@@ -62,6 +66,7 @@ class SufficientStats:
     xtwx: np.ndarray | None = None
     sumsq_x: np.ndarray | None = None
     from_cache: bool = False
+    rows_read: int | None = None
 
     @property
     def n_features(self) -> int:

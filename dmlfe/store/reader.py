@@ -613,6 +613,33 @@ class Store:
                      {**(self.selection or {}), "rows": [taken, *(self.selection or {}).get(
                          "rows", [])]})
 
+    def since(self, start: int) -> Store:
+        """The documents of this store (or view) stored at row ``start`` or later, with
+        the same block structure; its ``selection`` records ``"since"``.
+
+        The rows an append added (``history()[-1]["rows"]``) are a store's last rows, so
+        ``store.subset("train").since(n_before)`` are the new training documents: what
+        statistics cached for the store before the append lack.
+        """
+        if isinstance(start, bool) or int(start) < 0:
+            raise ValueError(f"start must be a row number >= 0, got {start!r}")
+        start = int(start)
+        blocks: list[tuple[int, int, np.ndarray | None]] = []
+        for r0, r1, rows in self._blocks:
+            if r1 <= start:
+                continue
+            if rows is None:
+                blocks.append((max(r0, start), r1, None))
+            else:
+                kept = np.asarray(rows, dtype=np.int64)
+                kept = kept[kept >= start - r0]
+                if kept.size:
+                    blocks.append((r0, r1, kept))
+        if not blocks:
+            blocks = [(0, 0, np.zeros(0, dtype=np.int64))]
+        return Store(self.path, self._meta, self._chunk_rows, blocks,
+                     {**(self.selection or {}), "since": start})
+
     def reblock(self, max_rows: int) -> Store:
         """The same documents in blocks of at most ``max_rows`` rows (never merged).
 

@@ -1,0 +1,150 @@
+"""Growing corpora (issue 34): a refit after an append against a fresh fit, same run.
+
+A synthetic corpus of ``--docs`` documents is ingested (hashing to ``--features``), a fit
+fills the statistics cache beside the store, ``--append`` further documents of the same
+generator are appended (:func:`dmlfe.append`), and the refit -- which reads only the
+appended documents when its statistics are sufficient -- is timed against a fresh fit of
+the grown store (``cache=False``: every row read), each in a fresh process. The refit's
+eigenvalues and components are compared with the fresh fit's.
+
+Cases: MDDM ``variant="p"`` (X^T Y at any D) on the hashed store, PCA on the feature
+route (X^T X) on a second store hashed to ``--small-features``.
+
+    python benchmarks/incremental.py                       # 200,000 + 2,000 at 2^20
+    python benchmarks/incremental.py --docs 20000 --append 200 --repeat 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np  # noqa: E402
+from _measure import OUT, emit, measured, run_case_child  # noqa: E402
+
+WORK = OUT / "incremental-work"
+CASES = {"mddm_p": ("MDDM", {"variant": "p"}, "big"),
+         "pca_feature": ("PCA", {"route": "feature"}, "small")}
+
+
+def child(case: dict) -> None:
+    """One fit in this fresh process: JSON with seconds, rows read, eigenvalues, and the
+    components saved beside the store for the comparison."""
+    import dmlfe
+    from dmlfe.cluster import get_client
+
+    name, params, _ = CASES[case["case"]]
+    rec: dict = {}
+    with get_client(n_workers=case["workers"], threads_per_worker=1) as client:
+        with measured(rec):
+            est = getattr(dmlfe, name)(n_components=10, client=client, cache=case["cache"],
+                                       **params).fit(case["store"])
+    if case.get("save"):
+        np.save(case["save"], est.components_)
+    print(json.dumps({**rec, "rows_read": int(est.rows_read_), "n_samples": int(est.n_samples_),
+                      "n_passes": int(est.n_passes_),
+                      "eigenvalues": [float(v) for v in est.eigenvalues_[:10]]}))
+
+
+def write_jsonl(corpus, start: int, stop: int, path: Path) -> None:
+    """Documents ``start .. stop`` of the synthetic corpus as JSON Lines."""
+    with open(path, "w", encoding="utf-8") as f:
+        step = 10_000
+        for lo in range(start, stop, step):
+            part = corpus._slice(lo, min(lo + step, stop))
+            for i in range(len(part)):
+                f.write(json.dumps({"id": part.ids[i], "text": part.texts[i],
+                                    "labels": part.labels[i], "split": part.splits[i]}) + "\n")
+
+
+def forget_version(store: Path, n_docs: int) -> None:
+    """Remove the cache entries of the store's version with ``n_docs`` documents."""
+    for meta in Path(str(store) + ".stats").glob("*.json"):
+        if json.loads(meta.read_text())["params"]["data"]["shape"][0] == n_docs:
+            meta.with_suffix(".npz").unlink(missing_ok=True)
+            meta.unlink()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--docs", type=int, default=200_000)
+    ap.add_argument("--append", type=int, default=2_000)
+    ap.add_argument("--features", type=int, default=2**20)
+    ap.add_argument("--small-features", type=int, default=2**12)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--case", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.case:
+        child(json.loads(args.case))
+        return
+
+    import dmlfe
+    from dmlfe.readers.synthetic import SyntheticCorpus
+
+    shutil.rmtree(WORK, ignore_errors=True)
+    WORK.mkdir(parents=True)
+    total = args.docs + args.append
+    corpus = SyntheticCorpus(total, seed=0)
+    first, more = WORK / "first.jsonl", WORK / "more.jsonl"
+    write_jsonl(corpus, 0, args.docs, first)
+    write_jsonl(corpus, args.docs, total, more)
+    result: dict = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                                "load_average_start": os.getloadavg()},
+                    "date": time.strftime("%Y-%m-%d"), "docs": args.docs,
+                    "appended": args.append, "workers": args.workers, "cases": {}}
+    stores = {"big": args.features, "small": args.small_features}
+    paths = {}
+    for kind, n_features in stores.items():
+        path = WORK / f"{kind}.zarr"
+        rec: dict = {}
+        with measured(rec):
+            dmlfe.ingest(first, "jsonl", path, vectorizer="hashing", n_features=n_features,
+                         id_field="id", split_field="split", fit_split="train",
+                         chunk_rows=20_000)
+        result[f"ingest_{kind}"] = rec
+        paths[kind] = path
+    script = str(Path(__file__).resolve())
+    # fits before the append: they fill the statistics cache beside each store
+    for case, (_, _, kind) in CASES.items():
+        run_case_child(script, {"case": case, "store": str(paths[kind]), "cache": True,
+                                "workers": args.workers})
+    for kind, path in paths.items():
+        rec = {}
+        with measured(rec):
+            dmlfe.append(path, more, id_field="id", split_field="split")
+        result[f"append_{kind}"] = rec
+    for case, (_, _, kind) in CASES.items():
+        runs = {"refit": [], "fresh": []}
+        for r in range(args.repeat):
+            for mode in ("refit", "fresh"):
+                if mode == "refit":  # extend the earlier statistics again each time
+                    forget_version(paths[kind], total)
+                save = str(WORK / f"{case}-{mode}.npy") if r == 0 else None
+                runs[mode].append(run_case_child(
+                    script, {"case": case, "store": str(paths[kind]),
+                             "cache": mode == "refit", "workers": args.workers,
+                             "save": save}))
+        med = {m: statistics.median(x["seconds"] for x in v) for m, v in runs.items()}
+        a, b = (np.load(WORK / f"{case}-{m}.npy") for m in ("refit", "fresh"))
+        ea, eb = (np.array(runs[m][0]["eigenvalues"]) for m in ("refit", "fresh"))
+        result["cases"][case] = {
+            "runs": runs, "median_seconds": med,
+            "refit_over_fresh": round(med["refit"] / med["fresh"], 4),
+            "rows_read": {m: runs[m][0]["rows_read"] for m in runs},
+            "eigenvalues_max_rel_diff": float(np.max(np.abs(ea - eb) / np.abs(eb))),
+            "components_max_abs_diff": float(np.max(np.abs(a - b)))}
+    result["machine"]["load_average_end"] = os.getloadavg()
+    emit(result, "incremental")
+
+
+if __name__ == "__main__":
+    main()

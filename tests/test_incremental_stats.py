@@ -1,0 +1,139 @@
+"""Issue 34, incremental statistics: after an append, a fit on the store reads only the
+appended documents when statistics of an earlier version are cached beside it.
+
+References: the same fit on a store ingested from all documents at once, and the raw
+sums computed with numpy from the stored rows.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dmlfe
+from dmlfe.stats.cache import load_or_compute_stats
+from dmlfe.store import open_store
+
+LABELS = ["alpha", "beta", "gamma", "delta"]
+WORDS = [f"w{i:03d}" for i in range(300)]
+APPEND = {"id_field": "id", "split_field": "split"}
+
+
+def _docs(seed: int, n: int, start: int, split: str) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, len(WORDS) + 1)
+    p /= p.sum()
+    out = []
+    for k in range(n):
+        words = rng.choice(WORDS, size=int(rng.integers(3, 30)), p=p)
+        labs = sorted(rng.choice(LABELS, size=int(rng.integers(1, 3)), replace=False).tolist())
+        out.append({"id": f"d{start + k}", "text": " ".join(words), "labels": labs,
+                    "split": split})
+    return out
+
+
+def _write(path: Path, docs: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    return path
+
+
+@pytest.fixture
+def stores(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(grown, whole, new-docs file): ``grown`` is ingested from the first documents and
+    then appended to (training and test documents), ``whole`` from all documents at once
+    but with its idf learned on the first documents' training split, as ``grown``'s."""
+    first = _docs(1, 150, 0, "train") + _docs(2, 40, 150, "test")
+    more = _docs(3, 50, 190, "train") + _docs(4, 15, 240, "test")
+    a = _write(tmp_path / "a.jsonl", first)
+    b = _write(tmp_path / "b.jsonl", more)
+    opts = dict(chunk_rows=32, vectorizer="hashing", n_features=512, fit_split="train",
+                **APPEND)
+    grown = dmlfe.ingest(a, "jsonl", tmp_path / "grown.zarr", **opts)
+    # the whole corpus with the first documents' training split marked apart, so that
+    # its idf comes from the same documents as grown's (an append keeps the idf)
+    marked = [{**d, "split": "first"} if d["split"] == "train" else d for d in first]
+    ab = _write(tmp_path / "ab.jsonl", marked + more)
+    whole = dmlfe.ingest(ab, "jsonl", tmp_path / "whole.zarr", **{**opts, "fit_split": "first"})
+    return Path(grown), Path(whole), b
+
+
+def _raw(store_path: Path, split: str | list[str]) -> tuple[np.ndarray, np.ndarray]:
+    s = open_store(store_path).subset(split)
+    return s.X.compute().toarray(), s.Y.compute().astype(np.float64)
+
+
+def test_since_view_holds_the_appended_rows(stores) -> None:
+    grown, _, new = stores
+    dmlfe.append(grown, new, **APPEND)
+    store = open_store(grown)
+    n_before = store.history()[-1]["rows"][0]
+    assert n_before == 190
+    tail = store.subset("train").since(n_before)
+    ids = tail.ids.compute().tolist()
+    assert ids == [f"d{k}" for k in range(190, 240)]
+    assert tail.selection["since"] == n_before
+    assert store.since(store.n_docs).n_docs == 0
+
+
+def test_cached_statistics_are_extended_by_the_appended_rows(stores) -> None:
+    grown, whole, new = stores
+    before = load_or_compute_stats(open_store(grown).subset("train"), need_xtx=True)
+    assert before.rows_read == 150 and not before.from_cache
+    dmlfe.append(grown, new, **APPEND)
+    after = load_or_compute_stats(open_store(grown).subset("train"), need_xtx=True)
+    assert after.rows_read == 50  # the appended training documents only
+    X, Y = _raw(whole, ["first", "train"])
+    assert after.n == X.shape[0] == 200
+    np.testing.assert_allclose(after.sum_x, X.sum(0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(after.xty, X.T @ Y, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(after.yty, Y.T @ Y, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(after.xtx, X.T @ X, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(after.sumsq_x, (X * X).sum(0), rtol=1e-12, atol=1e-12)
+    # saved for the new version: the next fit reads nothing
+    again = load_or_compute_stats(open_store(grown).subset("train"), need_xtx=True)
+    assert again.from_cache and again.rows_read == 0
+
+
+def test_an_entry_without_xtx_is_not_extended_for_a_request_that_needs_it(stores) -> None:
+    grown, _, new = stores
+    load_or_compute_stats(open_store(grown).subset("train"))  # X^T Y only
+    dmlfe.append(grown, new, **APPEND)
+    full = load_or_compute_stats(open_store(grown).subset("train"), need_xtx=True)
+    assert full.rows_read == 200 and full.xtx is not None
+
+
+@pytest.mark.parametrize("method,params", [
+    ("MDDM", {"variant": "p"}),
+    ("PCA", {"route": "feature"}),
+    ("MVMD", {"route": "feature"}),
+])
+def test_fit_after_append_equals_a_fresh_fit(stores, cluster_client, method, params) -> None:
+    grown, whole, new = stores
+    kind = getattr(dmlfe, method)
+    kind(n_components=3, split="train", client=cluster_client, **params).fit(str(grown))
+    dmlfe.append(grown, new, client=cluster_client, **APPEND)
+    refit = kind(n_components=3, split="train", client=cluster_client, **params).fit(str(grown))
+    fresh = kind(n_components=3, split=["first", "train"], client=cluster_client,
+                 cache=False, **params).fit(str(whole))
+    assert refit.rows_read_ == 50 and fresh.rows_read_ == 200
+    assert refit.n_samples_ == fresh.n_samples_ == 200
+    np.testing.assert_allclose(refit.eigenvalues_[:3], fresh.eigenvalues_[:3], rtol=1e-10)
+    np.testing.assert_allclose(refit.components_, fresh.components_, atol=1e-8)
+    emb = open_store(whole).subset("test").X.compute()
+    np.testing.assert_allclose(refit.transform(emb), fresh.transform(emb), atol=1e-8)
+
+
+def test_parameters_that_depend_on_every_row_are_recomputed(stores) -> None:
+    grown, whole, new = stores
+    # MLDA's label weights come from Y^T Y of all rows: the earlier entry is under
+    # other parameters, so the fit reads every row (and still equals a fresh fit)
+    dmlfe.MLDA(n_components=2, split="train", route="feature").fit(str(grown))
+    dmlfe.append(grown, new, **APPEND)
+    refit = dmlfe.MLDA(n_components=2, split="train", route="feature").fit(str(grown))
+    fresh = dmlfe.MLDA(n_components=2, split=["first", "train"], route="feature",
+                       cache=False).fit(str(whole))
+    assert refit.rows_read_ == 200
+    np.testing.assert_allclose(refit.eigenvalues_[:2], fresh.eigenvalues_[:2], rtol=1e-10)
