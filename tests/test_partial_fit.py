@@ -243,3 +243,15 @@ def test_partial_fit_on_a_local_cluster(cluster_client, method):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         assert_same_solution(full, inc, method)
+
+
+def test_save_solves_the_pending_blocks(tmp_path):
+    from dmlfe.model_io import load_model
+
+    X, Y = data(90, 20, seed=10)
+    est = MVMD(n_components=2)
+    for s in blocks(90, 30):
+        est.partial_fit(X[s], Y[s])
+    est.save(tmp_path / "m")
+    loaded = load_model(tmp_path / "m")
+    assert_same_solution(MVMD(n_components=2).fit(X, Y), loaded, "saved")
