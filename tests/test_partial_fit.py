@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import mulan_arrays
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
@@ -94,6 +95,25 @@ def test_mddm_p_blocks_match_svd_of_centred_cross_product():
     F = (Xd - Xd.mean(0)).T @ (Y - Y.mean(0))  # Xc^T Yc; A = F F^T
     sv = np.linalg.svd(F, compute_uv=False)
     np.testing.assert_allclose(est.eigenvalues_[:3], sv[:3] ** 2, rtol=1e-10)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("method", ["mvmd", "mddm_p"])
+def test_real_corpus_train_then_test_appended(method):
+    """medical (1,449 word features): the training documents in three blocks, then the
+    test documents appended; 333 rows start on the dual route, 978 end on the feature
+    route, where a fit on all 978 goes."""
+    Xtr, Ytr = mulan_arrays("medical", "train")
+    Xte, Yte = mulan_arrays("medical", "test")
+    X, Y = sp.vstack([Xtr, Xte], format="csr"), np.vstack([Ytr, Yte])
+    inc = make_estimator(method, n_components=5)
+    for s in blocks(Xtr.shape[0], 120):
+        inc.partial_fit(Xtr[s], Ytr[s])
+    train = make_estimator(method, n_components=5).fit(Xtr, Ytr)
+    assert_same_solution(train, inc, f"{method} train")
+    inc.partial_fit(Xte, Yte)
+    assert_same_solution(make_estimator(method, n_components=5).fit(X, Y), inc,
+                         f"{method} train + test")
 
 
 # ----------------------------------------------------------------- what is kept
