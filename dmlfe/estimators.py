@@ -65,6 +65,9 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     map-back passes of the dual route, one per iteration of the matrix-free one; for the
     graph methods the products pass plus the K-NN search's when the graph was searched
     rather than read from the cache beside the store: 1 exact, 3 approximate),
+    ``rows_read_`` (rows this fit read: n, or 0 when the statistics came from the cache
+    and the solve made no pass; after :meth:`partial_fit`, the rows read since the
+    previous solve -- the new ones alone where the statistics suffice),
     ``converged_``, ``max_residual_`` (the largest ||A p_i - lambda_i p_i|| / |lambda_i|
     of the d components where the solver measured it -- the matrix-free route. On its
     n-space form (:mod:`dmlfe.solvers.nspace`: X held in tiles on the workers, n < D)

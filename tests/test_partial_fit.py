@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import mulan_arrays
+from conftest import mulan_arrays, write_store
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
@@ -242,6 +242,16 @@ def test_changed_parameters_and_store_paths_are_refused(tmp_path):
         est.partial_fit(X[20:], Y[20:])
     with pytest.raises(InputError, match="partial_fit takes in-memory blocks"):
         MVMD().partial_fit(str(tmp_path / "store"))
+
+
+def test_fit_reports_the_rows_it_read(tmp_path):
+    X, Y = data(90, 20, seed=13)
+    path = write_store(tmp_path / "s.zarr", X, Y, ["train"] * 90)
+    first = MVMD(n_components=2).fit(path)
+    assert first.rows_read_ == 90 and not first.stats_from_cache_
+    again = MVMD(n_components=2).fit(path)  # the statistics cached beside the store
+    assert again.stats_from_cache_ and (again.n_passes_, again.rows_read_) == (0, 0)
+    assert_same_solution(first, again, "cached")
 
 
 def test_every_estimator_has_partial_fit():
