@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import os
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,9 +28,11 @@ from sklearn.utils import Tags
 
 from dmlfe.compute import SelectColumns, is_dask
 from dmlfe.errors import InputError
-from dmlfe.fit import Limits, fit_data, plan_fit, run_fit
-from dmlfe.fit.data import is_path
+from dmlfe.fit import FittedProjection, Limits, fit_data, plan_fit, run_fit
+from dmlfe.fit.data import FitData, is_path
+from dmlfe.fit.incremental import Accumulator
 from dmlfe.fit.params import COMMON, N_COMPONENTS
+from dmlfe.fit.plan import DataShape, FitPlan
 from dmlfe.methods.registry import (
     MethodSpec,
     all_methods,
@@ -64,7 +67,9 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     rather than read from the cache beside the store: 1 exact, 3 approximate),
     ``rows_read_`` (documents this fit read from the data, each once: all of them,
     except when cached statistics alone made the fit -- 0 -- or the cached statistics of
-    a store before its last appends, extended by the appended documents only),
+    a store before its last appends, extended by the appended documents only; after
+    :meth:`partial_fit`, the rows read since the previous solve -- the new ones alone
+    where the statistics suffice),
     ``converged_``, ``max_residual_`` (the largest ||A p_i - lambda_i p_i|| / |lambda_i|
     of the d components where the solver measured it -- the matrix-free route. On its
     n-space form (:mod:`dmlfe.solvers.nspace`: X held in tiles on the workers, n < D)
@@ -123,7 +128,9 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
 
         A fit that kept the components on the used columns only builds this d x D
         array here, once (R10 at 2^20, d = 100: 838 MB), and keeps it in their place.
+        After :meth:`partial_fit`, the first read solves the eigenproblem.
         """
+        self._solve_pending()
         state = self.__dict__
         if "_components" not in state:
             raise AttributeError(f"{type(self).__name__} has no components_ (not fitted)")
@@ -175,23 +182,120 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         name = type(self).__name__
         params = validate(self.get_params(deep=False), self._declared, name)
         spec = self._spec()
+        self.__dict__.pop("_incremental", None)  # a fit starts afresh (sklearn convention)
         if not (is_path(X) or is_dask(X)):
             X = checked_matrix(self, X, reset=True)
         data = fit_data(X, Y, params["split"], name, supervised=spec.supervised)
-        if (spec.centred or spec.needs_graph) and data.shape.n_samples == 1:
+        self._check_documents(spec, data.shape)
+        plan = plan_fit(spec, params, data.shape, Limits.from_params(params))
+        self._run(plan, data, params)
+        return self
+
+    def _check_documents(self, spec: MethodSpec, shape: DataShape) -> None:
+        if (spec.centred or spec.needs_graph) and shape.n_samples == 1:
             # centred about its own mean, a single document is all zeros; a graph method
             # has no neighbours for it
             why = "centres the data" if spec.centred else "builds a graph between documents"
-            raise InputError(f"{name} {why}, so it needs at least 2 documents; got 1 sample")
-        plan = plan_fit(spec, params, data.shape,
-                        Limits(params["max_dense_features"], params["max_components"],
-                               params["max_dual_samples"], params["max_gather_bytes"],
-                               params["threshold_memory"]))
+            raise InputError(f"{type(self).__name__} {why}, so it needs at least 2 documents; "
+                             "got 1 sample")
+
+    def _run(self, plan: FitPlan, data: FitData, params: dict[str, Any],
+             **accumulated: Any) -> FittedProjection:
+        """:func:`dmlfe.fit.run_fit` and the fitted attributes it gives."""
         fitted = run_fit(plan, data, client=params["client"], progress=params["progress"],
-                         cache=params["cache"], components_dtype=params["components_dtype"])
+                         cache=params["cache"], components_dtype=params["components_dtype"],
+                         **accumulated)
         for key, value in fitted.attributes().items():
             setattr(self, key, value)
+        return fitted
+
+    # ------------------------------------------------------------------ partial_fit
+    def partial_fit(self, X: Any, Y: Any = None) -> MultiLabelProjection:
+        """Add a block of documents to the training data (scikit-learn's incremental API).
+
+        The statistics of the blocks are accumulated; the eigenproblem is solved when
+        ``transform``, ``components_`` or another fitted attribute is first needed after
+        new rows, and the result is kept until the next ``partial_fit``. It is the same
+        as ``fit`` on all the blocks stacked in order (up to round-off): the plan is the
+        one ``fit`` makes for all of them (:func:`dmlfe.fit.plan_fit`). ``fit`` starts
+        afresh; so does the first ``partial_fit`` after it (the rows of that fit are not
+        kept). What is kept between calls depends on the route
+        (:mod:`dmlfe.fit.incremental`, and the documentation's "Incremental fits"):
+
+        * feature route, dense or thin-SVD solve: the sums, X^T Y, Y^T Y and, where the
+          method needs it, the D x D scatter, in float64; no row.
+        * dual route: the rows (a list of blocks) and the n x n Gram, extended by each
+          block's products with the earlier rows.
+        * graph methods (LPP, OLPP, MOPE, MESD, SSMOPE, HSL), the relation route
+          (KernelMDDM, whose prototypes are chosen from all rows), matrix-free solves and
+          MLDA on the feature route: the rows; the solve is a fit on all of them (the
+          K-NN graph is rebuilt then).
+
+        ``rows_read_`` says how many rows were read since the previous solve (the new
+        ones alone where statistics suffice); ``n_passes_`` counts the solve's own
+        passes (0 where the statistics suffice).
+
+        Parameters
+        ----------
+        X : scipy.sparse matrix or ndarray (m, n_features)
+            The block's documents; every block has the same features (columns). Store
+            paths and dask arrays are refused: append to a store and ``fit`` it.
+        Y : array-like (m, q) of 0/1, or 1-D class labels, optional
+            As in :meth:`fit`; every block has the same q label columns. 1-D labels take
+            the classes of the first block (a later block with another class is
+            refused: give 0/1 columns then).
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        InputError
+            A block whose number of features or label columns differs from the first
+            block's, or that fails :meth:`fit`'s input checks.
+        ValueError
+            Parameters changed (``set_params``) since the first block.
+        """
+        name = type(self).__name__
+        params = validate(self.get_params(deep=False), self._declared, name)
+        spec = self._spec()
+        if is_path(X) or is_dask(X):
+            raise InputError(f"{name}.partial_fit takes in-memory blocks (scipy.sparse or "
+                             "numpy); for a store, append the documents to it and call fit")
+        acc: Accumulator | None = self.__dict__.get("_incremental")
+        if acc is not None:
+            acc.check_params(params)
+        X = checked_matrix(self, X, reset=acc is None)
+        if acc is None:
+            acc = Accumulator(spec.name, params, name, int(X.shape[1]))
+        data = fit_data(X, acc.labels(Y), params["split"], name, supervised=spec.supervised)
+        acc.add(data.X, data.Y)
+        if self.__dict__.get("_incremental") is not acc:  # the first block
+            self.__dict__["_incremental"] = acc
+        for key in _SOLVED:  # the attributes of the previous solve are out of date
+            self.__dict__.pop(key, None)
         return self
+
+    def _solve_pending(self) -> None:
+        """Solve the eigenproblem of the blocks given to :meth:`partial_fit` since the
+        last solve, if any (the fitted attributes are set as :meth:`fit` sets them)."""
+        acc: Accumulator | None = self.__dict__.get("_incremental")
+        if acc is None or not acc.pending:
+            return
+        self._check_documents(acc.spec, acc.shape())
+        plan, data, accumulated = acc.solve_inputs()
+        self._run(plan, data, acc.params, **accumulated)
+        self.rows_read_ = acc.take_rows_read()
+        acc.pending = False
+
+    def __getattr__(self, name: str) -> Any:
+        # only for attributes not found: after partial_fit, a fitted one solves first
+        acc = self.__dict__.get("_incremental")
+        if name in _SOLVED and acc is not None and acc.pending:
+            self._solve_pending()
+            return getattr(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # ------------------------------------------------------------------ transform
     def transform(self, X: Any) -> Any:
@@ -242,6 +346,7 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         return tags
 
     def _check_fitted(self) -> None:
+        self._solve_pending()
         if "_components" not in self.__dict__:  # components_ itself may build d x D
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
@@ -255,6 +360,13 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     def get_feature_names_out(self, input_features=None) -> np.ndarray:
         self._check_fitted()
         return np.array([f"{self._method}{i}" for i in range(self.n_components_)], dtype=object)
+
+
+#: The attributes a solve sets, which ``partial_fit`` removes until the next solve
+#: (``n_features_in_`` stays: the input checks set it).
+_SOLVED = frozenset({f"{f.name}_" for f in fields(FittedProjection)}
+                    - {"components_", "component_columns_", "n_features_in_"}
+                    | {"_components", "_component_columns", "rows_read_"})
 
 
 # --------------------------------------------------------------------------- generation

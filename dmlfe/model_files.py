@@ -678,6 +678,7 @@ def save_model(estimator: Any, path: str | os.PathLike[str], *, overwrite: bool 
     name = type(estimator).__name__
     if name not in names or type(estimator).__module__ != "dmlfe.estimators":
         raise TypeError(f"save_model saves dmlfe estimators ({', '.join(names)}); got {name}")
+    estimator._solve_pending()  # blocks given to partial_fit since the last solve
     if "_components" not in estimator.__dict__:  # components_ itself may build d x D
         raise ValueError(f"this {name} is not fitted yet; call fit before saving it")
     out = Path(path)

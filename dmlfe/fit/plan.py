@@ -77,6 +77,13 @@ class Limits:
     max_gather_bytes: int = 2**30
     threshold_memory: int = 2**32
 
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> Limits:
+        """The limits an estimator's validated parameters set."""
+        return cls(params["max_dense_features"], params["max_components"],
+                   params["max_dual_samples"], params["max_gather_bytes"],
+                   params["threshold_memory"])
+
 
 @dataclass(frozen=True)
 class StatsRequest:

@@ -163,10 +163,13 @@ def build_template(plan: FitPlan, stats: SufficientStats,
 
 
 def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
-                     client: Any = None, progress: bool = False
+                     client: Any = None, progress: bool = False,
+                     gram: np.ndarray | None = None
                      ) -> tuple[EigenResult, dict[str, Any]]:
     """The dual route: Gram pass -> n-space solve on the driver -> map-back pass.
 
+    ``gram``: X X^T when the caller has it (an incremental fit extends it block by
+    block): no Gram pass then. The solve works in it, so it is overwritten.
     Returns the solution and the method's parameters as its builder recorded them.
     """
     spec = plan.spec
@@ -182,7 +185,7 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
         built.append(build_template(plan, zstats, None))
         return built[-1]
 
-    G = gram_matrix(data.X, client=client, progress=progress)
+    G = gram_matrix(data.X, client=client, progress=progress) if gram is None else gram
     # P = X^T alpha is zero on the columns no document uses: only the others are formed
     columns = stats.used_columns()
     n = int(G.shape[0])
@@ -204,7 +207,8 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
                               progress=progress)
     res = EigenResult(components=flip_signs_inplace(comps), eigenvalues=sol.eigenvalues,
                       n_components=sol.n_components, n_genuine=sol.n_genuine,
-                      solver=sol.solver, regularization=sol.regularization, n_passes=2,
+                      solver=sol.solver, regularization=sol.regularization,
+                      n_passes=2 if gram is None else 1,
                       converged=sol.converged, trace=sol.trace, columns=columns)
     return res, dict(built[0].params)
 
@@ -230,11 +234,19 @@ def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: Sufficie
 
 
 def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool = False,
-            cache: bool = True, components_dtype: str = "float64") -> FittedProjection:
+            cache: bool = True, components_dtype: str = "float64",
+            stats: SufficientStats | None = None,
+            gram: np.ndarray | None = None) -> FittedProjection:
     """Statistics -> template -> solve for ``plan`` on ``data``.
 
     Everything is computed in float64; ``components_dtype`` ("float64" or "float32") is
     only the dtype the components are stored in.
+
+    ``stats`` and ``gram``: the statistics the plan asks for and (dual route) the Gram
+    X X^T, when the caller accumulated them (:mod:`dmlfe.fit.incremental`): no
+    statistics pass and no Gram pass then. With ``stats`` on the feature route's dense
+    or thin-SVD solve ``data`` is not read, and may hold no rows. Both are the caller's
+    to hand over: the solve may overwrite them.
     """
     rmap, proto_idx, relation = None, None, None
     n_features_in = int(data.X.shape[1])
@@ -261,7 +273,7 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
             tiled = held_tiles(plan, data, rmap, client)
             return _fit(plan, data, rmap, proto_idx, relation, n_features_in, gather_note,
                         tiled, client=client, progress=progress, cache=cache,
-                        components_dtype=components_dtype)
+                        components_dtype=components_dtype, stats=stats, gram=gram)
         except ShardLostError as exc:
             if attempt == SHARD_RETRIES:
                 raise
@@ -323,7 +335,8 @@ def held_tiles(plan: FitPlan, data: FitData, rmap: RelationMap | None,
 def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
          relation: Any, n_features_in: int, gather_note: str | None,
          tiled: TiledMatrix | None, *, client: Any, progress: bool, cache: bool,
-         components_dtype: str) -> FittedProjection:
+         components_dtype: str, stats: SufficientStats | None = None,
+         gram: np.ndarray | None = None) -> FittedProjection:
     stats_rows = None  # None: the fit reads every document
     if plan.spec.needs_graph:  # graph methods: labels + K-NN graph -> one products pass
         stats, template, data_passes = graph_fit(
@@ -339,6 +352,9 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
         data_passes = 1
         template = build_template(plan, stats, rmap, kernel=symmetrize(R[proto_idx]))
         del R
+    elif stats is not None:  # accumulated by the caller
+        data_passes = 0
+        template = None if plan.route == "dual" else build_template(plan, stats, rmap)
     else:
         stats = statistics(plan, data, rmap, client=client, progress=progress, cache=cache,
                            tiled=tiled)
@@ -348,7 +364,8 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
         # the dual route builds its templates in the row space (solve_dual_route)
         template = None if plan.route == "dual" else build_template(plan, stats, rmap)
     if template is None:
-        res, params = solve_dual_route(plan, data, stats, client=client, progress=progress)
+        res, params = solve_dual_route(plan, data, stats, client=client, progress=progress,
+                                       gram=gram)
         centred = plan.spec.centred
     else:
         res = solve(plan, template, data, stats, client=client, rmap=rmap, tiled=tiled)

@@ -101,6 +101,41 @@ def gram_matrix(X: Any, *, client: Any = None, progress: bool = False,
     return G
 
 
+def extend_gram(G: np.ndarray | None, old_blocks: list[Any], new_block: Any) -> np.ndarray:
+    """The Gram of the old rows followed by ``new_block``'s, from the old rows' Gram ``G``.
+
+    Only the new products are computed: the new block's own tile and its tiles with each
+    old block (O(n m) products for m new rows), never the old x old block again, which
+    is copied from ``G``. The tiles are :func:`gram_matrix`'s, so the result equals the
+    Gram of all rows up to round-off.
+
+    Parameters
+    ----------
+    G : ndarray (n, n) or None
+        The Gram of the rows of ``old_blocks`` in their order; None when there are none.
+    old_blocks : list of scipy.sparse matrices or ndarrays
+        The rows ``G`` covers, in order (read once each).
+    new_block : scipy.sparse matrix or ndarray (m, D)
+    """
+    n = 0 if G is None else int(G.shape[0])
+    held = sum(int(b.shape[0]) for b in old_blocks)
+    if held != n:
+        raise ValueError(f"the old blocks hold {held} rows but their Gram is {n} x {n}")
+    m = int(new_block.shape[0])
+    out = np.empty((n + m, n + m))
+    if G is not None:
+        out[:n, :n] = G
+    start = 0
+    for block in old_blocks:
+        stop = start + int(block.shape[0])
+        tile = _tile(block, new_block)
+        out[start:stop, n:] = tile
+        out[n:, start:stop] = tile.T
+        start = stop
+    out[n:, n:] = _tile(new_block, None)
+    return out
+
+
 def _threaded_matvecs(out: np.ndarray, xt: sp.csc_matrix, ab: np.ndarray, threads: int
                       ) -> None:
     """out += xt^T-as-CSR @ ab with scipy's kernel, in ``threads`` ranges of out's rows.

@@ -127,18 +127,45 @@ class SufficientStats:
             return None
         return np.flatnonzero(used)
 
-    def merge(self, other: SufficientStats) -> SufficientStats:
-        """Statistics of the union of two disjoint document sets."""
-        def both(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
-            return None if a is None or b is None else a + b
+    #: The additive fields (every one but ``n`` and ``from_cache``).
+    _SUMS = ("sum_x", "sum_y", "xty", "yty", "xtx", "xtwx", "sumsq_x")
 
-        return SufficientStats(
-            n=self.n + other.n,
-            sum_x=self.sum_x + other.sum_x,
-            sum_y=self.sum_y + other.sum_y,
-            xty=self.xty + other.xty,
-            yty=self.yty + other.yty,
-            xtx=both(self.xtx, other.xtx),
-            xtwx=both(self.xtwx, other.xtwx),
-            sumsq_x=both(self.sumsq_x, other.sumsq_x),
-        )
+    def merge(self, other: SufficientStats) -> SufficientStats:
+        """Statistics of the union of two disjoint document sets (new arrays).
+
+        A matrix that either side lacks (``xtx``, ``xtwx``, ``sumsq_x`` None) is None in
+        the union: it would not cover every document.
+        """
+        out = SufficientStats(n=self.n, sum_x=self.sum_x, sum_y=self.sum_y, xty=self.xty,
+                              yty=self.yty, xtx=self.xtx, xtwx=self.xtwx,
+                              sumsq_x=self.sumsq_x)
+        return out._add(other, inplace=False)
+
+    __add__ = merge
+
+    def __iadd__(self, other: SufficientStats) -> SufficientStats:
+        """Add ``other``'s documents into these arrays in place (no D x D temporary: an
+        accumulated X^T X is updated where it lies)."""
+        return self._add(other, inplace=True)
+
+    def _add(self, other: SufficientStats, inplace: bool) -> SufficientStats:
+        if (self.n_features, self.n_labels) != (other.n_features, other.n_labels):
+            raise ValueError(
+                f"cannot add statistics of {other.n_features} features and {other.n_labels} "
+                f"labels to statistics of {self.n_features} features and {self.n_labels} "
+                "labels: both must describe the same columns")
+        for key in self._SUMS:
+            a, b = getattr(self, key), getattr(other, key)
+            if a is None or b is None:
+                setattr(self, key, None)
+            elif a.shape != b.shape:  # e.g. X^T Y computed on one side only (need_xty)
+                raise ValueError(f"cannot add statistics whose {key} shapes differ "
+                                 f"({a.shape} and {b.shape}); compute both with the same "
+                                 "options")
+            elif inplace:
+                a += b
+            else:
+                setattr(self, key, a + b)
+        self.n += other.n
+        self.from_cache = False
+        return self
