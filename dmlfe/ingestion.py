@@ -10,8 +10,8 @@ Text corpora take three passes, each one dask compute:
 3. *vectorise + write* (workers): each part becomes a tf-idf CSR piece of the
    store; the store writer assembles the pieces and renames the store into place.
 
-Numeric corpora (ARFF) carry features already: their batches are written as
-pieces directly. Memory on the driver is bounded by one part plus the vocabulary.
+Numeric corpora (ARFF, XMC, svmlight) carry features already: their batches are
+written as pieces directly. Memory on the driver is bounded by one part plus the vocabulary.
 
 Input that cannot be used is refused with a :class:`~dmlfe.errors.DmlfeError` and no
 store is written: a malformed file is a :class:`~dmlfe.errors.DataFormatError` naming
@@ -44,6 +44,7 @@ from dmlfe.readers.base import IngestReport, NumericSource, TextBatch
 from dmlfe.readers.reuters import read_reuters21578
 from dmlfe.readers.synthetic import SyntheticCorpus
 from dmlfe.readers.tabular import read_jsonl, read_parquet
+from dmlfe.readers.xmc import read_svmlight, read_xmc
 from dmlfe.staging import read_part, stage
 from dmlfe.store import StoreWriter, write_piece
 from dmlfe.vectorize.counts import (
@@ -61,7 +62,7 @@ from dmlfe.vectorize.params import VECTORIZER_VERSION, VectorizerParams
 from dmlfe.vectorize.vocabulary import build_vocabulary, smooth_idf
 
 TEXT_FORMATS = ("reuters21578", "jsonl", "parquet", "synthetic")
-NUMERIC_FORMATS = ("mulan", "meka")
+NUMERIC_FORMATS = ("mulan", "meka", "xmc", "svmlight")
 FORMATS = TEXT_FORMATS + NUMERIC_FORMATS
 
 _READER_OPTIONS: dict[str, tuple[str, ...]] = {
@@ -74,6 +75,8 @@ _READER_OPTIONS: dict[str, tuple[str, ...]] = {
     ),
     "mulan": ("labels",),
     "meka": (),
+    "xmc": ("label_map", "feature_map"),
+    "svmlight": ("zero_based", "label_map", "feature_map"),
 }
 _VECTORIZER_OPTIONS = (
     "vectorizer", "ngram_range", "min_df", "max_df", "max_features", "sublinear_tf", "norm",
@@ -100,9 +103,9 @@ def ingest(
     ----------
     source : path, list of paths, or None
         The corpus file(s): the Reuters-21578 .tar.gz or folder of ``reut2-*.sgm``; one or
-        more ARFF files (MULAN: train and test files become the "train"/"test" splits);
-        a JSON Lines file or a Parquet file/folder. None for ``format="synthetic"``.
-    format : {"reuters21578", "mulan", "meka", "jsonl", "parquet", "synthetic"}
+        more ARFF, XMC or svmlight files (train and test files become the "train"/"test"
+        splits); a JSON Lines file or a Parquet file/folder. None for ``format="synthetic"``.
+    format : {"reuters21578", "mulan", "meka", "xmc", "svmlight", "jsonl", "parquet", "synthetic"}
     out : path
         The store to write (a directory). It appears only once complete.
     chunk_rows : int
@@ -115,8 +118,10 @@ def ingest(
         Print stage progress to stderr.
     **options
         Reader options -- reuters21578: ``modapte``, ``top_n``; mulan: ``labels`` (the
-        .xml); jsonl/parquet: ``text_field``, ``labels_field``, ``id_field``,
-        ``split_field``; synthetic: the :class:`~dmlfe.readers.synthetic.SyntheticCorpus`
+        .xml); xmc: ``label_map``, ``feature_map`` (files naming the labels/features, one
+        name a line); svmlight: those and ``zero_based`` ("auto", True or False);
+        jsonl/parquet: ``text_field``, ``labels_field``, ``id_field``, ``split_field``;
+        synthetic: the :class:`~dmlfe.readers.synthetic.SyntheticCorpus`
         parameters (``n_docs``, ``vocab_size``, ``n_labels``, ``seed``, ...).
         Vectoriser options (text formats): ``vectorizer`` ("tfidf" or "hashing"),
         ``ngram_range``, ``min_df``, ``max_df``, ``max_features``, ``sublinear_tf``,
@@ -294,8 +299,11 @@ def _open_numeric(source, format, opts, report) -> NumericSource:
             raise InputError("format 'mulan' needs the .xml file naming the labels: "
                              "labels= (command line: --labels FILE.xml)")
         src = read_mulan(paths, opts["labels"], report=report)
-    else:
+    elif format == "meka":
         src = read_meka(paths, report=report)
+    else:
+        reader = read_xmc if format == "xmc" else read_svmlight
+        src = reader(paths, report=report, **opts)
     # The readers refuse these already; kept so that no store without features or
     # labels is ever written.
     if not src.feature_names:
