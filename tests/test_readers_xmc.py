@@ -450,3 +450,29 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
                  "--label-map", str(tmp_path / "lm")]) == 2
     assert "--label-map and --feature-map go with --format xmc or svmlight" in \
         capsys.readouterr().err
+
+
+def test_export_of_a_split(tmp_path):
+    X, Y = _corpus(70, 10, 4, seed=13)
+    a = _xmc_file(tmp_path / "x_train.txt", X[:50], Y[:50])
+    b = _xmc_file(tmp_path / "x_test.txt", X[50:], Y[50:])
+    store = ingest([a, b], "xmc", tmp_path / "s.zarr", chunk_rows=16)
+    out = export_xmc(open_store(store).subset("test"), tmp_path / "test.txt")
+    assert out.read_text().split("\n", 1)[0] == "20 10 4"
+    Xr, Yr, *_ = _read(read_xmc(out))
+    _same(Xr, X[50:])
+    np.testing.assert_array_equal(Yr, Y[50:])
+
+
+def test_undecodable_or_damaged_files_are_named(tmp_path):
+    path = tmp_path / "a.svm"
+    path.write_bytes(b"1 1:1\n0 2:1 # caf\xe9\n1 3:\xff\n")
+    with pytest.raises(DataFormatError, match=r"a\.svm, line 3: not valid UTF-8 .*byte 0xff"):
+        read_svmlight(path)
+    gz = tmp_path / "b.txt.gz"
+    gz.write_bytes(gzip.compress(b"2 4 2\n0 1:1\n1 2:1\n")[:-12])
+    with pytest.raises(DataFormatError, match=r"b\.txt\.gz: cannot decompress .*gzip stream is "
+                       r"truncated or corrupt"):
+        _read(read_xmc(gz))
+    with pytest.raises(DataFormatError, match=r"is not a file; pass XMC files"):
+        read_xmc(tmp_path)

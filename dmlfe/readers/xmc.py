@@ -21,8 +21,8 @@ Quirks accepted
 * trailing spaces and tabs, CRLF line ends, a UTF-8 byte order mark, blank lines after
   the last document;
 * the features of a line in any order (they are sorted); explicit zeros (dropped);
-* svmlight: ``#`` comments, on their own lines or after the data; ``qid:n`` (ignored,
-  counted in the ingest report); blank lines (skipped);
+* svmlight: ``#`` comments (in any encoding), on their own lines or after the data;
+  ``qid:n`` (ignored, counted in the ingest report); blank lines (skipped);
 * gzip, bzip2 or xz compression, recognised by content whatever the file's name.
 
 Labels are label *indices* in both formats: label ``l`` is column ``l`` of the label
@@ -238,7 +238,8 @@ def _read_xmc_header(path: Path) -> tuple[int, int, int]:
 class _Doc:
     lineno: int
     labels: list[int]
-    toks: list[str]  # "index:value" tokens
+    feats: str  # the "index:value" tokens, joined by spaces
+    n_feats: int
     qid: bool
 
 
@@ -273,14 +274,12 @@ def _docs(f: _File, fmt: str, n_docs: int | None) -> Iterator[_Doc]:
     path = f.path
     seen = 0
     for lineno, raw in file_lines(path, _WHAT[fmt]):
+        if fmt == "xmc" and lineno == 1:
+            continue  # the header, read and checked when the corpus was opened
+        if fmt == "svmlight":
+            # cut before decoding: a comment may be in any encoding
+            raw = raw.split(b"#", 1)[0]
         text = _decode(raw, path, lineno)
-        if fmt == "xmc":
-            if lineno == 1:
-                continue  # the header, read and checked when the corpus was opened
-        else:
-            hash_at = text.find("#")
-            if hash_at >= 0:
-                text = text[:hash_at]
         toks = text.split()
         if not toks and (fmt == "svmlight" or seen == n_docs):
             continue
@@ -293,7 +292,7 @@ def _docs(f: _File, fmt: str, n_docs: int | None) -> Iterator[_Doc]:
         if fmt == "svmlight" and k < len(toks) and toks[k].startswith("qid:"):
             qid = True
             k += 1
-        yield _Doc(lineno, labels, toks[k:], qid)
+        yield _Doc(lineno, labels, " ".join(toks[k:]), len(toks) - k, qid)
 
 
 # ----------------------------------------------------------------------------- batches
@@ -318,7 +317,7 @@ class _Batch:
     splits: list[str] = field(default_factory=list)
     where: list[str] = field(default_factory=list)
     labels: list[list[int]] = field(default_factory=list)
-    toks: list[str] = field(default_factory=list)
+    feats: list[str] = field(default_factory=list)  # one string a document: less memory
     counts: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -329,16 +328,15 @@ class _Batch:
         self.splits.append(f.split)
         self.where.append(f"{f.path}, line {doc.lineno}")
         self.labels.append(doc.labels)
-        self.toks.extend(doc.toks)
-        self.counts.append(len(doc.toks))
+        self.feats.append(doc.feats)
+        self.counts.append(doc.n_feats)
 
 
 def _careful(batch: _Batch, bounds: _Bounds) -> NoReturn:
     """Raise the error for the first bad feature token of the batch, token by token."""
-    start = 0
-    for r, n in enumerate(batch.counts):
+    for r, feats in enumerate(batch.feats):
         seen: set[float] = set()
-        for tok in batch.toks[start : start + n]:
+        for tok in feats.split():
             where = batch.where[r]
             idx_text, _, val_text = tok.partition(":")
             if ":" in val_text or not idx_text or not val_text:
@@ -364,7 +362,6 @@ def _careful(batch: _Batch, bounds: _Bounds) -> NoReturn:
                 raise DataFormatError(f"{where}: feature index {idx_text} appears twice on "
                                       "the line; each feature may be given once")
             seen.add(idx)
-        start += n
     raise AssertionError("a bad feature token was flagged but not found")  # pragma: no cover
 
 
@@ -385,10 +382,10 @@ def _check_index(idx: int, tok: str, where: str, bounds: _Bounds) -> None:
 def _features(batch: _Batch, bounds: _Bounds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Row, column (offset removed) and value of every feature of the batch, sorted by
     row and column; all parsed at once, and token by token only to name a bad one."""
-    n = len(batch.toks)
+    n = sum(batch.counts)
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-    flat = " ".join(batch.toks).replace(":", " ").split()
+    flat = " ".join(batch.feats).replace(":", " ").split()
     nums = None
     if len(flat) == 2 * n:
         try:
@@ -629,7 +626,7 @@ def read_svmlight(
     report = report if report is not None else IngestReport()
     scan = _Bounds(None, None, 0)
     low = high = top_label = None  # (index, where)
-    for batch, _ in _batches(files, "svmlight", scan, 65536):
+    for batch, _ in _batches(files, "svmlight", scan, 4096):
         rows, cols, _vals = _features(batch, scan)
         if len(cols):
             k_lo, k_hi = int(np.argmin(cols)), int(np.argmax(cols))
