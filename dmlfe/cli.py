@@ -40,7 +40,7 @@ from dmlfe.errors import DmlfeError, InputError, StoreError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
 from dmlfe.fit.params import COMPONENTS_DTYPES, MAX_SEED
 from dmlfe.graph.knn import KNN_METHODS
-from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, open_ingest
+from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, format_options, open_ingest
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
 from dmlfe.model_files import check_model_target
 from dmlfe.model_io import check_compatible, load_model, text_pipeline
@@ -151,6 +151,13 @@ def _ingest_options(args: argparse.Namespace) -> dict[str, Any]:
         v = getattr(args, flag, None)
         if v is not None:
             opts[opt] = None if (opt == "norm" and v == "none") else v
+    # named here in the flags' terms; the API's own check names the Python options
+    misplaced = [f"--{opt.replace('_', '-')}" for opt in opts
+                 if opt not in format_options(args.format)]
+    if misplaced:
+        verb = "does" if len(misplaced) == 1 else "do"
+        raise InputError(f"{', '.join(misplaced)} {verb} not apply to --format {args.format}; "
+                         "dmlfe ingest --help says which formats each flag goes with")
     return opts
 
 

@@ -174,6 +174,12 @@ class OpenedIngest:
         return self._writer.__exit__(*exc)
 
 
+def format_options(format: str) -> tuple[str, ...]:
+    """The options of :func:`ingest` that apply to ``format`` (reader and vectoriser)."""
+    vectorizer = _VECTORIZER_OPTIONS if format in TEXT_FORMATS else ()
+    return _READER_OPTIONS[format] + vectorizer
+
+
 def open_ingest(
     source: str | os.PathLike | Sequence[str | os.PathLike] | None,
     format: str,
@@ -190,9 +196,7 @@ def open_ingest(
         raise InputError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
     if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
         raise InputError(f"chunk_rows must be a positive int, got {chunk_rows!r}")
-    allowed = set(_READER_OPTIONS[format])
-    if format in TEXT_FORMATS:
-        allowed |= set(_VECTORIZER_OPTIONS)
+    allowed = set(format_options(format))
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise TypeError(

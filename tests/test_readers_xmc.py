@@ -476,3 +476,17 @@ def test_undecodable_or_damaged_files_are_named(tmp_path):
         _read(read_xmc(gz))
     with pytest.raises(DataFormatError, match=r"is not a file; pass XMC files"):
         read_xmc(tmp_path)
+
+
+def test_cli_flags_of_other_formats_are_refused_in_flag_terms(tmp_path, capsys):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"text": "a b", "labels": ["x"]}\n')
+    assert main(["ingest", str(path), "--format", "jsonl", "--zero-based", "true",
+                 "--label-map", str(path), "--out", str(tmp_path / "s.zarr"), "--quiet"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "dmlfe ingest: error: --label-map, --zero-based do not apply to --format jsonl; "
+        "dmlfe ingest --help says which formats each flag goes with")
+    xmc = _xmc_file(tmp_path / "b.txt", *_corpus(10, 4, 2, seed=14))
+    assert main(["ingest", str(xmc), "--format", "xmc", "--zero-based", "true",
+                 "--out", str(tmp_path / "s.zarr"), "--quiet"]) == 2
+    assert "--zero-based does not apply to --format xmc" in capsys.readouterr().err
