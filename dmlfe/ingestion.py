@@ -310,7 +310,7 @@ def _open_numeric(source, format, opts, report) -> NumericSource:
         src = reader(paths, report=report, **opts)
     # The readers refuse these already; kept so that no store without features or
     # labels is ever written.
-    if not src.feature_names:
+    if not src.n_features:
         raise InputError(f"{src.source}: no feature attribute: nothing to ingest")
     if not src.label_names:
         raise InputError(f"{src.source}: no label attribute; {format} data must have labels")
@@ -329,9 +329,9 @@ def _ingest_numeric(src, batches, writer, report, provenance, client, progress) 
     _say(progress, f"assembling the store from {len(pieces)} pieces ({n} documents)")
     return writer.finalize(
         pieces,
-        n_features=len(src.feature_names),
+        n_features=src.n_features,
         label_names=list(src.label_names),
-        feature_names=list(src.feature_names),
+        feature_names=None if src.feature_names is None else list(src.feature_names),
         attrs=provenance,
         client=client,
     )

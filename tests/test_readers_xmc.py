@@ -14,10 +14,11 @@ import pytest
 import scipy.sparse as sp
 from conftest import data_path, mulan_arrays
 from sklearn.datasets import load_svmlight_file
+from test_fuzz_readers import Case, _check, _drain_numeric, mutate, run_cases
 
 from dmlfe import ingest
 from dmlfe.cli import main
-from dmlfe.errors import DataFormatError, MissingPathError
+from dmlfe.errors import DataFormatError, InputError, MissingPathError
 from dmlfe.readers import base
 from dmlfe.readers.xmc import read_name_map, read_svmlight, read_xmc
 from dmlfe.store import export_svmlight, export_xmc, open_store
@@ -123,7 +124,7 @@ def test_xmc_quirks_read_as_written(tmp_path):
     np.testing.assert_array_equal(Yr, Y)
     assert Xr.dtype == np.float64 and Yr.dtype == np.uint8
     assert src.label_names == [str(i) for i in range(6)]
-    assert src.feature_names == [str(i) for i in range(25)]
+    assert src.feature_names is None and src.n_features == 25
     assert ids[:2] == ["eurlex_train:0", "eurlex_train:1"] and set(splits) == {"train"}
     assert src.report.n_read == 120
     assert f"{int((Y.sum(axis=1) == 0).sum())} documents without labels" in src.report.notes
@@ -346,6 +347,7 @@ def test_ingest_on_a_cluster_in_several_chunks(tmp_path, cluster_client):
     np.testing.assert_array_equal(Ys, Y)
     s = open_store(store)
     assert s.label_names == [str(i) for i in range(6)] and s.n_features == 30
+    assert s.feature_names is None and s.feature_kind == "numbered"
 
 
 @pytest.mark.parametrize("fmt", ["xmc", "svmlight"])
@@ -490,3 +492,55 @@ def test_cli_flags_of_other_formats_are_refused_in_flag_terms(tmp_path, capsys):
     assert main(["ingest", str(xmc), "--format", "xmc", "--zero-based", "true",
                  "--out", str(tmp_path / "s.zarr"), "--quiet"]) == 2
     assert "--zero-based does not apply to --format xmc" in capsys.readouterr().err
+
+
+def test_label_matrix_bounds(tmp_path, monkeypatch):
+    from dmlfe.readers import xmc
+
+    path = tmp_path / "a.txt"
+    path.write_text("2 5 1000\n1 0:1\n999 2:1\n")
+    monkeypatch.setattr(xmc, "MAX_LABEL_BATCH_BYTES", 4000)
+    assert _read(read_xmc(path), batch_size=4)[1].shape == (2, 1000)
+    with pytest.raises(InputError, match=r"1,000 labels in batches of 5 documents make a "
+                       r"5,000-byte label matrix .* use chunk_rows <= 4 "):
+        _read(read_xmc(path), batch_size=5)
+    monkeypatch.setattr(xmc, "MAX_LABELS", 999)
+    with pytest.raises(DataFormatError, match=r"a\.txt, line 1: the header declares 1,000 "
+                       r"labels, more than the 999"):
+        read_xmc(path)
+    svm = tmp_path / "a.svm"
+    svm.write_text("1 1:1\n999 2:1\n")
+    with pytest.raises(DataFormatError, match=r"a\.svm, line 2: label index 999 is beyond"):
+        read_svmlight(svm)
+
+
+def test_feature_map_of_a_store_without_feature_names(tmp_path):
+    store = ingest(_xmc_file(tmp_path / "b.txt", *_corpus(10, 4, 2, seed=15)), "xmc",
+                   tmp_path / "b.zarr")
+    with pytest.raises(InputError, match=r"has no feature names \(its features are numbered\)"):
+        export_xmc(store, tmp_path / "b2.txt", feature_map=tmp_path / "fm")
+    assert not (tmp_path / "b2.txt").exists()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("fmt", ["xmc", "svmlight"])
+def test_fuzz(tmp_path, fmt):
+    """Mutants of a valid file (byte flips, cuts, duplicated or deleted spans and lines,
+    metacharacters) read to the end or fail with a DmlfeError naming the file, never
+    with another exception (the campaign of test_fuzz_readers)."""
+    rng = np.random.default_rng([20_260_917, len(fmt)])
+    X, Y = _corpus(40, 12, 5, seed=16)
+    if fmt == "xmc":
+        seed = _xmc_file(tmp_path / "seed.txt", X, Y).read_bytes()
+        read = read_xmc
+    else:
+        seed = _write(tmp_path / "seed.svm", _lines(X, Y, offset=1, svmlight=True)).read_bytes()
+        read = read_svmlight
+    _drain_numeric(read(tmp_path / ("seed.txt" if fmt == "xmc" else "seed.svm")))
+    cases = []
+    for i in range(60):
+        data, what = mutate(seed, rng)
+        p = tmp_path / f"m{i}.{fmt}"
+        p.write_bytes(data if i % 4 else gzip.compress(data))
+        cases.append(Case(f"{fmt}#{i} {what}", lambda p=p: _drain_numeric(read(p)), p))
+    _check(fmt, run_cases(cases))

@@ -231,13 +231,22 @@ class NumericSource:
     """A corpus with numeric features: its header and a batch stream.
 
     ``batches()`` may be called more than once (each call re-reads the file).
+    ``feature_names`` is None for numbered (unnamed) features; ``n_features`` is then
+    required, and otherwise defaults to the number of names.
     """
 
-    feature_names: list[str]
+    feature_names: list[str] | None
     label_names: list[str]
     batches_fn: object  # Callable[[int], Iterator[NumericBatch]]
     source: str
     report: IngestReport = field(default_factory=IngestReport)
+    n_features: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.n_features is None:
+            if self.feature_names is None:
+                raise ValueError("a NumericSource without feature names needs n_features")
+            self.n_features = len(self.feature_names)
 
     def batches(self, batch_size: int) -> Iterator[NumericBatch]:
         return self.batches_fn(batch_size)  # type: ignore[operator]

@@ -28,7 +28,9 @@ Quirks accepted
 Labels are label *indices* in both formats: label ``l`` is column ``l`` of the label
 matrix. A label map file (``label_map``: one name per line, line ``i`` naming label
 ``i``, counted from 0) names them; without one they are named by their index (``"0"``,
-``"1"``, ...). A feature map (``feature_map``) names the features likewise.
+``"1"``, ...). A feature map (``feature_map``) names the features likewise; without one
+the features are numbered, not named (``feature_names`` is None; the store's
+``feature_kind`` is "numbered").
 
 The zero-based rule (svmlight)
 ------------------------------
@@ -91,6 +93,13 @@ _BOM = b"\xef\xbb\xbf"
 _COMPRESSED = (".gz", ".bz2", ".xz")
 _TEXT_SUFFIXES = (".txt", ".svm", ".svmlight", ".libsvm", ".xmc", ".dat", ".data")
 _WHAT = {"xmc": "XMC file", "svmlight": "svmlight file"}
+
+#: The most labels a corpus may have: the store keeps the label matrix dense (one byte
+#: a document and label), so a header or index beyond this is taken for a damaged file.
+MAX_LABELS = 2**24
+#: The largest label matrix of one batch (``batch_size x n_labels`` bytes, read at call
+#: time); a larger one is refused with the largest ``chunk_rows`` that fits.
+MAX_LABEL_BATCH_BYTES = 2**30
 
 
 # ----------------------------------------------------------------------------- names
@@ -467,7 +476,7 @@ def _batches(files: list[_File], fmt: str, bounds: _Bounds,
 # ----------------------------------------------------------------------------- sources
 
 
-def _source(files: list[_File], fmt: str, bounds: _Bounds, feature_names: list[str],
+def _source(files: list[_File], fmt: str, bounds: _Bounds, feature_names: list[str] | None,
             label_names: list[str], report: IngestReport) -> NumericSource:
     # Each pass replaces the counts of the previous one, so that the report describes
     # the corpus however often it is read.
@@ -477,6 +486,14 @@ def _source(files: list[_File], fmt: str, bounds: _Bounds, feature_names: list[s
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
                 or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if batch_size * bounds.n_labels > MAX_LABEL_BATCH_BYTES:  # type: ignore[operator]
+            most = max(1, MAX_LABEL_BATCH_BYTES // bounds.n_labels)  # type: ignore[operator]
+            raise InputError(
+                f"{files[0].path}: {bounds.n_labels:,} labels in batches of {batch_size:,} "
+                f"documents make a {batch_size * bounds.n_labels:,}-byte label matrix a batch "
+                f"(the store keeps labels dense), above {MAX_LABEL_BATCH_BYTES:,} "
+                f"(dmlfe.readers.xmc.MAX_LABEL_BATCH_BYTES): use chunk_rows <= {most:,} "
+                "(command line --chunk-rows)")
         report.n_read -= counted["docs"]
         counted["docs"] = 0
         return _numeric_batches(int(batch_size))
@@ -497,12 +514,11 @@ def _source(files: list[_File], fmt: str, bounds: _Bounds, feature_names: list[s
 
     source = f"{fmt}: " + ", ".join(str(f.path) for f in files)
     return NumericSource(feature_names=feature_names, label_names=label_names,
-                         batches_fn=batches, source=source, report=report)
+                         batches_fn=batches, source=source, report=report,
+                         n_features=bounds.n_features)
 
 
-def _names(map_path: PathLike | None, n: int, what: str, bound_words: str) -> list[str]:
-    if map_path is None:
-        return [str(i) for i in range(n)]
+def _names(map_path: PathLike, n: int, what: str, bound_words: str) -> list[str]:
     names = read_name_map(map_path, what)
     if len(names) != n:
         raise DataFormatError(f"{map_path}: the {what} has {len(names)} names but "
@@ -527,8 +543,8 @@ def read_xmc(
         headers must agree on the numbers of features and labels.
     label_map, feature_map : str or Path, optional
         Files naming the labels (features), one name a line, line i naming index i;
-        their lengths must equal the headers' counts. Without them the names are the
-        indices.
+        their lengths must equal the headers' counts. Without them the labels are named
+        by their indices and the features are numbered (``feature_names`` None).
     report : IngestReport, optional
         Report to fill; ``n_read`` counts the documents of the latest pass.
 
@@ -566,8 +582,14 @@ def read_xmc(
     if n_labels == 0:
         raise DataFormatError(f"{first}, line 1: the header declares 0 labels; multi-label "
                               "data must have labels")
-    feature_names = _names(feature_map, n_features, "feature map", f_words)
-    label_names = _names(label_map, n_labels, "label map", l_words)
+    if n_labels > MAX_LABELS:
+        raise DataFormatError(f"{first}, line 1: the header declares {n_labels:,} labels, more "
+                              f"than the {MAX_LABELS:,} dmlfe stores (dmlfe.readers.xmc."
+                              "MAX_LABELS, the store keeps labels dense); is the header right?")
+    feature_names = None if feature_map is None else \
+        _names(feature_map, n_features, "feature map", f_words)
+    label_names = [str(i) for i in range(n_labels)] if label_map is None else \
+        _names(label_map, n_labels, "label map", l_words)
     return _source(files, "xmc", bounds, feature_names, label_names,
                    report if report is not None else IngestReport())
 
@@ -604,7 +626,8 @@ def read_svmlight(
     label_map, feature_map : str or Path, optional
         Files naming the labels (features), one name a line, line i naming index i
         (after the one-based shift, for features); they also fix the numbers of labels
-        (features). Without them the names are the indices and the numbers are the
+        (features). Without them the labels are named by their indices, the features
+        are numbered (``feature_names`` None), and the numbers are the
         largest index + 1.
     report : IngestReport, optional
         Report to fill; ``n_read`` counts the documents of the latest pass.
@@ -659,7 +682,8 @@ def read_svmlight(
                 f"{feature_map} names {len(feature_names)} features (indices {offset}.."
                 f"{len(feature_names) - 1 + offset})")
     else:
-        feature_names = [str(i) for i in range(high[0] - offset + 1)]
+        feature_names = None
+    n_features = high[0] - offset + 1 if feature_names is None else len(feature_names)
     if label_map is not None:
         label_names = read_name_map(label_map, "label map")
         if top_label is not None and top_label[0] >= len(label_names):
@@ -670,8 +694,12 @@ def read_svmlight(
     elif top_label is None:
         raise DataFormatError(f"{names}: no document has a label; multi-label data must have "
                               "labels (or pass a label map naming them)")
+    elif top_label[0] >= MAX_LABELS:
+        raise DataFormatError(f"{top_label[1]}: label index {top_label[0]:,} is beyond the "
+                              f"{MAX_LABELS:,} labels dmlfe stores (dmlfe.readers.xmc."
+                              "MAX_LABELS, the store keeps labels dense)")
     else:
         label_names = [str(i) for i in range(top_label[0] + 1)]
-    bounds = _Bounds(len(feature_names), len(label_names), offset,
-                     f"{len(feature_names)} features", f"{len(label_names)} labels")
+    bounds = _Bounds(n_features, len(label_names), offset, f"{n_features} features",
+                     f"{len(label_names)} labels")
     return _source(files, "svmlight", bounds, feature_names, label_names, report)

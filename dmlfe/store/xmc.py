@@ -58,8 +58,8 @@ def _doc_lines(block: dict, offset: int, empty: str) -> list[str]:
 
 def _names_text(names: list[str] | None, what: str, store: Store) -> bytes:
     if names is None:
-        raise InputError(f"store {store.path} has no {what} names (hashed features): "
-                         f"leave out the {what} map")
+        raise InputError(f"store {store.path} has no {what} names (its features are "
+                         f"{store.feature_kind}): leave out the {what} map")
     bad = next((n for n in names if "\n" in n or "\r" in n or n != n.strip() or not n), None)
     if bad is not None:
         raise InputError(f"store {store.path}: {what} name {bad!r} cannot stand on a line of "
@@ -128,7 +128,8 @@ def export_xmc(store_or_path, out_path, *, label_map=None, feature_map=None,
     FileExistsError
         A file exists and ``overwrite`` is false.
     InputError
-        A feature map is asked of a store with hashed features, or a name cannot stand
+        A feature map is asked of a store without feature names (hashed or numbered
+        features), or a name cannot stand
         on a line of its own.
     """
     return _export(store_or_path, out_path, fmt="xmc", offset=0, label_map=label_map,
