@@ -40,7 +40,13 @@ from dmlfe.errors import DmlfeError, InputError, StoreError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
 from dmlfe.fit.params import COMPONENTS_DTYPES, MAX_SEED
 from dmlfe.graph.knn import KNN_METHODS
-from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, open_append, open_ingest
+from dmlfe.ingestion import (
+    DEFAULT_CHUNK_ROWS,
+    FORMATS,
+    format_options,
+    open_append,
+    open_ingest,
+)
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
 from dmlfe.model_files import check_model_target
 from dmlfe.model_io import check_compatible, load_model, text_pipeline
@@ -56,6 +62,7 @@ from dmlfe.stats.cache import clean
 from dmlfe.store import check_export, export_parquet, import_parquet, open_store
 from dmlfe.store.verify import add_record, verify_store
 from dmlfe.store.writer import check_store_target
+from dmlfe.store.xmc import export_svmlight, export_xmc
 from dmlfe.tempfiles import (
     describe_write_fault,
     find_temporaries,
@@ -113,6 +120,14 @@ def _add_ingest_flags(p: argparse.ArgumentParser) -> None:
                    help="learn vocabulary and idf on this split only (e.g. train)")
     r = p.add_argument_group("reader options")
     r.add_argument("--labels", default=None, help="mulan: the .xml file naming the labels")
+    r.add_argument("--label-map", default=None, metavar="FILE",
+                   help="xmc/svmlight: the label names, one a line (line i names label i; "
+                   "default: the indices)")
+    r.add_argument("--feature-map", default=None, metavar="FILE",
+                   help="xmc/svmlight: the feature names, one a line (default: the indices)")
+    r.add_argument("--zero-based", choices=["auto", "true", "false"], default=None,
+                   help="svmlight: whether feature indices start at 0; auto (default): "
+                   "yes when some line holds feature index 0")
     r.add_argument("--modapte", action="store_true", default=None,
                    help="reuters21578: the ModApte split")
     r.add_argument("--top-n", type=int, default=None,
@@ -133,6 +148,7 @@ _FLAG_TO_OPTION = {
     "modapte": "modapte", "top_n": "top_n", "text_field": "text_field",
     "labels_field": "labels_field", "id_field": "id_field", "split_field": "split_field",
     "n_docs": "n_docs", "vocab_size": "vocab_size", "n_labels": "n_labels", "seed": "seed",
+    "label_map": "label_map", "feature_map": "feature_map", "zero_based": "zero_based",
 }
 
 
@@ -142,6 +158,13 @@ def _ingest_options(args: argparse.Namespace) -> dict[str, Any]:
         v = getattr(args, flag, None)
         if v is not None:
             opts[opt] = None if (opt == "norm" and v == "none") else v
+    # named here in the flags' terms; the API's own check names the Python options
+    misplaced = [f"--{opt.replace('_', '-')}" for opt in opts
+                 if opt not in format_options(args.format)]
+    if misplaced:
+        verb = "does" if len(misplaced) == 1 else "do"
+        raise InputError(f"{', '.join(misplaced)} {verb} not apply to --format {args.format}; "
+                         "dmlfe ingest --help says which formats each flag goes with")
     return opts
 
 
@@ -284,7 +307,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    export_parquet(args.store, args.out, overwrite=args.overwrite)
+    if args.format == "parquet":
+        if args.label_map or args.feature_map:
+            raise InputError("--label-map and --feature-map go with --format xmc or svmlight; "
+                             "a Parquet export keeps the names itself")
+        export_parquet(args.store, args.out, overwrite=args.overwrite)
+    else:
+        export = export_xmc if args.format == "xmc" else export_svmlight
+        export(args.store, args.out, label_map=args.label_map, feature_map=args.feature_map,
+               overwrite=args.overwrite)
     print(f"wrote {args.out}")
     return 0
 
@@ -662,10 +693,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_run_parser(sub)
 
-    pe = sub.add_parser("export", help="export a store to Parquet (one row per document)",
+    pe = sub.add_parser("export", help="export a store to Parquet (one row per document), "
+                        "or to the XMC or svmlight text format",
                         epilog="example: dmlfe export r10.zarr --out r10.parquet")
     pe.add_argument("store", help="the store to export")
-    pe.add_argument("--out", required=True, help="the Parquet file to write")
+    pe.add_argument("--out", required=True, help="the file to write")
+    pe.add_argument("--format", choices=["parquet", "xmc", "svmlight"], default="parquet",
+                    help="parquet (default; dmlfe import reads it back), xmc (header "
+                    "'n_docs n_features n_labels', zero-based) or svmlight (one-based "
+                    "features)")
+    pe.add_argument("--label-map", default=None, metavar="FILE",
+                    help="xmc/svmlight: also write the label names there, one a line")
+    pe.add_argument("--feature-map", default=None, metavar="FILE",
+                    help="xmc/svmlight: also write the feature names there, one a line")
     pe.add_argument("--overwrite", action="store_true", help="replace an existing file")
     pe.set_defaults(func=cmd_export)
 

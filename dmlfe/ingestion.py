@@ -10,8 +10,8 @@ Text corpora take three passes, each one dask compute:
 3. *vectorise + write* (workers): each part becomes a tf-idf CSR piece of the
    store; the store writer assembles the pieces and renames the store into place.
 
-Numeric corpora (ARFF) carry features already: their batches are written as
-pieces directly. Memory on the driver is bounded by one part plus the vocabulary.
+Numeric corpora (ARFF, XMC, svmlight) carry features already: their batches are
+written as pieces directly. Memory on the driver is bounded by one part plus the vocabulary.
 
 Input that cannot be used is refused with a :class:`~dmlfe.errors.DmlfeError` and no
 store is written: a malformed file is a :class:`~dmlfe.errors.DataFormatError` naming
@@ -46,6 +46,7 @@ from dmlfe.readers.base import IngestReport, NumericSource, TextBatch
 from dmlfe.readers.reuters import read_reuters21578
 from dmlfe.readers.synthetic import SyntheticCorpus
 from dmlfe.readers.tabular import read_jsonl, read_parquet
+from dmlfe.readers.xmc import read_svmlight, read_xmc
 from dmlfe.staging import read_part, stage
 from dmlfe.store import StoreWriter, write_piece
 from dmlfe.vectorize.counts import (
@@ -63,7 +64,7 @@ from dmlfe.vectorize.params import VECTORIZER_VERSION, VectorizerParams
 from dmlfe.vectorize.vocabulary import build_vocabulary, smooth_idf
 
 TEXT_FORMATS = ("reuters21578", "jsonl", "parquet", "synthetic")
-NUMERIC_FORMATS = ("mulan", "meka")
+NUMERIC_FORMATS = ("mulan", "meka", "xmc", "svmlight")
 FORMATS = TEXT_FORMATS + NUMERIC_FORMATS
 
 _READER_OPTIONS: dict[str, tuple[str, ...]] = {
@@ -76,6 +77,8 @@ _READER_OPTIONS: dict[str, tuple[str, ...]] = {
     ),
     "mulan": ("labels",),
     "meka": (),
+    "xmc": ("label_map", "feature_map"),
+    "svmlight": ("zero_based", "label_map", "feature_map"),
 }
 _VECTORIZER_OPTIONS = (
     "vectorizer", "ngram_range", "min_df", "max_df", "max_features", "sublinear_tf", "norm",
@@ -102,9 +105,9 @@ def ingest(
     ----------
     source : path, list of paths, or None
         The corpus file(s): the Reuters-21578 .tar.gz or folder of ``reut2-*.sgm``; one or
-        more ARFF files (MULAN: train and test files become the "train"/"test" splits);
-        a JSON Lines file or a Parquet file/folder. None for ``format="synthetic"``.
-    format : {"reuters21578", "mulan", "meka", "jsonl", "parquet", "synthetic"}
+        more ARFF, XMC or svmlight files (train and test files become the "train"/"test"
+        splits); a JSON Lines file or a Parquet file/folder. None for ``format="synthetic"``.
+    format : {"reuters21578", "mulan", "meka", "xmc", "svmlight", "jsonl", "parquet", "synthetic"}
     out : path
         The store to write (a directory). It appears only once complete.
     chunk_rows : int
@@ -117,8 +120,10 @@ def ingest(
         Print stage progress to stderr.
     **options
         Reader options -- reuters21578: ``modapte``, ``top_n``; mulan: ``labels`` (the
-        .xml); jsonl/parquet: ``text_field``, ``labels_field``, ``id_field``,
-        ``split_field``; synthetic: the :class:`~dmlfe.readers.synthetic.SyntheticCorpus`
+        .xml); xmc: ``label_map``, ``feature_map`` (files naming the labels/features, one
+        name a line); svmlight: those and ``zero_based`` ("auto", True or False);
+        jsonl/parquet: ``text_field``, ``labels_field``, ``id_field``, ``split_field``;
+        synthetic: the :class:`~dmlfe.readers.synthetic.SyntheticCorpus`
         parameters (``n_docs``, ``vocab_size``, ``n_labels``, ``seed``, ...).
         Vectoriser options (text formats): ``vectorizer`` ("tfidf" or "hashing"),
         ``ngram_range``, ``min_df``, ``max_df``, ``max_features``, ``sublinear_tf``,
@@ -171,6 +176,12 @@ class OpenedIngest:
         return self._writer.__exit__(*exc)
 
 
+def format_options(format: str) -> tuple[str, ...]:
+    """The options of :func:`ingest` that apply to ``format`` (reader and vectoriser)."""
+    vectorizer = _VECTORIZER_OPTIONS if format in TEXT_FORMATS else ()
+    return _READER_OPTIONS[format] + vectorizer
+
+
 def open_ingest(
     source: str | os.PathLike | Sequence[str | os.PathLike] | None,
     format: str,
@@ -187,9 +198,7 @@ def open_ingest(
         raise InputError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
     if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
         raise InputError(f"chunk_rows must be a positive int, got {chunk_rows!r}")
-    allowed = set(_READER_OPTIONS[format])
-    if format in TEXT_FORMATS:
-        allowed |= set(_VECTORIZER_OPTIONS)
+    allowed = set(format_options(format))
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise TypeError(
@@ -296,11 +305,14 @@ def _open_numeric(source, format, opts, report) -> NumericSource:
             raise InputError("format 'mulan' needs the .xml file naming the labels: "
                              "labels= (command line: --labels FILE.xml)")
         src = read_mulan(paths, opts["labels"], report=report)
-    else:
+    elif format == "meka":
         src = read_meka(paths, report=report)
+    else:
+        reader = read_xmc if format == "xmc" else read_svmlight
+        src = reader(paths, report=report, **opts)
     # The readers refuse these already; kept so that no store without features or
     # labels is ever written.
-    if not src.feature_names:
+    if not src.n_features:
         raise InputError(f"{src.source}: no feature attribute: nothing to ingest")
     if not src.label_names:
         raise InputError(f"{src.source}: no label attribute; {format} data must have labels")
@@ -319,9 +331,9 @@ def _ingest_numeric(src, batches, writer, report, provenance, client, progress) 
     _say(progress, f"assembling the store from {len(pieces)} pieces ({n} documents)")
     return writer.finalize(
         pieces,
-        n_features=len(src.feature_names),
+        n_features=src.n_features,
         label_names=list(src.label_names),
-        feature_names=list(src.feature_names),
+        feature_names=None if src.feature_names is None else list(src.feature_names),
         attrs=provenance,
         client=client,
     )
@@ -577,7 +589,9 @@ def append(
         Print stage progress to stderr.
     **options
         Reader options of the format (see :func:`ingest`); vectoriser options are refused:
-        the store's vectoriser is used.
+        the store's vectoriser is used. In the store's own format, the reader options its
+        ingest was given (``id_field``, ``split_field``...) apply unless given here
+        (``split_field`` not with ``split``).
 
     Returns
     -------
@@ -648,7 +662,10 @@ def open_append(
     for p in paths:
         if not p.exists():
             raise MissingPathError(f"source {p} does not exist")
-    reader_opts = dict(options)
+    # the store's own reader options (its id, split, text and label fields) unless given
+    kept = (st.attrs.get("reader_options") or {}) if format == stored_format else {}
+    reader_opts = {k: v for k, v in kept.items() if k in _READER_OPTIONS[format]
+                   and not (split is not None and k == "split_field")} | dict(options)
     report = IngestReport()
     entry_source = {"format": format, "source": [str(p) for p in paths],
                     "reader_options": _jsonable(reader_opts), "split": split}

@@ -38,7 +38,7 @@ def _literal(text: str) -> str:
 
 
 def test_every_page_is_built(site):
-    for name in ("index", "getting_started", "methods", "api", "cli", "store_format",
+    for name in ("index", "getting_started", "methods", "api", "cli", "store_format", "formats",
                  "cluster_profiles", "shared_cluster", "routes_memory", "examples"):
         assert (site / f"{name}.html").is_file(), name
 

@@ -349,7 +349,7 @@ def _data_start(arff: bytes) -> int:
 
 
 def _drain_numeric(src: NumericSource) -> None:
-    nf, nl = len(src.feature_names), len(src.label_names)
+    nf, nl = src.n_features, len(src.label_names)
     assert nf > 0 and nl > 0
     for b in src.batches(BATCH):
         assert b.X.shape == (len(b.ids), nf) and b.Y.shape == (len(b.ids), nl)

@@ -67,7 +67,7 @@ def _raw(store_path: Path, split: str | list[str]) -> tuple[np.ndarray, np.ndarr
 
 def test_since_view_holds_the_appended_rows(stores) -> None:
     grown, _, new = stores
-    dmlfe.append(grown, new, **APPEND)
+    dmlfe.append(grown, new)
     store = open_store(grown)
     n_before = store.history()[-1]["rows"][0]
     assert n_before == 190
@@ -82,7 +82,7 @@ def test_cached_statistics_are_extended_by_the_appended_rows(stores) -> None:
     grown, whole, new = stores
     before = load_or_compute_stats(open_store(grown).subset("train"), need_xtx=True)
     assert before.rows_read == 150 and not before.from_cache
-    dmlfe.append(grown, new, **APPEND)
+    dmlfe.append(grown, new)
     after = load_or_compute_stats(open_store(grown).subset("train"), need_xtx=True)
     assert after.rows_read == 50  # the appended training documents only
     X, Y = _raw(whole, ["first", "train"])
@@ -100,7 +100,7 @@ def test_cached_statistics_are_extended_by_the_appended_rows(stores) -> None:
 def test_an_entry_without_xtx_is_not_extended_for_a_request_that_needs_it(stores) -> None:
     grown, _, new = stores
     load_or_compute_stats(open_store(grown).subset("train"))  # X^T Y only
-    dmlfe.append(grown, new, **APPEND)
+    dmlfe.append(grown, new)
     full = load_or_compute_stats(open_store(grown).subset("train"), need_xtx=True)
     assert full.rows_read == 200 and full.xtx is not None
 
@@ -131,7 +131,7 @@ def test_parameters_that_depend_on_every_row_are_recomputed(stores) -> None:
     # MLDA's label weights come from Y^T Y of all rows: the earlier entry is under
     # other parameters, so the fit reads every row (and still equals a fresh fit)
     dmlfe.MLDA(n_components=2, split="train", route="feature").fit(str(grown))
-    dmlfe.append(grown, new, **APPEND)
+    dmlfe.append(grown, new)
     refit = dmlfe.MLDA(n_components=2, split="train", route="feature").fit(str(grown))
     fresh = dmlfe.MLDA(n_components=2, split=["first", "train"], route="feature",
                        cache=False).fit(str(whole))

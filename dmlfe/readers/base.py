@@ -18,6 +18,7 @@ import bz2
 import gzip
 import lzma
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO
@@ -25,7 +26,7 @@ from typing import IO
 import numpy as np
 import scipy.sparse as sp
 
-from dmlfe.errors import DataFormatError  # noqa: F401  (re-exported: readers raise it)
+from dmlfe.errors import DataFormatError, MissingPathError
 
 #: The longest line (end of line included) the line readers accept: JSON Lines and ARFF
 #: files (bytes; ARFF files are read as UTF-8 text, so there it counts characters) and
@@ -107,6 +108,45 @@ def bounded_lines(fobj: IO[bytes], path: str | os.PathLike[str],
         if len(line) > limit:
             raise line_too_long(f"{path}, line {lineno}", limit)
         yield lineno, line
+
+
+def file_lines(path: str | os.PathLike[str], what: str) -> Iterator[tuple[int, bytes]]:
+    """``(line number, raw line)`` of a line-based corpus file: the one place that reads one.
+
+    The file may be plain or gzip, bzip2 or xz compressed (:func:`open_by_content`). A
+    failure to open or decompress it is a :class:`DataFormatError` naming the file and
+    the last line read (a missing file: :class:`MissingPathError`), and so is a line
+    above :data:`MAX_LINE_BYTES` (never read whole, :func:`bounded_lines`).
+
+    Parameters
+    ----------
+    path : str or PathLike
+        The file.
+    what : str
+        What the file is, for the messages (e.g. "JSON Lines file").
+    """
+    lineno = 0
+    kind = None
+    try:
+        fobj, kind = open_by_content(path)
+        with fobj:
+            for lineno, raw in bounded_lines(fobj, path):
+                yield lineno, raw
+    except FileNotFoundError as exc:
+        raise MissingPathError(f"{what} {path} does not exist") from exc
+    except IsADirectoryError as exc:
+        raise DataFormatError(f"{path} is a folder, not a {what}") from exc
+    except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
+        # gzip.BadGzipFile and bz2's "Invalid data stream" are OSErrors, a truncated
+        # stream an EOFError, a corrupt deflate block a zlib.error, bad xz an LZMAError.
+        where = f"after line {lineno}" if lineno else "before its first line"
+        detail = f"{type(exc).__name__}: {exc}"
+        if kind is not None:
+            raise DataFormatError(
+                f"{path}: cannot decompress {where}: the {kind} stream is truncated or corrupt "
+                f"({detail}); compress or download the file again"
+            ) from exc
+        raise DataFormatError(f"{path}: cannot be read {where} ({detail})") from exc
 
 
 @dataclass
@@ -191,13 +231,22 @@ class NumericSource:
     """A corpus with numeric features: its header and a batch stream.
 
     ``batches()`` may be called more than once (each call re-reads the file).
+    ``feature_names`` is None for numbered (unnamed) features; ``n_features`` is then
+    required, and otherwise defaults to the number of names.
     """
 
-    feature_names: list[str]
+    feature_names: list[str] | None
     label_names: list[str]
     batches_fn: object  # Callable[[int], Iterator[NumericBatch]]
     source: str
     report: IngestReport = field(default_factory=IngestReport)
+    n_features: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.n_features is None:
+            if self.feature_names is None:
+                raise ValueError("a NumericSource without feature names needs n_features")
+            self.n_features = len(self.feature_names)
 
     def batches(self, batch_size: int) -> Iterator[NumericBatch]:
         return self.batches_fn(batch_size)  # type: ignore[operator]

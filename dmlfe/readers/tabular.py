@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import bisect
 import json
-import lzma
 import re
-import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -36,8 +34,7 @@ from dmlfe.readers.base import (
     DataFormatError,
     IngestReport,
     TextBatch,
-    bounded_lines,
-    open_by_content,
+    file_lines,
 )
 
 __all__ = ["read_jsonl", "read_parquet"]
@@ -250,34 +247,8 @@ class _Batcher:
 
 
 def _jsonl_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """``(line number, raw line)`` of a JSON Lines file: the one place that reads one.
-
-    A failure to open or decompress the file is a :class:`DataFormatError` naming the
-    file and the last line read (a missing file: :class:`MissingPathError`), and so is
-    a line above :data:`dmlfe.readers.base.MAX_LINE_BYTES` (never read whole).
-    """
-    lineno = 0
-    kind = None
-    try:
-        fobj, kind = open_by_content(path)
-        with fobj:
-            for lineno, raw in bounded_lines(fobj, path):
-                yield lineno, raw
-    except FileNotFoundError as exc:
-        raise MissingPathError(f"JSON Lines file {path} does not exist") from exc
-    except IsADirectoryError as exc:
-        raise DataFormatError(f"{path} is a folder, not a JSON Lines file") from exc
-    except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
-        # gzip.BadGzipFile and bz2's "Invalid data stream" are OSErrors, a truncated
-        # stream an EOFError, a corrupt deflate block a zlib.error, bad xz an LZMAError.
-        where = f"after line {lineno}" if lineno else "before its first line"
-        detail = f"{type(exc).__name__}: {exc}"
-        if kind is not None:
-            raise DataFormatError(
-                f"{path}: cannot decompress {where}: the {kind} stream is truncated or corrupt "
-                f"({detail}); compress or download the file again"
-            ) from exc
-        raise DataFormatError(f"{path}: cannot be read {where} ({detail})") from exc
+    """``(line number, raw line)`` of a JSON Lines file (see :func:`file_lines`)."""
+    return file_lines(path, "JSON Lines file")
 
 
 def read_jsonl(

@@ -13,6 +13,7 @@ from typing import Any
 _PUBLIC = {
     **dict.fromkeys(("check_export", "export_parquet", "import_parquet"),
                     "dmlfe.store.parquet"),
+    **dict.fromkeys(("export_svmlight", "export_xmc"), "dmlfe.store.xmc"),
     **dict.fromkeys(("IncompleteStoreError", "Store", "history", "open_store"),
                     "dmlfe.store.reader"),
     **dict.fromkeys(("StoreWriter", "write_piece"), "dmlfe.store.writer"),
@@ -24,6 +25,8 @@ __all__ = [
     "StoreWriter",
     "check_export",
     "export_parquet",
+    "export_svmlight",
+    "export_xmc",
     "history",
     "import_parquet",
     "open_store",
