@@ -85,8 +85,8 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     stores it in float32 (0.4 GB; the solve is float64 all the same, and ``transform``
     then returns float32). The dual and matrix-free routes keep only the columns that
     some training document uses (the components are exactly zero on the others) when
-    that leaves out at least a tenth of D: R10 at 2^20 uses 557,713 of 1,048,576, so
-    d = 100 takes 446 MB instead of 838 MB, and ``transform`` multiplies those columns
+    that leaves out at least a tenth of D (hashed text uses a fraction of its columns),
+    and ``transform`` multiplies those columns
     only (a new document's entries in the others meet zeros); reading ``components_``
     builds the d x D array once and keeps it in their place. On the relation route
     also ``relation_map_`` (the :class:`dmlfe.relation.RelationMap`: prototypes and
@@ -119,7 +119,7 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         """The projection's rows, shape ``(n_components_, n_features_in_)``.
 
         A fit that kept the components on the used columns only builds this d x D
-        array here, once (R10 at 2^20, d = 100: 838 MB), and keeps it in their place.
+        array here, once (d x D x 8 bytes), and keeps it in their place.
         """
         state = self.__dict__
         if "_components" not in state:
