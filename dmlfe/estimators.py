@@ -311,8 +311,27 @@ def _docstring(specs: list[MethodSpec], declared: tuple[Param, ...]) -> str:
         lines.append(f"{p.name} : {kind}")
         lines += [f"    {t.strip()}" for t in text.splitlines() if t.strip()]
     lines += ["", "See :class:`dmlfe.estimators.MultiLabelProjection` for the fitted "
-              "attributes."]
+              "attributes.", "", *_example(specs[0].estimator)]
     return "\n".join(lines)
+
+
+def _example(estimator: str) -> list[str]:
+    """The ``Examples`` section of a generated docstring: a fit on a tiny matrix in memory,
+    run as a doctest (tests/test_doctests.py); its output is shapes only, which no BLAS
+    changes."""
+    return ["Examples", "--------",
+            "A store path, or a dask array of CSR row blocks with ``Y``, is fitted the same "
+            "way:", "",
+            ">>> import numpy as np",
+            ">>> import dmlfe",
+            ">>> rng = np.random.default_rng(0)",
+            ">>> X = rng.random((60, 12))",
+            ">>> Y = (X[:, :3] > 0.5).astype(int)  # three labels",
+            f">>> model = dmlfe.{estimator}(n_components=2).fit(X, Y)",
+            ">>> model.transform(X).shape",
+            "(60, 2)",
+            ">>> model.n_components_",
+            "2"]
 
 
 def _make_class(estimator: str) -> type[MultiLabelProjection]:

@@ -289,12 +289,17 @@ def _fits_table(rows: list[dict]) -> list[str]:
                         "TruncatedSVD's median / this"], body)
 
 
+def _plain(text: str) -> str:
+    """Recorded text as reST text: ``|x|`` (a magnitude) is not a substitution."""
+    return text.replace("|", r"\|").replace("*", r"\*")
+
+
 def _exactness_table(rows: list[dict]) -> list[str]:
     return _list_table(
         ["method", "route", "solver", "reference", "largest relative eigenvalue error"],
         [[f"``{r['method']}``", r["route"], f"``{r['solver']}``", r["reference"],
-          f"{r['max_rel_eigenvalue_err']:.1e} (of the {r['relative_to']})"
-          + (f"; {r['note']}" if r.get("note") else "")] for r in rows])
+          _plain(f"{r['max_rel_eigenvalue_err']:.1e} (of the {r['relative_to']})"
+                 + (f"; {r['note']}" if r.get("note") else ""))] for r in rows])
 
 
 def _stages_table(rows: list[dict]) -> list[str]:
