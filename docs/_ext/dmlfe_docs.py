@@ -316,19 +316,40 @@ def _stages_table(rows: list[dict]) -> list[str]:
                         "peak memory, driver (MiB)", "solve"], body)
 
 
+def _workers_table(rows: list[dict]) -> list[str]:
+    body = []
+    for r in rows:
+        residual = "" if r["max_residual"] is None else f"{r['max_residual']:.1e}"
+        speedup = "" if r["speedup_vs_1"] is None else f"{r['speedup_vs_1']:.2f}"
+        passes = "" if r["n_passes"] is None else str(r["n_passes"])
+        body.append([f"{r['docs']:,}", f"``{r['method']}``", r["code"], str(r["workers"]),
+                     _seconds(r["seconds"]) or r.get("status", ""), speedup, passes,
+                     residual])
+    return _list_table(["documents", "method", "code", "workers", "seconds",
+                        "speed-up over 1 worker", "passes", "``max_residual_``"], body)
+
+
 #: How each ``kind`` of results file is rendered.
 RESULT_TABLES = {"fits": _fits_table, "exactness": _exactness_table,
-                 "stages": _stages_table}
+                 "stages": _stages_table, "workers": _workers_table}
 
 
 class Performance(Directive):
-    """``.. dmlfe-performance::`` -- every results file in ``benchmarks/results/``: what
-    was run, on which machine and when, and its table."""
+    """``.. dmlfe-performance:: [NAME ...]`` -- results files of ``benchmarks/results/``
+    (every one, as sections, without arguments; the named ones, under rubrics, with):
+    what was run, on which machine and when, and its table."""
+
+    optional_arguments = 8
 
     def run(self):
-        paths = sorted((ROOT / "benchmarks" / "results").glob("*.json"))
+        folder = ROOT / "benchmarks" / "results"
+        paths = ([folder / f"{name}.json" for name in self.arguments] if self.arguments
+                 else sorted(folder.glob("*.json")))
         if not paths:
-            raise self.error(f"no results in {ROOT / 'benchmarks' / 'results'}")
+            raise self.error(f"no results in {folder}")
+        for path in paths:
+            if not path.is_file():
+                raise self.error(f"no results file {path}")
         lines: list[str] = []
         for path in paths:
             result = json.loads(path.read_text(encoding="utf-8"))
@@ -339,7 +360,9 @@ class Performance(Directive):
             self.state.document.settings.record_dependencies.add(str(path))
             machine = result["machine"]
             title = result["title"]
-            lines += [title, "-" * len(title), "",
+            heading = ([f".. rubric:: {title}"] if self.arguments
+                       else [title, "-" * len(title)])
+            lines += [*heading, "",
                       f"``{result['benchmark']}`` on {result['date']}, "
                       f"{machine['description']} ({machine['cpus']} CPUs"
                       + (f"; load {machine['loadavg_at_start'][0]:.1f} at the start, "
