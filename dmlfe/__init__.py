@@ -7,7 +7,7 @@ scikit-learn estimators of the method registry (:class:`PCA`, :class:`MVMD`, ...
 The public names are imported on first use (PEP 562): a dask worker that unpickles a
 task of :mod:`dmlfe.stats` then imports what that task needs, not scikit-learn and
 every estimator, whose import would otherwise be most of a fresh cluster's first pass
-(see ``benchmarks/scale.py``).
+(it shows in the fresh-process fits of ``benchmarks/scale.py``).
 """
 
 from __future__ import annotations

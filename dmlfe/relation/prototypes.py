@@ -111,9 +111,9 @@ def kmeanspp_seeding(X: Any, p: int, seed: int) -> np.ndarray:
     distances are :func:`dmlfe.relation.kernels.sq_distances` (a duplicate row is at
     distance 0). scikit-learn keeps every centre as a dense row: p x D float64, written
     one dense D-row per step, which dominates at a million features. Here a step is one
-    sparse product of the chosen row with the pool's transpose, built once (the
-    comparison: ``benchmarks/relation.py``). Indices may repeat when rows do (every remaining
-    distance 0); the caller tops them up.
+    sparse product of the chosen row with the pool's transpose, built once (timed by
+    ``benchmarks/scale.py --parts selection``). Indices may repeat when rows do (every
+    remaining distance 0); the caller tops them up.
 
     Parameters
     ----------
