@@ -1,14 +1,14 @@
 """dmlfe: distributed multi-label feature extraction on dask.
 
 Main entry points: :func:`ingest` (corpus -> store), :func:`append` (more documents ->
-the store), :func:`open_store`, and the
-scikit-learn estimators :class:`PCA`, :class:`LSI`, :class:`MDDM`, :class:`MVMD`,
-:class:`CCA`, :class:`PLS`, :class:`OPLS`, :class:`MLSI`, :class:`MLDA`, :class:`DMLDA`.
+the store), :func:`open_store`, and the scikit-learn estimators of the method registry
+(:class:`PCA`, :class:`MVMD`, ..., :class:`MOPE`, :class:`HSL`; ``__all__`` lists every
+one).
 
 The public names are imported on first use (PEP 562): a dask worker that unpickles a
 task of :mod:`dmlfe.stats` then imports what that task needs, not scikit-learn and
-every estimator (``import dmlfe`` took 4 s on the 2-core benchmark machine, most of
-the first pass of a fresh cluster).
+every estimator, whose import would otherwise be most of a fresh cluster's first pass
+(it shows in the fresh-process fits of ``benchmarks/scale.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from dmlfe._version import __version__
 #: public name -> the module that defines it
 _PUBLIC = {
     **dict.fromkeys(("CCA", "DMLDA", "LSI", "MDDM", "MLDA", "MLSI", "MVMD", "OPLS", "PCA",
-                     "PLS", "KernelMDDM", "estimator_class", "make_estimator"),
+                     "PLS", "LPP", "OLPP", "MOPE", "MESD", "SSMOPE", "HSL", "KernelMDDM",
+                     "estimator_class", "make_estimator"),
                     "dmlfe.estimators"),
     **dict.fromkeys(("PPML", "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA"),
                     "dmlfe.evaluation"),
@@ -35,7 +36,9 @@ _PUBLIC = {
 __all__ = [
     "GRROOR", "PPML", "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA",
     "CCA", "DMLDA", "KernelMDDM", "LSI", "MDDM", "MLDA", "MLSI", "MVMD", "OPLS", "PCA", "PLS",
-    "__version__", "append", "estimator_class", "ingest", "load_model", "make_estimator", "metrics",
+    "LPP", "OLPP", "MOPE", "MESD", "SSMOPE", "HSL",
+    "__version__", "append", "estimator_class", "ingest", "load_model", "make_estimator",
+    "metrics",
     "open_store", "text_pipeline",
 ]
 

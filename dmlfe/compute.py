@@ -386,7 +386,7 @@ def used_columns(xb: Any) -> tuple[np.ndarray, Any]:
     D = xb.shape[1]
     if D <= 16 * max(xb.nnz, 1):
         # a used-column mask and its running count: O(D + nnz), where sorting the
-        # indices (np.unique) took 0.2 s of a 0.25 s map-back task (2,000 R10 rows, 2^20)
+        # indices (np.unique) was most of a map-back task at 2^20 (benchmarks/scale.py)
         used = np.zeros(D, dtype=bool)
         used[xb.indices] = True
         cols = np.flatnonzero(used).astype(np.int64)
@@ -429,8 +429,8 @@ class SelectColumns:
         """(each index's position in ``columns``, whether it is one of them).
 
         Through a table of one int32 per feature while that is at most
-        :data:`SELECT_TABLE_BYTES`: a gather per stored value, where a binary search of
-        each (R10 at 2^20: 2.4M values in 557,713 columns) took 0.1 s."""
+        :data:`SELECT_TABLE_BYTES`: a gather per stored value, cheaper than a binary
+        search of each."""
         m = self.columns.size
         # (the table's int32 positions: m <= n_features, far below 2^31 under the limit)
         if 4 * self.n_features <= SELECT_TABLE_BYTES and \

@@ -93,8 +93,8 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     stores it in float32 (0.4 GB; the solve is float64 all the same, and ``transform``
     then returns float32). The dual and matrix-free routes keep only the columns that
     some training document uses (the components are exactly zero on the others) when
-    that leaves out at least a tenth of D: R10 at 2^20 uses 557,713 of 1,048,576, so
-    d = 100 takes 446 MB instead of 838 MB, and ``transform`` multiplies those columns
+    that leaves out at least a tenth of D (hashed text uses a fraction of its columns),
+    and ``transform`` multiplies those columns
     only (a new document's entries in the others meet zeros); reading ``components_``
     builds the d x D array once and keeps it in their place. On the relation route
     also ``relation_map_`` (the :class:`dmlfe.relation.RelationMap`: prototypes and
@@ -127,7 +127,7 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         """The projection's rows, shape ``(n_components_, n_features_in_)``.
 
         A fit that kept the components on the used columns only builds this d x D
-        array here, once (R10 at 2^20, d = 100: 838 MB), and keeps it in their place.
+        array here, once (d x D x 8 bytes), and keeps it in their place.
         After :meth:`partial_fit`, the first read solves the eigenproblem.
         """
         self._solve_pending()
@@ -426,8 +426,27 @@ def _docstring(specs: list[MethodSpec], declared: tuple[Param, ...]) -> str:
         lines.append(f"{p.name} : {kind}")
         lines += [f"    {t.strip()}" for t in text.splitlines() if t.strip()]
     lines += ["", "See :class:`dmlfe.estimators.MultiLabelProjection` for the fitted "
-              "attributes."]
+              "attributes.", "", *_example(specs[0].estimator)]
     return "\n".join(lines)
+
+
+def _example(estimator: str) -> list[str]:
+    """The ``Examples`` section of a generated docstring: a fit on a tiny matrix in memory,
+    run as a doctest (tests/test_doctests.py); its output is shapes only, which no BLAS
+    changes."""
+    return ["Examples", "--------",
+            "A store path, or a dask array of CSR row blocks with ``Y``, is fitted the same "
+            "way:", "",
+            ">>> import numpy as np",
+            ">>> import dmlfe",
+            ">>> rng = np.random.default_rng(0)",
+            ">>> X = rng.random((60, 12))",
+            ">>> Y = (X[:, :3] > 0.5).astype(int)  # three labels",
+            f">>> model = dmlfe.{estimator}(n_components=2).fit(X, Y)",
+            ">>> model.transform(X).shape",
+            "(60, 2)",
+            ">>> model.n_components_",
+            "2"]
 
 
 def _make_class(estimator: str) -> type[MultiLabelProjection]:

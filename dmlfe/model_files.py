@@ -12,8 +12,8 @@ A saved model is a directory::
                       since format version 2, when the fit kept its components on
                       the columns some training document uses, components_ holds
                       those columns only and component_columns names them (the
-                      others are zero: R10 at 2^20, d = 100, 446 MB instead of
-                      838 MB); and any array-valued
+                      others are zero, so a file of hashed text is about the used
+                      columns' share of a whole one); and any array-valued
                       parameter (e.g. an explicit MDDM label kernel); for the relation
                       route also the prototypes as CSR parts
                       (relation.prototypes.data / .indices / .indptr), their training

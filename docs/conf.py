@@ -9,8 +9,8 @@ objects, so the API pages show the generated docstrings. The pages generated fro
 code (method table, API list, CLI reference, cluster profiles) are small directives in
 ``_ext/dmlfe_docs.py`` rather than extra dependencies: the CLI one walks
 ``dmlfe.cli.build_parser()`` in a few lines, where sphinx-argparse would add a package
-to render the same parser. myst-parser is used only to include sections of README.md
-(the two commands, the routes table, memory) so that they are written once.
+to render the same parser. The pages are reStructuredText only: README.md links to them
+and none of them includes it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ version = release
 extensions = [
     "sphinx.ext.autodoc",
     "numpydoc",
-    "myst_parser",
     "dmlfe_docs",
 ]
 source_suffix = {".rst": "restructuredtext"}
@@ -46,7 +45,8 @@ numpydoc_xref_param_type = False
 autodoc_typehints = "none"  # the numpy docstrings state the types
 autodoc_member_order = "bysource"
 
-myst_heading_anchors = 3
+# straight quotes: the pages show code and messages as they are typed and printed
+smartquotes = False
 html_theme = "alabaster"
 html_title = f"dmlfe {release}"
 html_static_path: list[str] = []

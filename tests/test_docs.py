@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import html
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +34,11 @@ def _page(site: Path, name: str) -> str:
     return html.unescape((site / f"{name}.html").read_text(encoding="utf-8"))
 
 
+def _text(site: Path, name: str) -> str:
+    """A page's text without its markup, whitespace collapsed (rST wraps its lines)."""
+    return " ".join(re.sub(r"<[^>]+>", "", _page(site, name)).split())
+
+
 def _literal(text: str) -> str:
     """How Sphinx writes a word of ``inline literal`` text."""
     return f'<span class="pre">{text}</span>'
@@ -39,7 +46,9 @@ def _literal(text: str) -> str:
 
 def test_every_page_is_built(site):
     for name in ("index", "getting_started", "methods", "api", "cli", "store_format", "formats",
-                 "cluster_profiles", "shared_cluster", "routes_memory", "examples"):
+                 "cluster_profiles", "shared_cluster", "routes_memory", "examples",
+                 "evaluation", "performance", "errors", "contributing", "scaling",
+                 "incremental"):
         assert (site / f"{name}.html").is_file(), name
 
 
@@ -63,6 +72,9 @@ def test_api_reference_documents_every_public_name(site):
             continue
         anchor = f'id="module-dmlfe.{name}"' if name == "metrics" else f'id="dmlfe.{name}"'
         assert anchor in page, name
+    # every estimator of the method registry, MOPE's family included (issue 37)
+    for spec in all_methods().values():
+        assert f'id="dmlfe.{spec.estimator}"' in page, spec.estimator
     # the estimators' methods come from dmlfe's own base class
     for member in ("dmlfe.MVMD.fit", "dmlfe.MVMD.transform", "dmlfe.MultiLabelRidge.predict"):
         assert f'id="{member}"' in page, member
@@ -88,11 +100,70 @@ def test_store_profiles_routes_and_getting_started_pages(site):
     profiles = _page(site, "cluster_profiles")
     for path in (ROOT / "cluster_configs").glob("*.yaml"):
         assert _literal(f"cluster_configs/{path.name}") in profiles, path.name
-    # included from README.md, not copied
-    readme = (ROOT / "README.md").read_text()
-    routes = _page(site, "routes_memory")
+    routes = _text(site, "routes_memory")
     for phrase in ("randomized subspace iteration with X read from the store on every pass",
-                   "Ingestion streams"):
-        assert phrase in readme and phrase in routes, phrase
-    phrase = "Install and run the main job on the embedded default"
-    assert phrase in readme and phrase in _page(site, "getting_started")
+                   "Ingestion streams", "Relation-feature route", "Graph methods"):
+        assert phrase in routes, phrase
+    assert "cluster check slurm" in profiles
+    started = _text(site, "getting_started")
+    assert "Install and run the main job on the embedded default" in started
+
+
+def _fenced(text: str, lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
+
+
+def test_getting_started_shows_the_readme_two_commands_verbatim(site):
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## The two commands", 1)[1].split("\n## ", 1)[0]
+    commands = [block.strip() for block in _fenced(section, "bash")]
+    assert len(commands) == 2
+    assert commands[1] == (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    page = _text(site, "getting_started")
+    for command in commands:
+        assert command in page, command
+
+
+def test_docs_include_nothing_from_the_readme_and_the_readme_links_them():
+    for path in (ROOT / "docs").glob("*.rst"):
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"include::.*README", text), path.name
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme) <= 8000, f"README.md has {len(readme)} characters (at most 8,000)"
+    for target in re.findall(r"\]\((docs/[\w.]+)\)", readme):
+        assert (ROOT / target).is_file(), target
+    for page in ("routes_memory", "performance", "contributing", "cluster_profiles",
+                 "store_format", "methods", "api", "cli"):
+        assert f"(docs/{page}.rst)" in readme, page
+
+
+def test_readme_method_table_names_every_registered_estimator():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split("## Methods", 1)[1].split("\n## ", 1)[0]
+    for spec in all_methods().values():
+        assert f"`{spec.estimator}`" in table, spec.estimator
+
+
+def test_performance_page_renders_every_result(site):
+    page = _text(site, "performance")
+    paths = sorted((ROOT / "benchmarks" / "results").glob("*.json"))
+    assert paths
+    for path in paths:
+        result = json.loads(path.read_text(encoding="utf-8"))
+        for field in ("title", "benchmark", "date", "corpus"):
+            assert result[field] in page, (path.name, field)
+        assert f"{result['machine']['cpus']} CPUs" in page
+        assert f"benchmarks/results/{path.name}" in page
+        assert result["rows"], path.name
+        for row in result["rows"]:
+            name = row.get("method") or row.get("stage")
+            if name is None:  # the scikit-learn reference row
+                name = "TruncatedSVD(100)"
+            assert name in page, (path.name, name)
+            for key in ("median_seconds", "seconds"):
+                if row.get(key) is not None:
+                    assert f"{row[key]:.2f}" in page, (path.name, name, key)
+            if row.get("seconds", 0) is None:  # a fit that did not finish says why
+                assert row["status"] in page, (path.name, name)
+            if row.get("max_rel_eigenvalue_err") is not None:
+                assert f"{row['max_rel_eigenvalue_err']:.1e}" in page, (path.name, name)

@@ -86,6 +86,18 @@ class BinaryRelevance(MultiLabelBase):
     ``predict_proba`` of class 1 (else the logistic function of its decision value), 1 / 0
     for a label constant in training. Fitting needs the embeddings in memory (dask input is
     computed once); prediction runs per row chunk for dask input.
+
+    Examples
+    --------
+    One logistic regression per label, its C chosen by cross-validation:
+
+    >>> import numpy as np
+    >>> import dmlfe
+    >>> X = np.random.default_rng(0).random((60, 12))
+    >>> Y = (X[:, :3] > 0.5).astype(int)  # three labels, determined by X
+    >>> clf = dmlfe.BinaryRelevance().fit(X, Y)
+    >>> clf.best_C_.shape, clf.predict(X).dtype
+    ((3,), dtype('int8'))
     """
 
     def __init__(self, estimator: Any = None, Cs: tuple[float, ...] = DEFAULT_CS, cv: int = 5):

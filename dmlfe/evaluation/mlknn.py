@@ -163,6 +163,20 @@ class MLkNN(MultiLabelBase):
     dask embeddings are computed once in ``fit``. The leave-one-out neighbour counts of
     the training set and, for dask queries, ``predict``/``decision_function`` run per row
     chunk as dask tasks. See the module docstring for the algorithm and tie rules.
+
+    Examples
+    --------
+    Neighbour counts on embeddings (here three features of a small matrix):
+
+    >>> import numpy as np
+    >>> import dmlfe
+    >>> X = np.random.default_rng(0).random((60, 12))
+    >>> Y = (X[:, :3] > 0.5).astype(int)  # three labels, determined by X
+    >>> clf = dmlfe.MLkNN(k=10).fit(X[:, :3], Y)
+    >>> clf.predict_proba(X[:, :3]).shape
+    (60, 3)
+    >>> clf.cond_prob_true_.shape  # P(E_j | H1_l), j = 0..k
+    (3, 11)
     """
 
     def __init__(self, k: int = 10, s: float = 1.0, block_rows: int | None = None):

@@ -209,6 +209,19 @@ class PPML(TransformerMixin, MultiLabelBase):
     the penalty is what makes many components safe. λ is absolute: scale it with n for
     much larger training sets.
     Each component costs one pass over X.
+
+    Examples
+    --------
+    PPML fits raw features or embeddings; in memory here, by passes over a store's dask
+    arrays otherwise:
+
+    >>> import numpy as np
+    >>> import dmlfe
+    >>> X = np.random.default_rng(0).random((60, 12))
+    >>> Y = (X[:, :3] > 0.5).astype(int)  # three labels, determined by X
+    >>> clf = dmlfe.PPML(n_components=5, penalty=1.0).fit(X, Y)
+    >>> clf.predict(X).shape, clf.predict_proba(X).shape, clf.transform(X).shape
+    ((60, 3), (60, 3), (60, 5))
     """
 
     _keeps_sparse: ClassVar[bool] = True

@@ -44,8 +44,8 @@ class FitData:
 
         The driver reads the store's chunks itself, in its own threads, whatever client
         exists: it opened the store, and sending the blocks through workers that have
-        no more threads than it only adds their transfer (R10 at 2^20: 0.16-0.21 s
-        against 0.26-0.43 s through a LocalCluster of 2 x 1 threads).
+        no more threads than it only adds their transfer (``benchmarks/scale.py``
+        compares the two).
         """
         X, Y = run(self.X, self.Y, desc="reading X to the driver", progress=progress,
                    scheduler="threads")

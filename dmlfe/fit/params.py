@@ -59,9 +59,9 @@ COMMON: tuple[Param, ...] = (
           "size and the cluster\n    has no more threads than the driver "
           "(dmlfe.compute.driver_threads), the driver\n    reads X itself in one pass and the "
           "Gram, solve and map back (or the relation\n    features, their statistics and the "
-          "solve) run there: the cluster would add only\n    transfers (R10 at 2^20: 22 MiB of X "
-          "against 321 MiB of Gram tiles, or a 31 MiB\n    partial per row block at p = 2,000). "
-          "0: always the distributed passes."),
+          "solve) run there: the cluster would add only\n    transfers (X's stored values, "
+          "where the workers would send n x n Gram tiles\n    or a p x p partial per row "
+          "block). 0: always the distributed passes."),
     Param("max_components", None, optional(interval(1, None, integer=True)),
           "int, optional\n    A threshold ``n_components``: most eigenpairs computed. None "
           "(default): as many\n    as the threshold needs -- all of a dense problem (its "
@@ -135,7 +135,7 @@ COMMON: tuple[Param, ...] = (
           "100,000 documents (dmlfe.graph.knn.EXACT_LIMIT)."),
     Param("components_dtype", "float64", one_of(*COMPONENTS_DTYPES),
           "{'float64', 'float32'}, default 'float64'\n    Storage of ``components_`` (d x D: "
-          "0.8 GB per 100 components at D = 2^20\n    in float64, 0.4 GB in float32). The "
+          "8 bytes per value in float64, 4 in\n    float32). The "
           "statistics and the solve stay float64;\n    only the result is cast. With "
           "'float32', ``transform`` multiplies in float32\n    and returns float32 embeddings "
           "(``mean_`` and ``eigenvalues_`` stay float64)."),

@@ -330,8 +330,8 @@ def approximate_neighbours(X: Any, k: int, *, random_state: int = 0, client: Any
     Xm = gather_rows(X, np.arange(n), client=client)
     # K + 1: the search returns the document itself among its neighbours. No random-
     # projection-tree start: on sparse rows with ~2^20 columns its splits leave leaves of
-    # thousands of documents and a leaf-update buffer quadratic in the leaf size (3,000
-    # documents: 3.2 GB; 12,000: allocation failure), so the descent starts at random
+    # thousands of documents and a leaf-update buffer quadratic in the leaf size
+    # (gigabytes, then an allocation failure, at a few thousand), so the descent starts at random
     index = NNDescent(Xm, metric="euclidean", n_neighbors=min(k + 1, n),
                       random_state=random_state, n_jobs=1, low_memory=True, compressed=True,
                       tree_init=False)

@@ -150,8 +150,9 @@ def spd_inverse(M: np.ndarray) -> np.ndarray:
 
     LAPACK's Cholesky factorisation and inverse (``dpotrf``, ``dpotri``) on M's
     F-ordered transpose: about half the flops of a general inverse, no copy, exactly
-    symmetric (one triangle, mirrored); MLSI's 6,500 x 6,500 middle matrix took 2.8 s
-    against 4.3 s. M is C-ordered float64, and only its upper triangle is read.
+    symmetric (one triangle, mirrored), which matters for MLSI's n x n middle matrix on
+    the dual route (``benchmarks/scale.py``). M is C-ordered float64, and only its upper
+    triangle is read.
 
     Raises
     ------

@@ -66,9 +66,8 @@ The object holds only its parameters (it is sent to dask workers); the model
 arrays, the vocabulary bytes and recently generated blocks are cached per
 process with :func:`functools.lru_cache`.
 
-Speed (defaults): about 55,000 documents/s on one core (best-of stage timing,
-about 18 s per million documents); 1,000,000 documents took 36 s of CPU on a
-heavily shared 2-core machine. Text is built as one byte gather per block.
+Text is built as one byte gather per block, so generation is a small part of an
+ingest (its speed: ``benchmarks/ingest.py``).
 """
 
 from __future__ import annotations

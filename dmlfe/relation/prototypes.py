@@ -109,11 +109,11 @@ def kmeanspp_seeding(X: Any, p: int, seed: int) -> np.ndarray:
     ``n_local_trials=1`` and ``random_state=seed`` (the same ``RandomState`` calls in
     the same order), so the same rows come out up to round-off of the distances; the
     distances are :func:`dmlfe.relation.kernels.sq_distances` (a duplicate row is at
-    distance 0). scikit-learn keeps every centre as a dense row: p x D float64, 16.8 GB
-    for p = 2,000 at D = 2^20, written one 8 MB row per step (R10's 6,490 stories: 105 s).
-    Here a step is one sparse product of the chosen row with the pool's transpose, built
-    once (R10, p = 2,000: 1.1 s). Indices may repeat when rows do (every remaining
-    distance 0); the caller tops them up.
+    distance 0). scikit-learn keeps every centre as a dense row: p x D float64, written
+    one dense D-row per step, which dominates at a million features. Here a step is one
+    sparse product of the chosen row with the pool's transpose, built once (timed by
+    ``benchmarks/scale.py --parts selection``). Indices may repeat when rows do (every
+    remaining distance 0); the caller tops them up.
 
     Parameters
     ----------

@@ -586,6 +586,18 @@ class GRROOR(SelectorMixin, BaseEstimator):
     and the V step's conjugate gradients start at the previous V, so that the history
     never increases.
     Z is the cosine similarity of the 0/1 label columns.
+
+    Examples
+    --------
+    Selecting 3 of 12 features:
+
+    >>> import numpy as np
+    >>> import dmlfe
+    >>> X = np.random.default_rng(0).random((60, 12))
+    >>> Y = (X[:, :3] > 0.5).astype(int)  # three labels, determined by X
+    >>> sel = dmlfe.GRROOR(n_features_to_select=3).fit(X, Y)
+    >>> int(sel.get_support().sum()), sel.transform(X).shape
+    (3, (60, 3))
     """
 
     def __init__(self, n_features_to_select: int = 50, alpha: float = 1.0, beta: float = 10.0,

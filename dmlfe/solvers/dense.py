@@ -133,9 +133,9 @@ def reciprocal_condition(B: np.ndarray, L: np.ndarray) -> float:
     For the symmetric positive definite B this is at most lambda_min / lambda_max (the
     1-norms bound the extreme eigenvalues from above) up to the estimate of ||B^{-1}||_1
     (a lower bound, usually within a factor of 3). ``dpocon`` costs a few triangular
-    solves with single vectors: 12-25 ms at 2,000 x 2,000, where block power iteration
-    on B and B^{-1} took 0.16-0.35 s (two BLAS libraries, numpy's and scipy's, took
-    turns and each waited for the other's spinning threads).
+    solves with single vectors, an order of magnitude less than block power iteration
+    on B and B^{-1} (two BLAS libraries, numpy's and scipy's, took turns there and each
+    waited for the other's spinning threads; ``benchmarks/relation.py``).
     """
     # LAPACK's 1-norm of B read in place, with no |B| copy: a C-ordered B as its
     # F-ordered transpose, whose infinity norm is ||B||_1
@@ -346,7 +346,7 @@ def _leading(template: TraceTemplate, n_components: int | float, k: int, random_
 #: Most single-vector products the operator form of :func:`_generalized_operator` may
 #: take, as a fraction of m: each costs three m^2 passes (two triangular solves and a
 #: product), against LAPACK's m^3 reduction and products with the reduced matrix in
-#: float32. A pencil whose pairs converge slowly (R10's reduced DMLDA problem) is
+#: float32. A pencil whose pairs converge slowly (DMLDA's reduced problem on text) is
 #: reduced after all, and the budget bounds what the attempt wasted
 #: (``benchmarks/scale.py --parts all``).
 OPERATOR_BUDGET = 1 / 16

@@ -21,8 +21,8 @@ the feature route, at any D. Four forms, tried in order:
    the g non-zero eigenvalues is completed with d - g B-orthonormal vectors of the
    null space of A in the row space (eigenvalue 0, from a seeded random block: the
    dense route returns LAPACK's choice of that null space, equally arbitrary; both warn),
-   one n x n x d product more -- not form 3, which solved an n x n generalised
-   problem completely (MDDMf, d = 100, R10 at 2^20: 32.6 s and 3.4 GiB, now 3.3 s).
+   one n x n x d product more -- not form 3, which would solve an n x n generalised
+   problem completely (far slower and larger; ``benchmarks/scale.py``).
 3. **A = a Xc^T Xc, B = Xc^T M^{-1} Xc + c I, M = a' Gc + b Yc Yc^T + g I** (MLSI: the
    template's ``inverse_constraint``), c > 0, for a fixed d: by Woodbury,
    B^{-1} Xc^T = Xc^T T^{-1} M with T = Gc + c M, so the non-zero eigenvalues are those
@@ -38,8 +38,7 @@ the feature route, at any D. Four forms, tried in order:
    (r features) by the ordinary dense route and its r x d solution V maps back as
    P = U V = X^T alpha with alpha[piv[:r]] = Z_11^{-T} V.
 
-Memory: G and one or two further n x n matrices on the driver (about 3 n^2 x 8 bytes;
-1 GB at n = 6,500, 2.4 GB at 10,000).
+Memory: G and one or two further n x n matrices on the driver (about 3 n^2 x 8 bytes).
 """
 
 from __future__ import annotations
@@ -140,7 +139,7 @@ def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int
         # C^{1/2} Gs C^{1/2} = a Gs + s (MUE U^T + U MUE^T) + U inner U^T with s = sqrt(a),
         # MUE = Gs U E, inner = E U^T Gs U E: the update is L R^T with L = [s MUE, U] and
         # R = [U, s MUE + U inner], added by one GEMM into M's memory (beta = a) instead
-        # of three n x n temporaries (0.7 s at n = 6,490)
+        # of three n x n temporaries, each fresh memory
         MUE = (M @ U) * E
         inner = E[:, None] * (U.T @ MUE)
         s = np.sqrt(a)
@@ -209,7 +208,7 @@ def _lowrank(t: TraceTemplate, Gc: np.ndarray, Yc: np.ndarray, n_features: int,
     block = _null_candidates(Gc, GcPhi, b, c, d_fixed, random_state) \
         if d_fixed > np.linalg.matrix_rank(GcPhi) else None
     Gc[np.diag_indices_from(Gc)] += c / b
-    # in place, where a C-ordered Gc was first copied (336 MB of new pages at n = 6,490)
+    # in place: a C-ordered Gc would first be copied (n^2 x 8 bytes of new pages)
     factor = sla.cho_factor(_lapack_view(Gc), lower=True, check_finite=False,
                             overwrite_a=True)
     Psi = sla.cho_solve(factor, Phi, check_finite=False) / b
@@ -354,8 +353,8 @@ def reduced_data(G: np.ndarray, overwrite: bool = False
     diag). L11 = Z[:r] is triangular and non-singular. With ``overwrite`` the factor
     is computed in G's memory (Z is then a view of G).
     """
-    # a C-ordered G was first copied (337 MB at n = 6,490: 2.6 s against 1.5 s); Z is
-    # F-ordered
+    # on G's F-ordered transpose: a C-ordered G would first be copied (n^2 x 8 bytes of
+    # new pages, slower); Z is F-ordered
     L, piv, r, info = sla.lapack.dpstrf(_lapack_view(G), lower=1, overwrite_a=int(overwrite))
     if info < 0:
         raise ValueError(f"pivoted Cholesky of the Gram failed (LAPACK info {info})")

@@ -126,7 +126,7 @@ FOLD_BYTES = 2**28
 FOLD_WINDOW = 1
 
 #: Rows of a D x k block updated at a time by :func:`_add_rows_product` (a temporary of
-#: 8,192 x k x 8 bytes, 7 MB at k = 110, small enough for the allocator to reuse).
+#: 8,192 x k x 8 bytes, small enough for the allocator to reuse).
 UPDATE_ROWS = 8192
 
 
@@ -142,9 +142,9 @@ class _HeldX:
     ``block_fn`` is applied once (its output is what each pass would make and drop
     again), the matrix is narrowed to the columns it uses, and its transpose is
     row-compressed once, so a pass is two threaded sparse x dense products
-    (:func:`dmlfe.stats.gram.add_sparse_product`): on R10 at 2^20 (557,713 used
-    columns, w = 110) the column renumbering, the transpose and the gather/scatter
-    of D x w blocks had cost 0.7 s of every 2.8 s pass-and-step. The copy is X's size
+    (:func:`dmlfe.stats.gram.add_sparse_product`): redoing the column renumbering, the
+    transpose and the gather/scatter of D x w blocks at every pass was a large part of
+    each pass-and-step (``benchmarks/scale.py``). The copy is X's size
     (or block_fn's output's), held while the operator lives.
     """
 
@@ -319,7 +319,8 @@ class ScatterOperator:
 
         A tree reduction sums the partials (up to D x k each) on the workers, each
         combine holding its inputs and their union beside the scattered V: at 2^20
-        used columns and k = 110 (0.9 GB each) that passed a 3 GiB worker's limit. Here
+        used columns and k = 110 (D x k x 8 bytes each) that passed a 3 GiB worker's
+        limit. Here
         a worker holds V, its block and its one partial; at most :data:`FOLD_WINDOW`
         partials per worker thread wait for the driver, which adds each into ``out``
         in place as it arrives.
@@ -362,8 +363,7 @@ class ScatterOperator:
 
         ``out``, a C-ordered float64 D x k array not overlapping V, receives the result
         (a solver reusing its blocks: a fresh D x k array costs its page faults again,
-        0.1-0.2 s at 557,713 x 110 on this machine, against 0.05 s for the product's
-        own writes).
+        more than the product's own writes).
         """
         V = np.asarray(V, dtype=np.float64)
         if V.ndim == 1:
@@ -639,7 +639,7 @@ def threshold_memory_cap(n_used: int, n_features: int, n_oversamples: int,
 #: A matrix-free fit that met ``tol`` (relative to theta_1: every pass costs one over X)
 #: but whose kept pairs have a residual above this fraction of their own eigenvalue
 #: warns: ``converged_`` alone would hide that those components are approximate (MVMD on
-#: R10 at 2^20, route="feature": converged in 4 passes with pairs at 0.41).
+#: hashed text, route="feature", can converge in a few passes with kept pairs far off).
 LOOSE_RESIDUAL = 1e-2
 
 

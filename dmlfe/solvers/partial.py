@@ -1,8 +1,8 @@
 """Only the eigenpairs that are needed: the leading k of a symmetric (generalised) problem.
 
 A fit keeps d components of an m x m problem (m = D, p or n), and d is usually far below
-m; a full ``scipy.linalg.eigh`` costs O(m^3) whatever d is (31 s at m = 6,490 on two
-cores, of which the tridiagonal reduction is most). :func:`leading_eigh` computes the
+m; a full ``scipy.linalg.eigh`` costs O(m^3) whatever d is (most of it the tridiagonal
+reduction). :func:`leading_eigh` computes the
 k leading pairs only:
 
 * m <= :data:`KRYLOV_MIN_SIZE` or k a large fraction of m: the dense LAPACK solver
@@ -45,62 +45,58 @@ LAPACK_FRACTION = 0.2
 #: A block Krylov space of (k + KRYLOV_OVERSAMPLING) x DENSE_KRYLOV_DEPTH columns above
 #: this fraction of m goes to LAPACK's subset solver instead: the basis then spans most
 #: of the space and its orthogonalisation (m x basis^2) costs more than LAPACK's
-#: reduction (R10's 6,490 x 6,490 centred Gram: k = 500, basis 6,192: 21.0 s against
-#: 10.8 s; k = 250, basis 3,192: 5.4 s against 8.2 s).
+#: reduction; the fraction was set by timing both on the dual route's centred Gram
+#: (benchmarks/scale.py).
 KRYLOV_BASIS_FRACTION = 2 / 3
-#: Up to this size LAPACK's subset solver beats block Krylov for any k (2 cores, R10's
-#: centred Gram: m = 2,000, k = 100: 0.48 against 2.0 s; m = 3,000: 1.9 against 2.4 s;
-#: m = 4,000: 5.4 against 3.3 s).
+#: Up to this size LAPACK's subset solver beats block Krylov for any k (timed on the
+#: dual route's centred Gram cut to several sizes; benchmarks/scale.py).
 KRYLOV_MIN_SIZE = 2_500
 #: Problems up to FULL_SPECTRUM_LIMIT but above this size, of which at most
 #: LAPACK_FRACTION is wanted, take LAPACK's subset solver when the caller allows it
-#: (``complete=False``): on medical's 333 x 333 dual problem the subset of 20 pairs
-#: costs 8 ms against 19 ms for the whole spectrum, most of a small fit.
+#: (``complete=False``): on a small dual problem the whole spectrum is most of the
+#: fit (benchmarks/small_data.py).
 SUBSET_MIN = 256
 #: Relative residual ||A u - theta u|| / |theta| at which a Krylov pair is converged
 #: (its eigenvalue is then accurate to about tol^2 theta^2 / gap). Relative to each
-#: pair's own eigenvalue, not the largest: MVMD's label part puts theta_1 at 10^5-10^7
-#: times its 100th eigenvalue on R10, and a residual of tol x theta_1 left those off by
-#: 1.7e-4 (dual route) to 70 % (float32 subset at p = 2,000).
+#: pair's own eigenvalue, not the largest: MVMD's label part puts theta_1 orders of
+#: magnitude above its 100th eigenvalue on text, and a residual of tol x theta_1 left
+#: those far off (see benchmarks/scale.py's exactness part).
 KRYLOV_TOL = 1e-5
 #: Residuals of pairs below this fraction of |theta_1| are measured against
 #: PAIR_FLOOR x |theta_1| (round-off bounds what a pair near zero can reach).
 PAIR_FLOOR = 1e-8
 #: Blocks per Krylov space for a dense A held by the driver. Deeper spaces need fewer
-#: products in all (R10's 6,490 x 6,490 centred Gram, k = 100: 1,250 products in one
-#: restart at depth 10 against 1,965 in three at depth 6; 6.0 against 7.7 s) at the
-#: price of a basis and its image of 2 x m x depth x (k + 25) x 8 bytes (0.26 GB at
-#: m = 6,490, k = 100, in float64). At depth 12 the float32 exploration of that Gram and
-#: of MVMD's matrix ends close enough that the float64 refinement is one check, not two
-#: restarts (MVMD: 1,570 products in 2.1 s against 1,586 in 2.4 s at depth 10).
+#: products in all (fewer restarts) at the price of a basis and its image of
+#: 2 x m x depth x (k + 25) x 8 bytes. At depth 12 the float32 exploration of a dual
+#: Gram and of MVMD's matrix ends close enough that the float64 refinement is one
+#: check, not two restarts (benchmarks/scale.py).
 DENSE_KRYLOV_DEPTH = 12
 #: Columns of a block Krylov block beyond the k pairs wanted. The depth does the rest:
-#: R10's 6,490 x 6,490 centred Gram at depth 12 took 1,508 products (1.9 s) for k = 100
-#: with 16 against 1,625 (2.3 s) with k // 4 = 25, and 8.0 against 11.2 s for k = 300.
+#: a fixed 16 needed fewer products than k // 4 at depth 12 (benchmarks/scale.py).
 KRYLOV_OVERSAMPLING = 16
 #: A dense problem solved by block Krylov is first explored in float32 to this relative
-#: residual (float32 reaches about 1e-6 on R10's Gram), in at most FLOAT32_RESTARTS
+#: residual (float32 reaches about 1e-6 on a text Gram), in at most FLOAT32_RESTARTS
 #: restarts; the float64 check and any further restarts follow (:func:`leading_eigh`).
 FLOAT32_TOL = 1e-5
 FLOAT32_RESTARTS = 6
 #: :func:`pair_scales`' floor in the float32 exploration: 1 measures every pair against
-#: theta_1, as float32 products cannot resolve a residual far below that (0.05-0.3 cost
-#: R10's Gram 330 products more and saved no float64 restart).
+#: theta_1, as float32 products cannot resolve a residual far below that (lower floors
+#: cost more products and saved no float64 restart).
 FLOAT32_FLOOR = 1.0
 #: Depth of the float64 restarts that refine a float32 Ritz block (it is close already:
 #: shallow restarts from it are cheaper than a deep one).
 REFINE_DEPTH = 3
 #: Depth and most restarts of the float64 solve for :func:`leading_eigh`'s ``dominant``
-#: pairs (well separated: MVMD's 10 label pairs on R10 take one or two restarts; a
+#: pairs (well separated: MVMD's q label pairs take one or two restarts; a
 #: guess that finds no gap stops there, and the float64 refinement finishes the job).
 DOMINANT_DEPTH = 4
 DOMINANT_RESTARTS = 4
 
 #: Relative column norm below which orthonormalize drops a column as round-off, in
 #: float32 and in float64. Float32 keeps remainders down to 8 units of its precision:
-#: at 500 units (as in float64) the Krylov space of MVMD's R10 problem, whose 100th
-#: eigenvalue is 8e-6 of its first, lost every direction below the label part and the
-#: float32 run stalled at 1.5e-5 after 6 restarts (791 products and 2.5e-7 with 1e-6).
+#: at 500 units (as in float64) the Krylov space of MVMD's problem on text, whose
+#: 100th eigenvalue is far below its first, lost every direction below the label part
+#: and the float32 run stalled above FLOAT32_TOL.
 DROP_RTOL = {np.dtype(np.float32): 1e-6, np.dtype(np.float64): 1e-13}
 
 MatMat = Callable[[np.ndarray], np.ndarray]
@@ -122,8 +118,8 @@ def orthonormalize(W: np.ndarray, scale: float | None = None, rtol: float | None
     informative as a large one -- and orthonormalised by CholeskyQR2 (twice
     W <- W R^{-1}, R^T R = W^T W). When the columns are nearly dependent (Cholesky
     fails or R is near singular) the eigendecomposition of W^T W keeps the
-    well-determined directions instead. A Householder QR of a 2^20 x 110 block took
-    69 s on two cores; this is a few D x w x w products. The big products run in W's
+    well-determined directions instead. A Householder QR of a 2^20 x 110 block is far
+    slower; this is a few D x w x w products. The big products run in W's
     dtype (float32 or float64); the small w x w factorisations always in float64.
 
     ``gram``, W^T W when the caller has it already (subspace iteration computes it for
@@ -133,7 +129,7 @@ def orthonormalize(W: np.ndarray, scale: float | None = None, rtol: float | None
     ``overwrite=True`` lets the result take W's memory when no column is dropped (W is
     then lost to the caller), and ``work``, a spare array of W's shape and dtype, holds
     the first round: no fresh D x w array at all, where each cost its page faults
-    again (0.1-0.2 s at 557,713 x 110 on this machine, more than the product).
+    again (more than the product itself).
     """
     dtype = W.dtype
     if rtol is None:
@@ -172,7 +168,7 @@ def orthonormalize(W: np.ndarray, scale: float | None = None, rtol: float | None
         else:
             # numpy's LAPACK, not scipy's: the two wheels bring two OpenBLAS libraries,
             # and a call into one while the other's threads still spin after the last
-            # big product cost 4-9 ms each time on two cores (0.35 s of R10's k = 100)
+            # big product waited for those threads at every call
             factor = np.linalg.inv(L.T)
         if left is not None:
             factor = left[:, None] * factor
@@ -213,8 +209,8 @@ def _extend_basis(Q: np.ndarray | None, W: np.ndarray, coef: np.ndarray | None =
 
 def _ritz_pairs(T: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:
     """The b leading eigenpairs of the Rayleigh-Ritz matrix T, descending (a restart
-    keeps no more): LAPACK's subset solver once T is over twice b (1,250 x 1,250, b =
-    125: 0.15 s against 0.24 s for the whole spectrum)."""
+    keeps no more): LAPACK's subset solver once T is over twice b, where it is faster
+    than the whole spectrum."""
     s = T.shape[0]
     if s <= 2 * b:
         return _descending(*np.linalg.eigh(T))
@@ -283,8 +279,8 @@ def block_krylov_eigh(matmat: MatMat, m: int, k: int, *, block: int | None = Non
     AQb = np.empty((m, depth * b), dtype=dtype, order="F")
     # The Rayleigh-Ritz matrix T = Q^T A Q, block column by block column: the first
     # Gram-Schmidt round of step j computes Q_{<=j}^T (A Q_j), its upper part, and
-    # symmetry gives the rest -- instead of one (depth b)^2 x m product at the end
-    # (21 of the exploration's 160 Gflop on R10's 6,490 x 6,490 Gram, k = 100)
+    # symmetry gives the rest -- instead of one (depth b)^2 x m product at the end, a
+    # sizeable share of the exploration's flops
     Tb = np.empty((depth * b, depth * b), dtype=dtype, order="F")
     while restarts < max_restarts:
         restarts += 1
@@ -314,8 +310,8 @@ def block_krylov_eigh(matmat: MatMat, m: int, k: int, *, block: int | None = Non
             np.matmul(Q.T, AQ[:, pending:], out=Tb[:multiplied, pending:multiplied])
         T = Tb[:multiplied, :multiplied]
         upper = np.triu(T)
-        # in the product's precision: a float32 exploration's Ritz pairs need no more
-        # (LAPACK's float32 subset solver: 0.09 s against 0.16 s at 1,500 x 1,500)
+        # in the product's precision: a float32 exploration's Ritz pairs need no more,
+        # and LAPACK's float32 subset solver is the faster
         theta, Y = _ritz_pairs(upper + np.triu(T, 1).T, b)
         theta = theta.astype(np.float64)
         keep = min(b, theta.size)
@@ -367,7 +363,7 @@ def _float32_copy(A: np.ndarray, locked: np.ndarray | None = None) -> np.ndarray
     m = A.shape[0]
     step = max(1, 2**22 // max(m, 1))
     # one product per slab into a reused buffer, subtracted straight into the float32
-    # copy (three slab temporaries each time had cost 0.6 s at m = 6,490)
+    # copy (three slab temporaries each time were fresh memory per slab)
     buf = np.empty((min(step, m), m))
     for r in range(0, m, step):
         b = buf[:min(step, m - r)]
@@ -403,9 +399,8 @@ def rayleigh_ritz(A: np.ndarray, V: np.ndarray, k: int, tol: float,
 
     The same step as :func:`block_krylov_eigh` with ``first_depth=1`` and one restart,
     but in scipy's BLAS and LAPACK only: it follows scipy's subset solver, whose
-    OpenBLAS threads still spin for about 0.1 s after it returns, and numpy's (another
-    OpenBLAS library) then waited for them at every call (R10's 2,000 x 2,000 relation
-    problem, k = 100: 0.10-0.12 s for this step in numpy, 0.02 s in scipy).
+    OpenBLAS threads still spin for a while after it returns, and numpy's (another
+    OpenBLAS library) then waited for them at every call (``benchmarks/relation.py``).
     """
     V = np.asarray(V, dtype=np.float64, order="F")
     try:
@@ -433,9 +428,9 @@ def _float32_subset(A: np.ndarray, k: int, tol: float, locked: np.ndarray | None
 
     The float32 eigenvectors span the leading subspace to float32 precision; one float64
     product and Rayleigh-Ritz on their span (:func:`rayleigh_ritz`) gives float64 pairs
-    whose residuals are measured in float64 (R10's centred Gram cut to 2,000 x 2,000,
-    k = 100: 0.23-0.31 s against 0.35-0.42 s, eigenvalues equal to 9e-14, residual
-    2e-7). A residual above ``tol`` returns None: the caller then solves in float64.
+    whose residuals are measured in float64, faster than the float64 subset solver with
+    eigenvalues equal to round-off (``benchmarks/scale.py``'s exactness part). A
+    residual above ``tol`` returns None: the caller then solves in float64.
     ``locked`` as in :func:`_float32_ritz_block`: the copy is deflated and the check
     starts from both.
     """
@@ -458,7 +453,7 @@ def _dominant_block(A: np.ndarray, k: int, dominant: int, tol: float, random_sta
 
     ``start``: columns that span those eigenvectors approximately, the start block
     instead of a random one of g + :data:`KRYLOV_OVERSAMPLING` columns (MVMD's label
-    directions on R10's dual problem: 40 products against 104, 0.16 against 0.28 s).
+    directions: fewer products than from a random block).
     """
     g = min(max(int(dominant), 0), k - 1)
     if not g:
@@ -502,7 +497,7 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
     block Krylov the others.
 
     ``dominant``: how many leading eigenvalues may stand orders of magnitude above the
-    rest (MVMD's label directions: 10^3-10^5 x its 100th eigenvalue on R10). A float32
+    rest (MVMD's label directions on text). A float32
     copy of A cannot resolve the rest below them, so on the block Krylov branch these
     pairs are computed first in float64 (a narrow block: their gap makes that a few
     products) and deflated from the float32 copy (:func:`_float32_copy`) that the
@@ -534,9 +529,8 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
     # big product), then its Ritz block is checked in float64 -- one product and a
     # Rayleigh-Ritz step, more restarts in float64 only if the float64 residuals are
     # not below tol. The eigenpairs returned are float64 Rayleigh-Ritz pairs whose
-    # residuals were measured in float64, so the accuracy is that of a float64 run
-    # (R10's 6,490 x 6,490 Gram, k = 100: 1.9 s against 3.0 s, eigenvalues equal to
-    # 2e-13); the price is a float32 copy of A (m^2 x 4 bytes).
+    # residuals were measured in float64, so the accuracy is that of a float64 run in
+    # less time (benchmarks/scale.py); the price is a float32 copy of A (m^2 x 4 bytes).
     g = 0 if locked is None else locked.shape[1]
     rough = _float32_ritz_block(A, k - g, tol, random_state, locked)
     v0 = _after_locked(locked, rough["ritz"])
@@ -561,10 +555,9 @@ def leading_eigh_threshold(A: np.ndarray, t: float, total: float, max_k: int,
 
     For a threshold n_components (mvmd eq. 15, mddm eq. 9): rounds of
     :func:`leading_eigh` (keyword arguments ``kw``) as
-    :func:`~dmlfe.solvers.dimension.threshold_rounds` grows them (MVMD on R10 at 2^20,
-    t = 0.5: one round of 32 pairs, 2.7 s for the fit instead of 21.8 s; PCA, t = 0.3,
-    which 500 pairs do not reach: rounds of 32 and 500). ``info["rounds"]`` lists the k
-    of each round.
+    :func:`~dmlfe.solvers.dimension.threshold_rounds` grows them: a threshold that 32
+    pairs reach costs one small round instead of a large solve, one that they do not
+    reach takes a larger round next. ``info["rounds"]`` lists the k of each round.
     """
     m = A.shape[0]
     max_k = min(int(max_k), m)
@@ -599,9 +592,8 @@ def cholesky_reduce(A: np.ndarray, B: np.ndarray, L: np.ndarray | None = None,
 
     LAPACK's ``dsygst`` forms C from one triangle of the symmetric A (its upper one, as
     stored in C order) at about half the flops of two triangular solves with m
-    right-hand sides, and in A's memory: R10's 6,490 x 6,490 reduced problem (MLSI,
-    MLDA, DMLDA on the dual route) took 3.6-4.2 s against 7.1-9.1 s and three m x m
-    temporaries. C comes back C-ordered and exactly symmetric.
+    right-hand sides, and in A's memory, without three m x m temporaries (MLSI, MLDA,
+    DMLDA on the dual route). C comes back C-ordered and exactly symmetric.
 
     ``L``, B's lower Cholesky factor when the caller has it, is not computed again.
     ``overwrite_a``: A (C-ordered float64) may hold C on return (no copy of it).

@@ -8,7 +8,7 @@ pass maps them back to D-space components P = X^T alpha (D x d, C order: the lay
 which the sparse product writes it, and the one projecting with X P reads), adding one
 row block at a time into P on the driver.
 
-Memory: the driver holds G, n^2 x 8 bytes (0.34 GB at n = 6,490; 0.8 GB at 10,000), and
+Memory: the driver holds G, n^2 x 8 bytes, and
 the solver one or two matrices of the same size; the map back returns D x d x 8 bytes
 (0.8 GB per 100 components at D = 2^20) and holds one row block of X besides.
 """
@@ -143,8 +143,8 @@ def _threaded_matvecs(out: np.ndarray, xt: sp.csc_matrix, ab: np.ndarray, thread
     The CSC arrays of X_b are the CSR arrays of X_b^T, whose row r is out's row r. The
     rows are cut where the non-zeros are shared evenly; each range is a slice of the
     same index arrays (the kernel reads indptr's absolute offsets) and writes only its
-    own rows of out, and the kernel releases the GIL (2 threads: 0.4 s against 0.75 s
-    on R10 at 2^20, d = 100).
+    own rows of out, and the kernel releases the GIL, so the ranges run in parallel
+    (measured by ``benchmarks/scale.py``'s dual-route fits).
     """
     D, d = out.shape
     vec = ab.ravel()
@@ -180,8 +180,8 @@ def _add_xt_alpha(out: np.ndarray, xb: Any, ab: np.ndarray) -> None:
 
     A sparse block is turned into CSC, which is X_b^T row-compressed: each row of out
     is then updated once, from rows of the small alpha_b (n_b x d, in cache), instead
-    of scattering every non-zero's d values across D x d (R10 at 2^20, d = 100: 0.8 s
-    against 1.9 s, and 3.2 s for the d x D layout this replaced). scipy's own kernel
+    of scattering every non-zero's d values across D x d, which touched far more memory
+    (and a d x D layout more still; see ``benchmarks/scale.py``). scipy's own kernel
     adds into ``out`` directly; a public product would make a D x d result per block.
     """
     xb = to_float_block(xb)
@@ -201,15 +201,15 @@ def transpose_product(X: Any, alpha: np.ndarray, *, columns: np.ndarray | None =
 
     The row blocks come to the driver one at a time, in order (:func:`dmlfe.compute.run`
     with ``fold``), and each is added into P there. A block of sparse text is about
-    12 bytes per stored value; its share of P is 8 d bytes per column it uses, 30 times
-    more on R10 at 2^20 with d = 100 (0.69 GB of partials against 24 MB of X), and
-    summing those partials on the workers made one more array of the union of their
-    columns at each level of the tree. Only one block is held at a time.
+    12 bytes per stored value; its share of P is 8 d bytes per column it uses, far more
+    than the block itself for hashed text at d = 100, and summing those partials on the
+    workers made one more array of the union of their columns at each level of the tree.
+    Only one block is held at a time.
 
     ``columns``: the sorted columns of X that hold every non-zero
     (:meth:`~dmlfe.stats.sufficient.SufficientStats.used_columns`); P then has only
-    their rows, (len(columns), d), the others being zero (R10 at 2^20, d = 100: 446 MB
-    instead of 838 MB, written in 0.12-0.15 s against 0.44-1.1 s in a fresh process).
+    their rows, (len(columns), d), the others being zero: less memory to write and to
+    page in for hashed text, which uses a fraction of its columns (``benchmarks/scale.py``).
     """
     alpha = np.asarray(alpha, dtype=np.float64)
     select = None if columns is None else SelectColumns(columns, int(X.shape[1]))

@@ -2,9 +2,9 @@
 
 Text rows share few columns, except for a few hundred frequent terms that most rows
 contain. scipy's sparse x sparse product pays per multiply-add and writes a nearly
-dense CSR result, so those frequent columns cost almost all of its time: on R10 at
-2^20 hashed features the 1,000 most frequent of 557,713 used columns hold 94 % of the
-c_k^2 multiply-adds of X X^T (c_k: the column's count of documents).
+dense CSR result, so those frequent columns cost almost all of its time: in hashed
+text the thousand most frequent used columns hold nearly all of the c_k^2
+multiply-adds of X X^T (c_k: the column's count of documents).
 :func:`dense_outer` therefore splits the columns:
 
 * a column whose counts in the two blocks satisfy ``c_a c_b >= DENSE_RATIO r_a r_b``
@@ -34,12 +34,12 @@ from dmlfe.compute import driver_threads, in_threads
 DENSE_RATIO = 2e-3
 #: Row blocks of :func:`dense_gram`'s sparse part: block i is multiplied only by the
 #: rows from its own start on, so 4 blocks do 10/16 of the full product's work (more
-#: blocks pay more for transposing the rows each one needs: on R10, 1.5 s at 4 blocks,
-#: 1.6 at 2 and 6, 2.2 at 1).
+#: blocks pay more for transposing the rows each one needs; 4 was the fastest of those
+#: tried with ``benchmarks/scale.py``).
 GRAM_ROW_BLOCKS = 4
 #: Most bytes of the CSR product of one slab of rows in :func:`dense_outer`'s sparse part
-#: (the slab is then written into the dense result): 6 MiB, 262 rows against 2,000
-#: prototypes.
+#: (the slab is then written into the dense result), small enough for the allocator
+#: to reuse.
 SPARSE_SLAB_BYTES = 6 * 2**20
 #: Square blocks in which :func:`dense_gram` mirrors its upper triangle (cache-sized).
 MIRROR_STEP = 512
@@ -83,9 +83,8 @@ def _split(m: sp.csr_matrix, code: np.ndarray, width: int) -> tuple[np.ndarray, 
     ``code`` from :func:`_column_codes` (``width`` heavy columns): the CSR keeps only
     the light columns, renumbered in their order. Dropping the columns the other block
     does not use changes no product term (those would multiply stored values by
-    absent ones), and the narrower column space speeds scipy's sparse product (R10 at
-    2^20 against 2,000 prototypes: the light part's 1,048,576 columns narrowed to
-    262,471, 0.10-0.11 s instead of 0.14-0.17 s). The per-value temporaries are int32
+    absent ones), and the narrower column space speeds scipy's sparse product (see
+    ``benchmarks/relation.py``). The per-value temporaries are int32
     where the sizes allow: each is new memory for a fresh process to map.
     """
     idx = _index_dtype(m.nnz, m.shape[0], code.size)
@@ -129,10 +128,8 @@ def dense_crossprod(x: np.ndarray) -> np.ndarray:
     Scipy's ``dsyrk``, not numpy's ``x.T @ x`` (also a syrk): on the relation route the
     block comes from the relation map, whose last product is scipy's ``dgemm``, and the
     solver that follows is scipy's LAPACK. numpy's OpenBLAS is another library, whose
-    threads and scipy's then spun against each other on the two cores after each
-    switch (R10, 6,490 x 2,000 relation features: R^T R, centring and the float32
-    subset eigensolver took 0.56 s with numpy's product, 0.46 s with scipy's; medians
-    of 8).
+    threads and scipy's then spun against each other after each switch (see
+    ``benchmarks/relation.py``).
     """
     x = np.asarray(x, dtype=np.float64)
     if x.size == 0:  # BLAS refuses a zero leading dimension
@@ -152,8 +149,8 @@ def add_crossprod(c: np.ndarray, x: np.ndarray, alpha: float = 1.0) -> np.ndarra
     into c itself), then mirrored onto the other: c comes back exactly symmetric (an
     asymmetry of c's own round-off is not kept, only that triangle is read). A
     template's A = a S + F F^T (MVMD) is then one p x p array instead of the four
-    temporaries of ``a * S + F @ F.T`` and a symmetrising average (each 32 MB at
-    p = 2,000, paid again in page faults by every fresh process).
+    temporaries of ``a * S + F @ F.T`` and a symmetrising average (each p x p x 8
+    bytes, paid again in page faults by every fresh process).
     """
     if c.dtype != np.float64 or not c.flags.c_contiguous or c.shape[0] != c.shape[1]:
         raise ValueError("add_crossprod updates a square C-ordered float64 array in place")
@@ -197,9 +194,8 @@ def dense_gram(a: Any, threads: int | None = None) -> np.ndarray:
     to one BLAS ``dsyrk`` (the upper triangle only), the sparse rest to products of row
     block i with the rows from i on (:data:`GRAM_ROW_BLOCKS`; a block's rows in slabs of
     :data:`SPARSE_SLAB_BYTES`), written straight into G's rows; the upper triangle is
-    then copied onto the lower one, so no symmetrising average is needed (on R10 at
-    2^20: 1.5 s against 2.5 s). The row blocks of the sparse part run in ``threads``
-    threads (default
+    then copied onto the lower one, so no symmetrising average is needed. The row
+    blocks of the sparse part run in ``threads`` threads (default
     :func:`dmlfe.compute.driver_threads`: the driver's CPUs, 1 inside a dask task).
     """
     if not sp.issparse(a):
@@ -248,8 +244,8 @@ def _sparse_product(a: sp.csr_matrix, b: sp.csr_matrix, threads: int | None) -> 
 
     Slabs of a's rows whose sparse product (up to r_b stored values per row, 12 bytes
     each) stays within :data:`SPARSE_SLAB_BYTES`: one slab per thread made scipy's CSR
-    product of R10 against 2,000 prototypes 78 MB per thread, new memory each time,
-    which the freshly started process of a command-line fit had to have mapped first.
+    product as large as a thread's share of the result, new memory each time, which
+    the freshly started process of a command-line fit had to have mapped first.
     """
     out = np.empty((a.shape[0], b.shape[0]))
     bt = b.T.tocsr()  # once, not per thread

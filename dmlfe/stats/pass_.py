@@ -91,9 +91,8 @@ def _column_sumsq(xb: Any) -> np.ndarray:
     """Column sums of squares of one float64 block.
 
     A dense block (relation features) is reduced without an n_b x D temporary: the
-    squares of R10's 6,490 x 2,000 relation block were 104 MB more at the pass's peak
-    (alone, 0.10-0.24 s the first time in a process against 6 ms; within a whole fit
-    the difference was below the noise).
+    squares of the whole block would raise the pass's peak memory by the block's size,
+    and fresh pages are slow the first time in a process.
     """
     if sp.issparse(xb):
         return np.asarray(xb.multiply(xb).sum(axis=0), dtype=np.float64).ravel()
@@ -284,9 +283,9 @@ def compute_stats(
         Show a progress bar (``distributed.progress`` with a client).
     need_xty : bool
         Compute X^T Y. False leaves ``stats.xty`` with zero rows: the dual route
-        reaches the labels through the n x n Gram, and a dense D x q X^T Y is 84 MB of
-        fresh memory at D = 2^20, q = 10 (0.2-0.3 s of R10's dual fit in a fresh
-        process).
+        reaches the labels through the n x n Gram, and a dense D x q X^T Y is D x q x 8
+        bytes of fresh memory, a visible part of a dual fit at D = 2^20 in a fresh
+        process.
 
     Returns
     -------
@@ -335,8 +334,8 @@ def compute_stats(
         split_every = _default_split_every(n_out or n_in_features, need_dense)
     total = tree_reduce(parts, _combine, split_every)
     # the sums travel as the tree left them (X^T Y sparse while it is sparse) and are
-    # made dense on the driver: a dense D x q X^T Y is 84 MB at D = 2^20, q = 10, and
-    # sending it took a third of R10's statistics pass
+    # made dense on the driver: a dense D x q X^T Y is D x q x 8 bytes, and sending it
+    # was a large part of a hashed-text statistics pass (benchmarks/scale.py)
     return _finalise(compute_one(total, client=client, progress=progress,
                                  desc="statistics pass"))
 

@@ -104,8 +104,8 @@ class SufficientStats:
                 "these statistics were computed without X^T X; recompute them with "
                 "need_xtx=True (only possible when D is below the dense-scatter limit)"
             )
-        # one new D x D array (the same operations as xtx - outer / n, in place): at
-        # p = 2,000 each temporary is 32 MB of fresh pages
+        # one new D x D array (the same operations as xtx - outer / n, in place): each
+        # temporary would be D x D x 8 bytes of fresh pages
         out = np.outer(self.sum_x, self.sum_x)
         out /= self.n
         return np.subtract(self.xtx, out, out=out)

@@ -2,7 +2,7 @@
 
 The public names are imported on first use (PEP 562): a dask worker that reads a chunk
 imports :mod:`dmlfe.store.reader` only, not the writer and the Parquet bridge (pandas and
-pyarrow, 0.6 s of a fresh worker's first task).
+pyarrow, whose import would be a visible part of a fresh worker's first task).
 """
 
 from __future__ import annotations

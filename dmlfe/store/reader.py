@@ -428,7 +428,7 @@ class Store:
         idf = o.read("uns/idf", slice(None)) if "uns/idf" in o.arrays else None
         vocab = self.feature_names if self.feature_kind == "names" else None
         # imported here: it brings scikit-learn, which a worker reading row blocks never
-        # needs (2 s of a fresh worker's first task on the benchmark machine)
+        # needs, and whose import is a visible part of a fresh worker's first task
         from dmlfe.vectorize.text import store_vectorizer
 
         return store_vectorizer(self.attrs, idf, vocab, f"the store {self.path}")

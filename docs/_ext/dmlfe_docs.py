@@ -1,7 +1,8 @@
 """Pages of the dmlfe documentation that are generated from the code, so they cannot go
 stale: the method table (from the method registry), the API reference (from
-``dmlfe.__all__``), the command-line reference (from the argparse parser) and the
-list of cluster profiles (from the files in ``cluster_configs/``).
+``dmlfe.__all__``), the command-line reference (from the argparse parser), the
+list of cluster profiles (from the files in ``cluster_configs/``) and the performance
+tables (from the benchmarks' results in ``benchmarks/results/``).
 
 Each directive emits reStructuredText that Sphinx then parses as if it were written in
 the page. A method whose reference names no paper of :data:`PAPERS` is an error, and
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import re
 import textwrap
 from pathlib import Path
@@ -264,10 +266,120 @@ class ClusterProfiles(Directive):
         return _rst(self, lines)
 
 
+def _seconds(v: float | None) -> str:
+    return "" if v is None else f"{v:.2f}"
+
+
+def _mib(v: float | None) -> str:
+    return "" if v is None else f"{v:,.0f}"
+
+
+def _fits_table(rows: list[dict]) -> list[str]:
+    svd = next((r for r in rows if r["kind"] == "sklearn"), None)
+    body = []
+    for r in rows:
+        name = "TruncatedSVD(100)" if r["kind"] == "sklearn" else f"``{r['method']}``"
+        ratio = ""
+        if svd is not None and r["kind"] != "sklearn" and r["median_seconds"]:
+            ratio = f"{svd['median_seconds'] / r['median_seconds']:.1f}"
+        body.append([name, _seconds(r["median_seconds"]),
+                     f"{_seconds(r['min_seconds'])}-{_seconds(r['max_seconds'])}",
+                     _mib(r["peak_rss_total_mib_max"]), ratio])
+    return _list_table(["fit", "median (s)", "range (s)", "peak memory (MiB)",
+                        "TruncatedSVD's median / this"], body)
+
+
+def _plain(text: str) -> str:
+    """Recorded text as reST text: ``|x|`` (a magnitude) is not a substitution."""
+    return text.replace("|", r"\|").replace("*", r"\*")
+
+
+def _exactness_table(rows: list[dict]) -> list[str]:
+    return _list_table(
+        ["method", "route", "solver", "reference", "largest relative eigenvalue error"],
+        [[f"``{r['method']}``", r["route"], f"``{r['solver']}``", r["reference"],
+          _plain(f"{r['max_rel_eigenvalue_err']:.1e} (of the {r['relative_to']})"
+                 + (f"; {r['note']}" if r.get("note") else ""))] for r in rows])
+
+
+def _stages_table(rows: list[dict]) -> list[str]:
+    body = []
+    for r in rows:
+        solve = ""
+        if "solver" in r:
+            solve = f"``{r['solver']}``, d = {r['d']}, {r['n_passes']} passes"
+            if r.get("max_residual") is not None:
+                solve += f", ``max_residual_`` {r['max_residual']:.1e}"
+        body.append([r["stage"], _seconds(r["seconds"]), _mib(r["peak_rss_total_mib"]),
+                     _mib(r["peak_rss_driver_mib"]), solve])
+    return _list_table(["stage", "seconds", "peak memory, all (MiB)",
+                        "peak memory, driver (MiB)", "solve"], body)
+
+
+def _workers_table(rows: list[dict]) -> list[str]:
+    body = []
+    for r in rows:
+        residual = "" if r["max_residual"] is None else f"{r['max_residual']:.1e}"
+        speedup = "" if r["speedup_vs_1"] is None else f"{r['speedup_vs_1']:.2f}"
+        passes = "" if r["n_passes"] is None else str(r["n_passes"])
+        body.append([f"{r['docs']:,}", f"``{r['method']}``", r["code"], str(r["workers"]),
+                     _seconds(r["seconds"]) or r.get("status", ""), speedup, passes,
+                     residual])
+    return _list_table(["documents", "method", "code", "workers", "seconds",
+                        "speed-up over 1 worker", "passes", "``max_residual_``"], body)
+
+
+#: How each ``kind`` of results file is rendered.
+RESULT_TABLES = {"fits": _fits_table, "exactness": _exactness_table,
+                 "stages": _stages_table, "workers": _workers_table}
+
+
+class Performance(Directive):
+    """``.. dmlfe-performance:: [NAME ...]`` -- results files of ``benchmarks/results/``
+    (every one, as sections, without arguments; the named ones, under rubrics, with):
+    what was run, on which machine and when, and its table."""
+
+    optional_arguments = 8
+
+    def run(self):
+        folder = ROOT / "benchmarks" / "results"
+        paths = ([folder / f"{name}.json" for name in self.arguments] if self.arguments
+                 else sorted(folder.glob("*.json")))
+        if not paths:
+            raise self.error(f"no results in {folder}")
+        for path in paths:
+            if not path.is_file():
+                raise self.error(f"no results file {path}")
+        lines: list[str] = []
+        for path in paths:
+            result = json.loads(path.read_text(encoding="utf-8"))
+            table = RESULT_TABLES.get(result.get("kind"))
+            if table is None:
+                raise self.error(f"{path.name}: kind {result.get('kind')!r} is not one of "
+                                 f"{sorted(RESULT_TABLES)} (docs/_ext/dmlfe_docs.py)")
+            self.state.document.settings.record_dependencies.add(str(path))
+            machine = result["machine"]
+            title = result["title"]
+            heading = ([f".. rubric:: {title}"] if self.arguments
+                       else [title, "-" * len(title)])
+            lines += [*heading, "",
+                      f"``{result['benchmark']}`` on {result['date']}, "
+                      f"{machine['description']} ({machine['cpus']} CPUs"
+                      + (f"; load {machine['loadavg_at_start'][0]:.1f} at the start, "
+                         f"{machine['loadavg_at_end'][0]:.1f} at the end"
+                         if "loadavg_at_start" in machine else "")
+                      + f"). {result['corpus']}; {result['settings']}. "
+                      f"From ``benchmarks/results/{path.name}`` "
+                      f"(copied from ``{result['source']}``).", "",
+                      *table(result["rows"])]
+        return _rst(self, lines)
+
+
 def setup(app):
     app.add_directive("dmlfe-methods", MethodTable)
     app.add_directive("dmlfe-api", ApiReference)
     app.add_directive("dmlfe-cli", CliReference)
     app.add_directive("dmlfe-cluster-profiles", ClusterProfiles)
+    app.add_directive("dmlfe-performance", Performance)
     app.connect("autodoc-skip-member", _skip_foreign_member)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
