@@ -35,22 +35,32 @@ from dmlfe.cluster import (
 )
 from dmlfe.cluster_profiles import check_profile
 from dmlfe.demo import demo_pipeline_path
-from dmlfe.embed import INPUT_FORMATS, label_sets, read_documents, training_classifier
+from dmlfe.embed import (
+    INPUT_FORMATS,
+    is_store,
+    label_columns,
+    label_sets,
+    model_label_names,
+    model_view,
+    read_documents,
+    store_predictions,
+    training_classifier,
+)
 from dmlfe.errors import DmlfeError, InputError, StoreError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
 from dmlfe.fit.params import COMPONENTS_DTYPES, MAX_SEED
 from dmlfe.graph.knn import KNN_METHODS
 from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, open_ingest
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
+from dmlfe.metrics import metric_report
 from dmlfe.model_files import check_model_target
-from dmlfe.model_io import check_compatible, load_model, text_pipeline
+from dmlfe.model_io import load_model, text_pipeline
 from dmlfe.params import Param, split_arg
 from dmlfe.pipeline.cli import add_run_parser, cmd_run
-from dmlfe.pipeline.config import CLASSIFIERS, ClassifierSpec
+from dmlfe.pipeline.config import CLASSIFIERS, METRICS, ClassifierSpec
 from dmlfe.pipeline.runner import make_classifier
 from dmlfe.progress import show_progress
 from dmlfe.projection import embedding_obs, write_embeddings
-from dmlfe.relation import relation_block_rows
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.stats.cache import clean
 from dmlfe.store import check_export, export_parquet, import_parquet, open_store
@@ -297,7 +307,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     # a file that is not a dmlfe export, or an existing output, fails before a cluster
     # is started
     check_export(args.source)
-    _check_out(args.out, args.overwrite)
+    _check_out(args.out, args.overwrite, "a store (a zarr folder)")
     check_store_target(Path(args.out).absolute(), args.overwrite)  # with --overwrite too
     with client_from_args(args) as client:
         path = import_parquet(args.source, args.out, chunk_rows=args.chunk_rows, client=client,
@@ -405,11 +415,39 @@ def _fit_estimator(args: argparse.Namespace) -> MultiLabelProjection:
     return est
 
 
-def _check_out(out: str, overwrite: bool) -> None:
+def _check_out(out: str, overwrite: bool, binary: str | None = None) -> None:
     """Refuse an existing ``out`` (a symbolic link too, even a dangling or looping one)
-    without ``--overwrite``."""
+    without ``--overwrite``, and ``-`` (standard output) for the ``binary`` output named
+    (a model, a store, embeddings); a text output (None) takes ``-``."""
+    if out == STDOUT:
+        if binary is None:
+            return
+        raise InputError(f"--out -: {binary} cannot be written to standard output; give a "
+                         "path")
     if os.path.lexists(out) and not overwrite:
         raise FileExistsError(f"{out} exists{link_note(out)}; pass --overwrite to replace it")
+
+
+#: ``--out -``: standard output, for outputs that are text (JSON Lines, JSON).
+STDOUT = "-"
+
+
+def _write_text(args: argparse.Namespace, text: str) -> str:
+    """Write ``text`` to ``args.out`` (atomically), or to standard output for ``-``;
+    returns where it went, for the summary line. Standard output is the one the command
+    started with, so that ``--quiet`` silences the summary, not the data."""
+    if args.out == STDOUT:
+        stream = getattr(args, "stdout", None) or sys.stdout
+        stream.write(text)
+        stream.flush()
+        return "standard output"
+    write_atomically(args.out, lambda f: f.write(text.encode("utf-8")))
+    return str(Path(args.out).resolve())
+
+
+def _summary(args: argparse.Namespace) -> Any:
+    """Where a command's summary line goes: stderr when its data go to stdout."""
+    return sys.stderr if getattr(args, "out", None) == STDOUT else sys.stdout
 
 
 def _split_text(split: str | list[str]) -> str:
@@ -423,7 +461,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     store = open_store(args.store)
     if args.split is not None:
         store.subset(args.split)
-    _check_out(args.out, args.overwrite)
+    _check_out(args.out, args.overwrite, "a model (a folder)")
     # with --overwrite too: a path that is not a model is refused now, not after the fit
     check_model_target(args.out, args.overwrite)
     clf = None
@@ -468,15 +506,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 def cmd_transform(args: argparse.Namespace) -> int:
     model = load_model(args.model)
-    store = open_store(args.store)
-    if args.split is not None:
-        store = store.subset(args.split)
-    if model.relation_map_ is not None:
-        # blocks whose dense relation features (rows x p) stay small on the workers
-        store = store.reblock(relation_block_rows(model.relation_map_.n_prototypes,
-                                                  store.chunk_rows))
-    check_compatible(model, store)
-    _check_out(args.out, args.overwrite)
+    store = model_view(model, args.store, args.split)
+    _check_out(args.out, args.overwrite, "embeddings (a zarr or parquet folder)")
     attrs = {"model": str(Path(args.model).resolve()), "method": model._method,
              "store": str(store.path), "split": args.split}
     with client_from_args(args) as client:
@@ -488,10 +519,11 @@ def cmd_transform(args: argparse.Namespace) -> int:
     return 0
 
 
-def _documents(args: argparse.Namespace) -> tuple[Any, list[str], list[str]]:
-    """The text pipeline of ``args.model`` and the documents of ``args.input``."""
+def _documents(args: argparse.Namespace, binary: str | None = None
+               ) -> tuple[Any, list[str], list[str]]:
+    """The model ``args.model`` and the documents of ``args.input``."""
     model = load_model(args.model)
-    _check_out(args.out, args.overwrite)
+    _check_out(args.out, args.overwrite, binary)
     ids, texts = read_documents(args.input, args.input_format, text_field=args.text_field,
                                 id_field=args.id_field)
     if not texts:
@@ -500,7 +532,7 @@ def _documents(args: argparse.Namespace) -> tuple[Any, list[str], list[str]]:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
-    model, ids, texts = _documents(args)
+    model, ids, texts = _documents(args, "embeddings (a zarr or parquet folder)")
     Z = text_pipeline(model, store=args.store).transform(texts)
     out = write_embeddings(Z, args.out, ids=np.asarray(ids, dtype=object), format=args.format,
                            overwrite=args.overwrite,
@@ -516,35 +548,109 @@ def _classifier(name: str) -> Any:
     return make_classifier(ClassifierSpec(name, name, {}))
 
 
-def cmd_predict(args: argparse.Namespace) -> int:
-    model, ids, texts = _documents(args)
+def _saved_or_fitted_classifier(args: argparse.Namespace, model: Any) -> Any:
+    """The classifier ``dmlfe predict`` uses: the one saved with the model unless
+    ``--classifier`` names another, else one fitted now on the training embeddings."""
     saved = load_classifier(args.model) if has_classifier(args.model) else None
     if saved is not None and args.classifier in (None, saved[0]):
         args.classifier, clf = saved
-    else:
-        args.classifier = args.classifier or "ridge"
-        if saved is None:
-            print(f"note: {args.model} holds no saved classifier: fitting {args.classifier} on "
-                  "the training store's embeddings now (save one with dmlfe fit --classifier)",
-                  file=sys.stderr)
-        with client_from_args(args):
-            clf = training_classifier(model, _classifier(args.classifier))
+        return clf
+    args.classifier = args.classifier or "ridge"
+    if saved is None:
+        print(f"note: {args.model} holds no saved classifier: fitting {args.classifier} on "
+              "the training store's embeddings now (save one with dmlfe fit --classifier)",
+              file=sys.stderr)
+    with client_from_args(args):
+        return training_classifier(model, _classifier(args.classifier))
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    if is_store(args.input):
+        return _predict_store(args)
+    if args.split is not None:
+        raise InputError(f"--split applies to a store; {args.input} is a documents file "
+                         "(every document in it is predicted)")
+    model, ids, texts = _documents(args)
+    clf = _saved_or_fitted_classifier(args, model)
     pipe = text_pipeline(model, clf, store=args.store)
-    names = model.training_store_["label_names"]
     records = label_sets(np.asarray(pipe.predict(texts)), np.asarray(pipe.predict_proba(texts)),
-                         list(names), ids)
-    write_atomically(args.out, lambda f: f.write(
-        "".join(json.dumps(r) + "\n" for r in records).encode("utf-8")))
-    print(f"wrote label sets and scores of {len(records)} documents to "
-          f"{Path(args.out).resolve()} ({model._method} + {args.classifier})")
+                         model_label_names(model), ids)
+    where = _write_text(args, "".join(json.dumps(r) + "\n" for r in records))
+    print(f"wrote label sets and scores of {len(records)} documents to {where} "
+          f"({model._method} + {args.classifier})", file=_summary(args))
     return 0
 
 
-def _add_document_flags(p: argparse.ArgumentParser) -> None:
+def _predict_store(args: argparse.Namespace) -> int:
+    """``dmlfe predict MODEL STORE [--split S]``: the stored features, not raw text."""
+    model = load_model(args.model)
+    names = model_label_names(model)
+    view = model_view(model, args.input, args.split)
+    _check_out(args.out, args.overwrite)
+    clf = _saved_or_fitted_classifier(args, model)
+    with client_from_args(args):
+        ids, P, S, _ = store_predictions(model, clf, view)
+    records = label_sets(P, S, names, [str(i) for i in ids])
+    where = _write_text(args, "".join(json.dumps(r) + "\n" for r in records))
+    split = f" (split {_split_text(args.split)})" if args.split else ""
+    print(f"wrote label sets and scores of {len(records)} documents of {view.path}{split} to "
+          f"{where} ({model._method} + {args.classifier})", file=_summary(args))
+    return 0
+
+
+def format_metrics(report: dict[str, float | int]) -> str:
+    """The metrics table ``dmlfe evaluate`` prints: one line per measure, with whether
+    lower or higher is better, then the counts behind them."""
+    width = max(len(m) for m in METRICS)
+    lines = [f"{'metric':<{width}}  {'value':>8}  better"]
+    for name, lower in METRICS.items():
+        if name in report:
+            lines.append(f"{name:<{width}}  {report[name]:>8.4f}  {'lower' if lower else 'higher'}")
+    counts = {"n_documents": "documents", "n_labels": "labels",
+              "n_ranking_skipped": "documents with no or every label relevant (left out of "
+              "the ranking measures)",
+              "n_auc_labels_skipped": "labels without positive or negative documents (left "
+              "out of macro_auc)"}
+    lines += [f"{report[k]} {what}" for k, what in counts.items() if k in report]
+    return "\n".join(lines)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Score a model's saved classifier on a store's documents: the 13 measures."""
+    model = load_model(args.model)
+    if not has_classifier(args.model):
+        raise InputError(f"{args.model} holds no classifier to evaluate; refit it with dmlfe "
+                         f"fit ... --classifier NAME ({', '.join(PREDICT_CLASSIFIERS)})")
+    name, clf = load_classifier(args.model)
+    view = model_view(model, args.store, args.split)
+    label_columns(model, view)  # a label mismatch fails before a cluster is started
+    if args.json is not None and args.json != STDOUT:
+        _check_out(args.json, args.overwrite)
+    with client_from_args(args):
+        _, P, S, Y = store_predictions(model, clf, view, labels=True)
+    report = metric_report(Y, P, S)
+    split = _split_text(args.split) if args.split else None
+    if args.json is not None:
+        doc = {"model": str(Path(args.model).resolve()), "method": model._method,
+               "classifier": name, "store": str(view.path), "split": split,
+               "metrics": report}
+        args.out = args.json
+        where = _write_text(args, json.dumps(doc, indent=2) + "\n")
+        if args.json != STDOUT:
+            print(f"wrote metrics to {where}", file=sys.stderr)
+    if args.json != STDOUT:
+        print(f"{model._method} + {name} on {view.path}"
+              + (f" (split {split})" if split else "") + ":")
+        print(format_metrics(report))
+    return 0
+
+
+def _add_document_flags(p: argparse.ArgumentParser, store_input: bool = False) -> None:
     p.add_argument("model", help="a model directory written by dmlfe fit")
     p.add_argument("input", help="the raw documents: a .jsonl[.gz] file, a .parquet file or "
                    "folder, or a text file with one document per line; - reads lines from "
-                   "standard input")
+                   "standard input" + ("; or a store (a folder written by dmlfe ingest)"
+                                       if store_input else ""))
     p.add_argument("--input-format", choices=INPUT_FORMATS, default=None,
                    help="how to read INPUT (default: from its name; standard input is text)")
     p.add_argument("--text-field", default="text", help="jsonl/parquet: the text field "
@@ -774,21 +880,47 @@ def build_parser() -> argparse.ArgumentParser:
     pb.set_defaults(func=cmd_embed)
 
     pp = sub.add_parser(
-        "predict", help="predict the label sets of raw documents",
-        description="Embed raw documents as dmlfe embed does, and classify them with a "
-        "classifier fitted on the model's embeddings of its training documents: the one "
-        "saved with the model (dmlfe fit --classifier), else one fitted now on the training "
-        "store and split the model records. Writes JSON Lines: one record per "
-        "document with its id, the predicted label names and every label's score "
-        "(predict_proba).",
-        epilog="example: dmlfe predict model/ new.txt --out labels.jsonl --classifier ridge")
-    _add_document_flags(pp)
-    pp.add_argument("--out", required=True, help="the JSON Lines file to write")
+        "predict", help="predict the label sets of raw documents or of a store's documents",
+        description="Classify documents with a classifier fitted on the model's embeddings "
+        "of its training documents: the one saved with the model (dmlfe fit --classifier), "
+        "else one fitted now on the training store and split the model records. INPUT is "
+        "raw documents (embedded as dmlfe embed does) or a store (its stored features; "
+        "--split picks its documents). Writes JSON Lines: one record per document with its "
+        "id, the predicted label names and every label's score (predict_proba).",
+        epilog="examples: dmlfe predict model/ new.txt --out labels.jsonl --classifier ridge; "
+        "dmlfe predict model/ corpus.zarr --split test --out -")
+    _add_document_flags(pp, store_input=True)
+    pp.add_argument("--split", type=split_arg, default=None,
+                    help="INPUT a store: predict the documents of this split only (or of a "
+                    "comma-separated list of splits; default: all its documents)")
+    pp.add_argument("--out", required=True,
+                    help="the JSON Lines file to write; - writes to standard output")
     pp.add_argument("--classifier", choices=list(CLASSIFIERS), default=None,
                     help="classifier on the embeddings (default: the one saved with the model "
                     "by dmlfe fit --classifier, else ridge fitted now)")
     add_cluster_arguments(pp)
     pp.set_defaults(func=cmd_predict)
+
+    pa = sub.add_parser(
+        "evaluate", help="score a model and its saved classifier on a store's documents",
+        description="Project a store's documents with a saved model, classify them with the "
+        "classifier saved with it (dmlfe fit --classifier) and score the predictions "
+        "against the store's labels (matched by name) with the papers' 13 measures: "
+        "hamming_loss, example_accuracy/precision/recall/f1, subset_accuracy, micro_f1, "
+        "macro_f1 (label sets) and ranking_loss, one_error, coverage, average_precision, "
+        "macro_auc (scores). Prints a table; --json writes the measures too.",
+        epilog="example: dmlfe evaluate model/ corpus.zarr --split test --json metrics.json")
+    pa.add_argument("model", help="a model directory written by dmlfe fit --classifier")
+    pa.add_argument("store", help="the store whose documents to score")
+    pa.add_argument("--split", type=split_arg, default=None,
+                    help="score the documents of this split only, e.g. test (or of a "
+                    "comma-separated list of splits; default: all its documents)")
+    pa.add_argument("--json", default=None, metavar="PATH",
+                    help="also write the measures as JSON to PATH; - writes them to standard "
+                    "output instead of the table")
+    pa.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
+    add_cluster_arguments(pa)
+    pa.set_defaults(func=cmd_evaluate)
 
     for command in sub.choices.values():  # --debug after the command name works too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
@@ -853,6 +985,7 @@ def main(argv: list[str] | None = None) -> int:
     interrupted.
     """
     args = build_parser().parse_args(argv)
+    args.stdout = sys.stdout  # --out -: the data go here, even under --quiet
     # A file-size limit (ulimit -f) otherwise kills the process with SIGXFSZ, leaving
     # temporaries and no message; ignored, the write fails with EFBIG, which is one line
     # (the workers a local cluster starts inherit the disposition).
