@@ -50,7 +50,7 @@ from dmlfe.errors import DmlfeError, InputError, StoreError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
 from dmlfe.fit.params import COMPONENTS_DTYPES, MAX_SEED
 from dmlfe.graph.knn import KNN_METHODS
-from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, open_ingest
+from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, FORMATS, open_ingest, parse_split_names
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
 from dmlfe.metrics import metric_report
 from dmlfe.model_files import check_model_target
@@ -95,6 +95,13 @@ def _df(s: str) -> float | int:
             raise argparse.ArgumentTypeError(f"expected an int or a float, got {s!r}") from None
 
 
+def _split_names(s: str) -> dict[str, str]:
+    try:
+        return parse_split_names(s)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--split-names ")) from None
+
+
 def _add_ingest_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-rows", type=int, default=None,
                    help="documents per chunk (default 10000)")
@@ -126,8 +133,15 @@ def _add_ingest_flags(p: argparse.ArgumentParser) -> None:
                    help="reuters21578: the ModApte split")
     r.add_argument("--top-n", type=int, default=None,
                    help="reuters21578: keep the N most frequent topics (10 = R10)")
-    for f in ("text", "labels", "id", "split"):
+    for f in ("text", "labels", "id"):
         r.add_argument(f"--{f}-field", default=None, help=f"jsonl/parquet: the {f} field")
+    r.add_argument("--split-field", default=None,
+                   help="jsonl/parquet: the split field (default: split, when the first "
+                   "record has it; else the corpus has no splits)")
+    r.add_argument("--split-names", type=_split_names, default=None, metavar="OLD=NEW,...",
+                   help="rename splits, e.g. dev=validation,eval=test. A file's name gives "
+                   "its documents' split: train or test as a whole word between - _ . "
+                   "(Corel5k-train-sparse.arff: train), else the file's stem")
     s = p.add_argument_group("synthetic corpus")
     s.add_argument("--n-docs", type=int, default=None, help="number of documents")
     s.add_argument("--vocab-size", type=int, default=None, help="number of distinct words")
@@ -142,6 +156,7 @@ _FLAG_TO_OPTION = {
     "modapte": "modapte", "top_n": "top_n", "text_field": "text_field",
     "labels_field": "labels_field", "id_field": "id_field", "split_field": "split_field",
     "n_docs": "n_docs", "vocab_size": "vocab_size", "n_labels": "n_labels", "seed": "seed",
+    "split_names": "split_names",
 }
 
 

@@ -49,7 +49,7 @@ from typing import Any
 
 from dmlfe.errors import DmlfeError
 from dmlfe.fit.params import COMMON
-from dmlfe.ingestion import _READER_OPTIONS, _VECTORIZER_OPTIONS, FORMATS, TEXT_FORMATS
+from dmlfe.ingestion import FORMATS, format_options
 from dmlfe.methods.registry import all_methods, resolve_method
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.yamlfiles import read_yaml
@@ -348,11 +348,9 @@ def classifier_params(name: str) -> set[str]:
 
 
 def dataset_options(fmt: str) -> set[str]:
-    """The ``options`` keys of a data set of format ``fmt`` (reader and vectoriser)."""
-    allowed = set(_READER_OPTIONS[fmt])
-    if fmt in TEXT_FORMATS:
-        allowed |= set(_VECTORIZER_OPTIONS)
-    return allowed
+    """The ``options`` keys of a data set of format ``fmt`` (reader, split names and
+    vectoriser): those of :func:`dmlfe.ingest`."""
+    return format_options(fmt)
 
 
 def selector_params(name: str) -> set[str]:
