@@ -902,8 +902,8 @@ def build_parser() -> argparse.ArgumentParser:
         "raw documents (embedded as dmlfe embed does) or a store (its stored features; "
         "--split picks its documents). Writes JSON Lines: one record per document with its "
         "id, the predicted label names and every label's score (predict_proba).",
-        epilog="examples: dmlfe predict model/ new.txt --out labels.jsonl --classifier ridge; "
-        "dmlfe predict model/ corpus.zarr --split test --out -")
+        epilog="example: dmlfe predict model/ corpus.zarr --split test --out preds.jsonl   "
+        "(raw text: dmlfe predict model/ new.txt --out - --classifier ridge)")
     _add_document_flags(pp, store_input=True)
     pp.add_argument("--split", type=split_arg, default=None,
                     help="INPUT a store: predict the documents of this split only (or of a "
