@@ -7,10 +7,12 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
 import traceback
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -987,6 +989,47 @@ def _output(quiet: bool, verbose: bool) -> Iterator[None]:
             loggers[0].removeHandler(handler)
 
 
+def _subcommand(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[command]
+
+
+def cli_terms(message: str, parser: argparse.ArgumentParser, command: str) -> str:
+    """``message`` (a library warning) on one line, with the Python parameter names of
+    ``dmlfe COMMAND``'s flags written as the flags (``max_components`` ->
+    ``--max-components``, ``n_components=5`` -> ``--dim 5``)."""
+    text = " ".join(str(message).split())
+    flags = {a.dest: a.option_strings[0] for a in _subcommand(parser, command)._actions
+             if a.option_strings and a.option_strings[0].startswith("--")}
+    if "dim" in flags:
+        def n_components(m: re.Match) -> str:
+            value = m.group(1)
+            return f"--{'dim' if value.isdigit() else 'threshold'} {value}"
+        text = re.sub(r"\bn_components=([0-9.eE+-]*[0-9])", n_components, text)
+        text = re.sub(r"\ban int n_components\b", "--dim", text)
+        text = re.sub(r"\ba float n_components\b", "--threshold", text)
+        text = re.sub(r"\bn_components\b", "--dim/--threshold", text)
+    for dest, flag in flags.items():
+        text = re.sub(rf"\b{re.escape(dest)}=", f"{flag} ", text)
+        if "_" in dest:  # plain words (split, tol) stay words
+            text = re.sub(rf"\b{re.escape(dest)}\b", flag, text)
+    return text
+
+
+@contextlib.contextmanager
+def _cli_warnings(parser: argparse.ArgumentParser, command: str) -> Iterator[None]:
+    """Python warnings during a command: one line each on stderr, ``dmlfe COMMAND:
+    warning: ...`` in the command's terms (:func:`cli_terms`), without the source line."""
+    def show(message: Any, category: type, filename: str, lineno: int, file: Any = None,
+             line: Any = None) -> None:
+        print(f"dmlfe {command}: warning: {cli_terms(str(message), parser, command)}",
+              file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
+
+
 #: Errors about what the user gave: one line on stderr, exit status 2.
 USER_ERRORS = (DmlfeError, ValueError, FileNotFoundError, FileExistsError, PermissionError)
 
@@ -999,7 +1042,8 @@ def main(argv: list[str] | None = None) -> int:
     report it for anything else (a bug: ``--debug`` shows the traceback); 130 when
     interrupted.
     """
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     args.stdout = sys.stdout  # --out -: the data go here, even under --quiet
     # A file-size limit (ulimit -f) otherwise kills the process with SIGXFSZ, leaving
     # temporaries and no message; ignored, the write fails with EFBIG, which is one line
@@ -1010,7 +1054,7 @@ def main(argv: list[str] | None = None) -> int:
         quiet = getattr(args, "quiet", None)
         # commands with --quiet show the progress of their passes unless it is given
         with _output(bool(quiet), getattr(args, "verbose", False)), \
-                show_progress(quiet is False):
+                show_progress(quiet is False), _cli_warnings(parser, args.command):
             return args.func(args)
     except OSError as exc:
         # A full disk, a file-size limit, a read-only folder: the machine's, not a bug.

@@ -53,3 +53,42 @@ def test_ctrl_c_during_a_fit_on_a_local_cluster_prints_one_line(store, tmp_path)
     after = [line for line in lines[seen:] if not line.startswith("[dmlfe]")]  # progress
     assert p.returncode == 130, "".join(lines)
     assert after == ["dmlfe fit: interrupted\n"], "".join(after)
+
+
+def test_warnings_are_one_line_in_the_flags_terms(tmp_path, cluster_client, capsys):
+    import numpy as np
+    import scipy.sparse as sp
+
+    from dmlfe.cli import main
+    from tests.conftest import write_store
+
+    rng = np.random.default_rng(0)
+    X = sp.csr_matrix(rng.uniform(size=(60, 12)))
+    Y = (rng.uniform(size=(60, 3)) < 0.5).astype(np.uint8)
+    st = write_store(tmp_path / "s.zarr", X, Y, ["train"] * 60)
+    # MDDM_f's objective has rank <= q = 3: d = 5 reaches past it
+    assert main(["fit", str(st), "--method", "mddm_f", "--dim", "5", "--out",
+                 str(tmp_path / "m"), "--scheduler", cluster_client.scheduler.address,
+                 "--quiet"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    warned = [line for line in err if "warning" in line]
+    assert len(warned) == 1, err
+    assert warned[0].startswith("dmlfe fit: warning: mddm_f: --dim 5 but only 3 eigenvalues")
+    assert "n_components" not in warned[0] and "warnings.warn" not in "\n".join(err)
+    assert not any(line.lstrip().startswith("File ") for line in err)  # no source line
+
+
+def test_cli_terms_translate_parameter_names():
+    from dmlfe.cli import build_parser, cli_terms
+
+    parser = build_parser()
+    msg = ("the top 32 computed eigenvalues hold 0.8 of the total, below the threshold "
+           "t=0.999; keeping 32 components (raise max_components or pass an int\n"
+           "n_components)")
+    assert cli_terms(msg, parser, "fit") == (
+        "the top 32 computed eigenvalues hold 0.8 of the total, below the threshold t=0.999; "
+        "keeping 32 components (raise --max-components or pass --dim)")
+    assert cli_terms("n_components=0.9 and n_prototypes=50", parser, "fit") == (
+        "--threshold 0.9 and --prototypes 50")
+    # words that are flags of another command only, or plain words, stay
+    assert cli_terms("split max_components", parser, "info") == "split max_components"
