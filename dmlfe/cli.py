@@ -551,11 +551,14 @@ def _documents(args: argparse.Namespace, binary: str | None = None
 def cmd_embed(args: argparse.Namespace) -> int:
     model, ids, texts = _documents(args, "embeddings (a zarr or parquet folder)")
     Z = text_pipeline(model, store=args.store).transform(texts)
-    out = write_embeddings(Z, args.out, ids=np.asarray(ids, dtype=object), format=args.format,
-                           overwrite=args.overwrite,
-                           attrs={"model": str(Path(args.model).resolve()),
-                                  "method": model._method, "input": str(args.input)},
-                           **embedding_obs(model))
+    # the documents are in memory already: a cluster only where one is asked for
+    asked = args.scheduler or args.cluster or args.workers
+    with client_from_args(args) if asked else contextlib.nullcontext() as client:
+        out = write_embeddings(Z, args.out, ids=np.asarray(ids, dtype=object),
+                               format=args.format, overwrite=args.overwrite, client=client,
+                               attrs={"model": str(Path(args.model).resolve()),
+                                      "method": model._method, "input": str(args.input)},
+                               **embedding_obs(model))
     print(f"wrote {args.format} embeddings {Path(out).resolve()}: {len(texts)} documents x "
           f"{model.n_components_} components ({model._method})")
     return 0
@@ -888,12 +891,15 @@ def build_parser() -> argparse.ArgumentParser:
     pb = sub.add_parser(
         "embed", help="embed raw documents with a saved model",
         description="Vectorise raw documents as the model's training store vectorised its "
-        "own (same vocabulary or hashing, idf, tokeniser, n-grams) and project them.",
+        "own (same vocabulary or hashing, idf, tokeniser, n-grams) and project them. The "
+        "documents are read into memory and embedded in this process; the embeddings are "
+        "written on a cluster only when --scheduler, --cluster or --workers is given.",
         epilog="example: dmlfe embed model/ new.jsonl --out new-emb --format parquet")
     _add_document_flags(pb)
     pb.add_argument("--out", required=True, help="the embeddings to write (a directory)")
     pb.add_argument("--format", choices=["zarr", "parquet"], default="zarr",
                     help="embeddings format (default zarr)")
+    add_cluster_arguments(pb)
     pb.set_defaults(func=cmd_embed)
 
     pp = sub.add_parser(

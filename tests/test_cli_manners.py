@@ -92,3 +92,32 @@ def test_cli_terms_translate_parameter_names():
         "--threshold 0.9 and --prototypes 50")
     # words that are flags of another command only, or plain words, stay
     assert cli_terms("split max_components", parser, "info") == "split max_components"
+
+
+def test_embed_takes_quiet_verbose_and_scheduler(tmp_path, cluster_client, capsys):
+    import json
+
+    import numpy as np
+
+    from dmlfe.cli import main
+    from dmlfe.projection import read_embeddings
+
+    recs = [{"text": t, "labels": [lab]} for t, lab in
+            [("red sky sea", "a"), ("green leaf tree", "b"), ("red sea wave", "a"),
+             ("green grass leaf", "b")] * 10]
+    src = tmp_path / "c.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    st = dmlfe.ingest(src, format="jsonl", out=tmp_path / "s.zarr", chunk_rows=8)
+    model_dir = dmlfe.MDDM(n_components=1).fit(st).save(tmp_path / "m")
+    ref = dmlfe.load_model(model_dir).transform(dmlfe.open_store(st).X).compute()
+    out = tmp_path / "emb"
+    address = cluster_client.scheduler.address
+    assert main(["embed", str(model_dir), str(src), "--out", str(out), "--scheduler", address,
+                 "--quiet"]) == 0
+    assert capsys.readouterr().out == ""  # --quiet: no summary
+    np.testing.assert_allclose(read_embeddings(out), ref, atol=1e-12)
+    assert main(["embed", str(model_dir), str(src), "--out", str(out), "--overwrite",
+                 "--verbose"]) == 0
+    assert "40 documents x 1 components" in capsys.readouterr().out
+    assert main(["embed", str(model_dir), str(src), "--out", "-"]) == 2
+    assert "cannot be written to standard output" in capsys.readouterr().err
