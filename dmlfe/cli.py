@@ -419,6 +419,13 @@ def _fit_estimator(args: argparse.Namespace) -> MultiLabelProjection:
     if kw.get("n_prototypes") is not None and "prototype_selection" not in kw:
         kw["prototype_selection"] = "random"
     est = make_estimator(method, **kw)
+    if "n_components" not in kw and isinstance(est.n_components, int):
+        # a method whose d no threshold can choose (OLPP minimises: no positive
+        # eigenvalue to take a share of) has a fixed default, which is no rule for data
+        raise ValueError(f"--method {args.method} needs --dim N: it minimises its objective, "
+                         "whose eigenvalues are not positive, so --threshold cannot choose "
+                         "d; compare it with other methods at the same d, as the MOPE paper "
+                         "does")
     accepted = est._spec().params
     for name, (param, _) in method_flags().items():
         value = getattr(args, name)

@@ -121,3 +121,41 @@ def test_embed_takes_quiet_verbose_and_scheduler(tmp_path, cluster_client, capsy
     assert "40 documents x 1 components" in capsys.readouterr().out
     assert main(["embed", str(model_dir), str(src), "--out", "-"]) == 2
     assert "cannot be written to standard output" in capsys.readouterr().err
+
+
+def _olpp_fit(n: int, D: int, d: int):
+    import warnings
+
+    import numpy as np
+
+    from dmlfe.estimators import make_estimator
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(n, D)) + rng.uniform(0, 1, size=D)
+    Y = (rng.uniform(size=(n, 2)) < 0.5).astype(np.uint8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = make_estimator("olpp", n_components=d, route="feature").fit(X, Y)
+    told = [str(w.message) for w in caught if "carry no information" in str(w.message)]
+    Z = np.asarray(est.transform(X))
+    return told, Z.std(axis=0) / np.abs(X).std()
+
+
+def test_olpp_warns_only_when_components_carry_no_information():
+    # more documents than features: OLPP's components are real projections (no
+    # document is sent to one value); its spectrum is non-positive all the same
+    told, spread = _olpp_fit(n=80, D=10, d=3)
+    assert told == [] and (spread > 1e-3).all(), (told, spread)
+    # more features than documents: the leading components lie where X p = 0 and
+    # every document gets the same value; the warning says so
+    told, spread = _olpp_fit(n=20, D=60, d=3)
+    assert len(told) == 1 and "components 1..3 of the 3" in told[0], told
+    assert (spread < 1e-8).all(), spread
+
+
+def test_olpp_needs_dim_on_the_command_line(tmp_path, capsys):
+    from dmlfe.cli import main
+
+    assert main(["fit", str(tmp_path), "--method", "olpp", "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--method olpp needs --dim" in err
