@@ -183,3 +183,39 @@ def test_binary_outputs_refuse_stdout(fitted, capsys):
     assert main(["fit", str(store), "--method", "pca", "--dim", "2", "--out", "-"]) == 2
     assert "standard output" in capsys.readouterr().err
     assert not (tmp / "-").exists()
+
+
+def test_the_documented_own_corpus_session_runs(tmp_path, cluster_client, monkeypatch, capsys):
+    """The console lines of docs/cli.rst's own-corpus section, run as written."""
+    import shlex
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "cli.rst").read_text()
+    section = page.split(".. _cli-own-corpus:")[1]
+    commands = [line.strip()[2:] for line in section.splitlines()
+                if line.strip().startswith("$ dmlfe ")]
+    assert [c.split()[1] for c in commands] == ["ingest", "fit", "evaluate", "predict",
+                                                "predict"]
+    rng = np.random.default_rng(1)
+    topics = {"sea": ["sea", "wave", "blue"], "sky": ["sky", "cloud", "blue"],
+              "plant": ["leaf", "green", "tree"]}
+    lines = []
+    for i in range(90):
+        labels = [t for t in topics if rng.random() < 0.4]
+        words = [w for t in labels for w in topics[t]] + list(rng.choice(["a", "the"], 3))
+        lines.append(json.dumps({"id": f"d{i}", "text": " ".join(rng.permutation(words)),
+                                 "labels": labels, "split": "train" if i < 60 else "test"}))
+    (tmp_path / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "new.txt").write_text("blue wave sea\ngreen leaf\n")
+    monkeypatch.chdir(tmp_path)
+    address = cluster_client.scheduler.address
+    for command in commands:
+        argv = shlex.split(command)[1:]
+        assert main([*argv, "--scheduler", address]) == 0, command
+    out = capsys.readouterr().out
+    metrics = json.loads((tmp_path / "metrics.json").read_text())["metrics"]
+    assert metrics["n_documents"] == 30 and f"{metrics['micro_f1']:.4f}" in out
+    preds = [json.loads(x) for x in (tmp_path / "predictions.jsonl").read_text().splitlines()]
+    assert [p["id"] for p in preds] == [f"d{i}" for i in range(60, 90)]
+    stdout_preds = [json.loads(x) for x in out.splitlines() if x.startswith('{"id"')]
+    assert [p["id"] for p in stdout_preds] == ["0", "1"]
