@@ -177,6 +177,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if args.format == "mulan" and not args.labels:
         raise InputError("format mulan needs --labels FILE.xml, the MULAN .xml file naming "
                          "the labels (it comes with the .arff files)")
+    _check_out(args.out, True, "a store (a zarr folder)")  # an existing one: open_ingest
     source = args.source if len(args.source) != 1 else args.source[0]
     # the input is opened and checked (first batch read, output path checked) before
     # a cluster is started: a bad file costs no cluster start
@@ -268,6 +269,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    _check_out(args.out, True, "a Parquet file")  # an existing one: export_parquet
     export_parquet(args.store, args.out, overwrite=args.overwrite)
     print(f"wrote {args.out}")
     return 0
@@ -323,8 +325,8 @@ def cmd_cluster_check(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     # a file that is not a dmlfe export, or an existing output, fails before a cluster
     # is started
-    check_export(args.source)
     _check_out(args.out, args.overwrite, "a store (a zarr folder)")
+    check_export(args.source)
     check_store_target(Path(args.out).absolute(), args.overwrite)  # with --overwrite too
     with client_from_args(args) as client:
         path = import_parquet(args.source, args.out, chunk_rows=args.chunk_rows, client=client,

@@ -180,8 +180,10 @@ def test_binary_outputs_refuse_stdout(fitted, capsys):
     assert main(["transform", str(model_dir), str(store), "--out", "-"]) == 2
     err = capsys.readouterr().err.strip()
     assert "--out -" in err and "standard output" in err and "\n" not in err
-    assert main(["fit", str(store), "--method", "pca", "--dim", "2", "--out", "-"]) == 2
-    assert "standard output" in capsys.readouterr().err
+    for argv in (["fit", str(store), "--method", "pca", "--dim", "2"], ["export", str(store)],
+                 ["ingest", "--format", "synthetic"], ["import", str(store)]):
+        assert main([*argv, "--out", "-"]) == 2, argv
+        assert "cannot be written to standard output" in capsys.readouterr().err, argv
     assert not (tmp / "-").exists()
 
 
