@@ -51,12 +51,18 @@ def test_file_name_rule(stem, split):
     assert split_from_file_name(stem) == split
 
 
-def test_mulan_file_names_give_train_and_test(mulan_files, cluster_client, capsys):
-    tmp, train, test, xml = mulan_files
-    out = tmp / "toy.zarr"
-    assert main(["ingest", str(train), str(test), "--format", "mulan", "--labels", str(xml),
+def _ingest(files, out: Path, client, *extra: str) -> int:
+    """``dmlfe ingest`` of the train and test files as a user types it."""
+    _, train, test, xml = files
+    return main(["ingest", str(train), str(test), "--format", "mulan", "--labels", str(xml),
                  "--out", str(out), "--chunk-rows", "16", "--scheduler",
-                 cluster_client.scheduler.address, "--quiet"]) == 0
+                 client.scheduler.address, "--quiet", *extra])
+
+
+def test_mulan_file_names_give_train_and_test(mulan_files, cluster_client, capsys):
+    tmp = mulan_files[0]
+    out = tmp / "toy.zarr"
+    assert _ingest(mulan_files, out, cluster_client) == 0
     st = dmlfe.open_store(out)
     assert sorted(st.split_categories) == ["test", "train"]
     assert st.subset("train").n_docs == 40 and st.subset("test").n_docs == 25
@@ -69,19 +75,15 @@ def test_mulan_file_names_give_train_and_test(mulan_files, cluster_client, capsy
 
 
 def test_split_names_rename(mulan_files, cluster_client, capsys):
-    tmp, train, test, xml = mulan_files
+    tmp = mulan_files[0]
     out = tmp / "renamed.zarr"
-    assert main(["ingest", str(train), str(test), "--format", "mulan", "--labels", str(xml),
-                 "--out", str(out), "--split-names", "train=fit,test=eval", "--scheduler",
-                 cluster_client.scheduler.address, "--quiet"]) == 0
+    assert _ingest(mulan_files, out, cluster_client, "--split-names", "train=fit,test=eval") == 0
     st = dmlfe.open_store(out)
     assert sorted(st.split_categories) == ["eval", "fit"]
     assert st.subset("eval").n_docs == 25
     # a name no document has: one line naming it and the splits there are; no store
     bad = tmp / "bad.zarr"
-    assert main(["ingest", str(train), str(test), "--format", "mulan", "--labels", str(xml),
-                 "--out", str(bad), "--split-names", "dev=validation", "--scheduler",
-                 cluster_client.scheduler.address, "--quiet"]) == 2
+    assert _ingest(mulan_files, bad, cluster_client, "--split-names", "dev=validation") == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "'dev'" in err and "'train'" in err and "'test'" in err
     assert not bad.exists()
