@@ -7,10 +7,12 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
 import traceback
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +37,17 @@ from dmlfe.cluster import (
 )
 from dmlfe.cluster_profiles import check_profile
 from dmlfe.demo import demo_pipeline_path
-from dmlfe.embed import INPUT_FORMATS, label_sets, read_documents, training_classifier
+from dmlfe.embed import (
+    INPUT_FORMATS,
+    is_store,
+    label_columns,
+    label_sets,
+    model_label_names,
+    model_view,
+    read_documents,
+    store_predictions,
+    training_classifier,
+)
 from dmlfe.errors import DmlfeError, InputError, StoreError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
 from dmlfe.fit.params import COMPONENTS_DTYPES, MAX_SEED
@@ -46,17 +58,18 @@ from dmlfe.ingestion import (
     format_options,
     open_append,
     open_ingest,
+    parse_split_names,
 )
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
+from dmlfe.metrics import metric_report
 from dmlfe.model_files import check_model_target
-from dmlfe.model_io import check_compatible, load_model, text_pipeline
+from dmlfe.model_io import load_model, text_pipeline
 from dmlfe.params import Param, split_arg
 from dmlfe.pipeline.cli import add_run_parser, cmd_run
-from dmlfe.pipeline.config import CLASSIFIERS, ClassifierSpec
+from dmlfe.pipeline.config import CLASSIFIERS, METRICS, ClassifierSpec
 from dmlfe.pipeline.runner import make_classifier
 from dmlfe.progress import show_progress
 from dmlfe.projection import embedding_obs, write_embeddings
-from dmlfe.relation import relation_block_rows
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.stats.cache import clean
 from dmlfe.store import check_export, export_parquet, import_parquet, open_store
@@ -91,6 +104,13 @@ def _df(s: str) -> float | int:
             return float(s)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected an int or a float, got {s!r}") from None
+
+
+def _split_names(s: str) -> dict[str, str]:
+    try:
+        return parse_split_names(s)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--split-names ")) from None
 
 
 def _add_ingest_flags(p: argparse.ArgumentParser) -> None:
@@ -132,8 +152,15 @@ def _add_ingest_flags(p: argparse.ArgumentParser) -> None:
                    help="reuters21578: the ModApte split")
     r.add_argument("--top-n", type=int, default=None,
                    help="reuters21578: keep the N most frequent topics (10 = R10)")
-    for f in ("text", "labels", "id", "split"):
+    for f in ("text", "labels", "id"):
         r.add_argument(f"--{f}-field", default=None, help=f"jsonl/parquet: the {f} field")
+    r.add_argument("--split-field", default=None,
+                   help="jsonl/parquet: the split field (default: split, when the first "
+                   "record has it; else the corpus has no splits)")
+    r.add_argument("--split-names", type=_split_names, default=None, metavar="OLD=NEW,...",
+                   help="rename splits, e.g. dev=validation,eval=test. A file's name gives "
+                   "its documents' split: train or test as a whole word between - _ . "
+                   "(Corel5k-train-sparse.arff: train), else the file's stem")
     s = p.add_argument_group("synthetic corpus")
     s.add_argument("--n-docs", type=int, default=None, help="number of documents")
     s.add_argument("--vocab-size", type=int, default=None, help="number of distinct words")
@@ -149,6 +176,7 @@ _FLAG_TO_OPTION = {
     "labels_field": "labels_field", "id_field": "id_field", "split_field": "split_field",
     "n_docs": "n_docs", "vocab_size": "vocab_size", "n_labels": "n_labels", "seed": "seed",
     "label_map": "label_map", "feature_map": "feature_map", "zero_based": "zero_based",
+    "split_names": "split_names",
 }
 
 
@@ -177,6 +205,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     source = args.source if len(args.source) != 1 else args.source[0]
     if args.append is not None:
         return _append(args, source)
+    _check_out(args.out, True, "a store (a zarr folder)")  # an existing one: open_ingest
     if args.split is not None:
         raise InputError("--split applies to --append only (an ingest takes the splits from "
                          "the reader's split field, e.g. --split-field)")
@@ -307,6 +336,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    _check_out(args.out, True, {"parquet": "a Parquet file", "xmc": "an XMC file",
+                                "svmlight": "an svmlight file"}[args.format])
     if args.format == "parquet":
         if args.label_map or args.feature_map:
             raise InputError("--label-map and --feature-map go with --format xmc or svmlight; "
@@ -374,8 +405,8 @@ def cmd_cluster_check(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     # a file that is not a dmlfe export, or an existing output, fails before a cluster
     # is started
+    _check_out(args.out, args.overwrite, "a store (a zarr folder)")
     check_export(args.source)
-    _check_out(args.out, args.overwrite)
     check_store_target(Path(args.out).absolute(), args.overwrite)  # with --overwrite too
     with client_from_args(args) as client:
         path = import_parquet(args.source, args.out, chunk_rows=args.chunk_rows, client=client,
@@ -470,6 +501,13 @@ def _fit_estimator(args: argparse.Namespace) -> MultiLabelProjection:
     if kw.get("n_prototypes") is not None and "prototype_selection" not in kw:
         kw["prototype_selection"] = "random"
     est = make_estimator(method, **kw)
+    if "n_components" not in kw and isinstance(est.n_components, int):
+        # a method whose d no threshold can choose (OLPP minimises: no positive
+        # eigenvalue to take a share of) has a fixed default, which is no rule for data
+        raise ValueError(f"--method {args.method} needs --dim N: it minimises its objective, "
+                         "whose eigenvalues are not positive, so --threshold cannot choose "
+                         "d; compare it with other methods at the same d, as the MOPE paper "
+                         "does")
     accepted = est._spec().params
     for name, (param, _) in method_flags().items():
         value = getattr(args, name)
@@ -483,11 +521,39 @@ def _fit_estimator(args: argparse.Namespace) -> MultiLabelProjection:
     return est
 
 
-def _check_out(out: str, overwrite: bool) -> None:
+def _check_out(out: str, overwrite: bool, binary: str | None = None) -> None:
     """Refuse an existing ``out`` (a symbolic link too, even a dangling or looping one)
-    without ``--overwrite``."""
+    without ``--overwrite``, and ``-`` (standard output) for the ``binary`` output named
+    (a model, a store, embeddings); a text output (None) takes ``-``."""
+    if out == STDOUT:
+        if binary is None:
+            return
+        raise InputError(f"--out -: {binary} cannot be written to standard output; give a "
+                         "path")
     if os.path.lexists(out) and not overwrite:
         raise FileExistsError(f"{out} exists{link_note(out)}; pass --overwrite to replace it")
+
+
+#: ``--out -``: standard output, for outputs that are text (JSON Lines, JSON).
+STDOUT = "-"
+
+
+def _write_text(args: argparse.Namespace, text: str) -> str:
+    """Write ``text`` to ``args.out`` (atomically), or to standard output for ``-``;
+    returns where it went, for the summary line. Standard output is the one the command
+    started with, so that ``--quiet`` silences the summary, not the data."""
+    if args.out == STDOUT:
+        stream = getattr(args, "stdout", None) or sys.stdout
+        stream.write(text)
+        stream.flush()
+        return "standard output"
+    write_atomically(args.out, lambda f: f.write(text.encode("utf-8")))
+    return str(Path(args.out).resolve())
+
+
+def _summary(args: argparse.Namespace) -> Any:
+    """Where a command's summary line goes: stderr when its data go to stdout."""
+    return sys.stderr if getattr(args, "out", None) == STDOUT else sys.stdout
 
 
 def _split_text(split: str | list[str]) -> str:
@@ -501,7 +567,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     store = open_store(args.store)
     if args.split is not None:
         store.subset(args.split)
-    _check_out(args.out, args.overwrite)
+    _check_out(args.out, args.overwrite, "a model (a folder)")
     # with --overwrite too: a path that is not a model is refused now, not after the fit
     check_model_target(args.out, args.overwrite)
     clf = None
@@ -546,15 +612,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 def cmd_transform(args: argparse.Namespace) -> int:
     model = load_model(args.model)
-    store = open_store(args.store)
-    if args.split is not None:
-        store = store.subset(args.split)
-    if model.relation_map_ is not None:
-        # blocks whose dense relation features (rows x p) stay small on the workers
-        store = store.reblock(relation_block_rows(model.relation_map_.n_prototypes,
-                                                  store.chunk_rows))
-    check_compatible(model, store)
-    _check_out(args.out, args.overwrite)
+    store = model_view(model, args.store, args.split)
+    _check_out(args.out, args.overwrite, "embeddings (a zarr or parquet folder)")
     attrs = {"model": str(Path(args.model).resolve()), "method": model._method,
              "store": str(store.path), "split": args.split}
     with client_from_args(args) as client:
@@ -566,10 +625,11 @@ def cmd_transform(args: argparse.Namespace) -> int:
     return 0
 
 
-def _documents(args: argparse.Namespace) -> tuple[Any, list[str], list[str]]:
-    """The text pipeline of ``args.model`` and the documents of ``args.input``."""
+def _documents(args: argparse.Namespace, binary: str | None = None
+               ) -> tuple[Any, list[str], list[str]]:
+    """The model ``args.model`` and the documents of ``args.input``."""
     model = load_model(args.model)
-    _check_out(args.out, args.overwrite)
+    _check_out(args.out, args.overwrite, binary)
     ids, texts = read_documents(args.input, args.input_format, text_field=args.text_field,
                                 id_field=args.id_field)
     if not texts:
@@ -578,13 +638,16 @@ def _documents(args: argparse.Namespace) -> tuple[Any, list[str], list[str]]:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
-    model, ids, texts = _documents(args)
+    model, ids, texts = _documents(args, "embeddings (a zarr or parquet folder)")
     Z = text_pipeline(model, store=args.store).transform(texts)
-    out = write_embeddings(Z, args.out, ids=np.asarray(ids, dtype=object), format=args.format,
-                           overwrite=args.overwrite,
-                           attrs={"model": str(Path(args.model).resolve()),
-                                  "method": model._method, "input": str(args.input)},
-                           **embedding_obs(model))
+    # the documents are in memory already: a cluster only where one is asked for
+    asked = args.scheduler or args.cluster or args.workers
+    with client_from_args(args) if asked else contextlib.nullcontext() as client:
+        out = write_embeddings(Z, args.out, ids=np.asarray(ids, dtype=object),
+                               format=args.format, overwrite=args.overwrite, client=client,
+                               attrs={"model": str(Path(args.model).resolve()),
+                                      "method": model._method, "input": str(args.input)},
+                               **embedding_obs(model))
     print(f"wrote {args.format} embeddings {Path(out).resolve()}: {len(texts)} documents x "
           f"{model.n_components_} components ({model._method})")
     return 0
@@ -594,35 +657,109 @@ def _classifier(name: str) -> Any:
     return make_classifier(ClassifierSpec(name, name, {}))
 
 
-def cmd_predict(args: argparse.Namespace) -> int:
-    model, ids, texts = _documents(args)
+def _saved_or_fitted_classifier(args: argparse.Namespace, model: Any) -> Any:
+    """The classifier ``dmlfe predict`` uses: the one saved with the model unless
+    ``--classifier`` names another, else one fitted now on the training embeddings."""
     saved = load_classifier(args.model) if has_classifier(args.model) else None
     if saved is not None and args.classifier in (None, saved[0]):
         args.classifier, clf = saved
-    else:
-        args.classifier = args.classifier or "ridge"
-        if saved is None:
-            print(f"note: {args.model} holds no saved classifier: fitting {args.classifier} on "
-                  "the training store's embeddings now (save one with dmlfe fit --classifier)",
-                  file=sys.stderr)
-        with client_from_args(args):
-            clf = training_classifier(model, _classifier(args.classifier))
+        return clf
+    args.classifier = args.classifier or "ridge"
+    if saved is None:
+        print(f"note: {args.model} holds no saved classifier: fitting {args.classifier} on "
+              "the training store's embeddings now (save one with dmlfe fit --classifier)",
+              file=sys.stderr)
+    with client_from_args(args):
+        return training_classifier(model, _classifier(args.classifier))
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    if is_store(args.input):
+        return _predict_store(args)
+    if args.split is not None:
+        raise InputError(f"--split applies to a store; {args.input} is a documents file "
+                         "(every document in it is predicted)")
+    model, ids, texts = _documents(args)
+    clf = _saved_or_fitted_classifier(args, model)
     pipe = text_pipeline(model, clf, store=args.store)
-    names = model.training_store_["label_names"]
     records = label_sets(np.asarray(pipe.predict(texts)), np.asarray(pipe.predict_proba(texts)),
-                         list(names), ids)
-    write_atomically(args.out, lambda f: f.write(
-        "".join(json.dumps(r) + "\n" for r in records).encode("utf-8")))
-    print(f"wrote label sets and scores of {len(records)} documents to "
-          f"{Path(args.out).resolve()} ({model._method} + {args.classifier})")
+                         model_label_names(model), ids)
+    where = _write_text(args, "".join(json.dumps(r) + "\n" for r in records))
+    print(f"wrote label sets and scores of {len(records)} documents to {where} "
+          f"({model._method} + {args.classifier})", file=_summary(args))
     return 0
 
 
-def _add_document_flags(p: argparse.ArgumentParser) -> None:
+def _predict_store(args: argparse.Namespace) -> int:
+    """``dmlfe predict MODEL STORE [--split S]``: the stored features, not raw text."""
+    model = load_model(args.model)
+    names = model_label_names(model)
+    view = model_view(model, args.input, args.split)
+    _check_out(args.out, args.overwrite)
+    clf = _saved_or_fitted_classifier(args, model)
+    with client_from_args(args):
+        ids, P, S, _ = store_predictions(model, clf, view)
+    records = label_sets(P, S, names, [str(i) for i in ids])
+    where = _write_text(args, "".join(json.dumps(r) + "\n" for r in records))
+    split = f" (split {_split_text(args.split)})" if args.split else ""
+    print(f"wrote label sets and scores of {len(records)} documents of {view.path}{split} to "
+          f"{where} ({model._method} + {args.classifier})", file=_summary(args))
+    return 0
+
+
+def format_metrics(report: dict[str, float | int]) -> str:
+    """The metrics table ``dmlfe evaluate`` prints: one line per measure, with whether
+    lower or higher is better, then the counts behind them."""
+    width = max(len(m) for m in METRICS)
+    lines = [f"{'metric':<{width}}  {'value':>8}  better"]
+    for name, lower in METRICS.items():
+        if name in report:
+            lines.append(f"{name:<{width}}  {report[name]:>8.4f}  {'lower' if lower else 'higher'}")
+    counts = {"n_documents": "documents", "n_labels": "labels",
+              "n_ranking_skipped": "documents with no or every label relevant (left out of "
+              "the ranking measures)",
+              "n_auc_labels_skipped": "labels without positive or negative documents (left "
+              "out of macro_auc)"}
+    lines += [f"{report[k]} {what}" for k, what in counts.items() if k in report]
+    return "\n".join(lines)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Score a model's saved classifier on a store's documents: the 13 measures."""
+    model = load_model(args.model)
+    if not has_classifier(args.model):
+        raise InputError(f"{args.model} holds no classifier to evaluate; refit it with dmlfe "
+                         f"fit ... --classifier NAME ({', '.join(PREDICT_CLASSIFIERS)})")
+    name, clf = load_classifier(args.model)
+    view = model_view(model, args.store, args.split)
+    label_columns(model, view)  # a label mismatch fails before a cluster is started
+    if args.json is not None and args.json != STDOUT:
+        _check_out(args.json, args.overwrite)
+    with client_from_args(args):
+        _, P, S, Y = store_predictions(model, clf, view, labels=True)
+    report = metric_report(Y, P, S)
+    split = _split_text(args.split) if args.split else None
+    if args.json is not None:
+        doc = {"model": str(Path(args.model).resolve()), "method": model._method,
+               "classifier": name, "store": str(view.path), "split": split,
+               "metrics": report}
+        args.out = args.json
+        where = _write_text(args, json.dumps(doc, indent=2) + "\n")
+        if args.json != STDOUT:
+            print(f"wrote metrics to {where}", file=sys.stderr)
+    if args.json != STDOUT:
+        print(f"{model._method} + {name} on {view.path}"
+              + (f" (split {split})" if split else "") + ":")
+        print(format_metrics(report))
+    return 0
+
+
+def _add_document_flags(p: argparse.ArgumentParser, store_input: bool = False) -> None:
     p.add_argument("model", help="a model directory written by dmlfe fit")
     p.add_argument("input", help="the raw documents: a .jsonl[.gz] file, a .parquet file or "
                    "folder, or a text file with one document per line; - reads lines from "
-                   "standard input")
+                   "standard input" + ("; or a store (a folder written by dmlfe ingest)"
+                                       if store_input else ""))
     p.add_argument("--input-format", choices=INPUT_FORMATS, default=None,
                    help="how to read INPUT (default: from its name; standard input is text)")
     p.add_argument("--text-field", default="text", help="jsonl/parquet: the text field "
@@ -861,30 +998,59 @@ def build_parser() -> argparse.ArgumentParser:
     pb = sub.add_parser(
         "embed", help="embed raw documents with a saved model",
         description="Vectorise raw documents as the model's training store vectorised its "
-        "own (same vocabulary or hashing, idf, tokeniser, n-grams) and project them.",
+        "own (same vocabulary or hashing, idf, tokeniser, n-grams) and project them. The "
+        "documents are read into memory and embedded in this process; the embeddings are "
+        "written on a cluster only when --scheduler, --cluster or --workers is given.",
         epilog="example: dmlfe embed model/ new.jsonl --out new-emb --format parquet")
     _add_document_flags(pb)
     pb.add_argument("--out", required=True, help="the embeddings to write (a directory)")
     pb.add_argument("--format", choices=["zarr", "parquet"], default="zarr",
                     help="embeddings format (default zarr)")
+    add_cluster_arguments(pb)
     pb.set_defaults(func=cmd_embed)
 
     pp = sub.add_parser(
-        "predict", help="predict the label sets of raw documents",
-        description="Embed raw documents as dmlfe embed does, and classify them with a "
-        "classifier fitted on the model's embeddings of its training documents: the one "
-        "saved with the model (dmlfe fit --classifier), else one fitted now on the training "
-        "store and split the model records. Writes JSON Lines: one record per "
-        "document with its id, the predicted label names and every label's score "
-        "(predict_proba).",
-        epilog="example: dmlfe predict model/ new.txt --out labels.jsonl --classifier ridge")
-    _add_document_flags(pp)
-    pp.add_argument("--out", required=True, help="the JSON Lines file to write")
+        "predict", help="predict the label sets of raw documents or of a store's documents",
+        description="Classify documents with a classifier fitted on the model's embeddings "
+        "of its training documents: the one saved with the model (dmlfe fit --classifier), "
+        "else one fitted now on the training store and split the model records. INPUT is "
+        "raw documents (embedded as dmlfe embed does) or a store (its stored features; "
+        "--split picks its documents). Writes JSON Lines: one record per document with its "
+        "id, the predicted label names and every label's score (predict_proba).",
+        epilog="example: dmlfe predict model/ corpus.zarr --split test --out preds.jsonl   "
+        "(raw text: dmlfe predict model/ new.txt --out - --classifier ridge)")
+    _add_document_flags(pp, store_input=True)
+    pp.add_argument("--split", type=split_arg, default=None,
+                    help="INPUT a store: predict the documents of this split only (or of a "
+                    "comma-separated list of splits; default: all its documents)")
+    pp.add_argument("--out", required=True,
+                    help="the JSON Lines file to write; - writes to standard output")
     pp.add_argument("--classifier", choices=list(CLASSIFIERS), default=None,
                     help="classifier on the embeddings (default: the one saved with the model "
                     "by dmlfe fit --classifier, else ridge fitted now)")
     add_cluster_arguments(pp)
     pp.set_defaults(func=cmd_predict)
+
+    pa = sub.add_parser(
+        "evaluate", help="score a model and its saved classifier on a store's documents",
+        description="Project a store's documents with a saved model, classify them with the "
+        "classifier saved with it (dmlfe fit --classifier) and score the predictions "
+        "against the store's labels (matched by name) with the papers' 13 measures: "
+        "hamming_loss, example_accuracy/precision/recall/f1, subset_accuracy, micro_f1, "
+        "macro_f1 (label sets) and ranking_loss, one_error, coverage, average_precision, "
+        "macro_auc (scores). Prints a table; --json writes the measures too.",
+        epilog="example: dmlfe evaluate model/ corpus.zarr --split test --json metrics.json")
+    pa.add_argument("model", help="a model directory written by dmlfe fit --classifier")
+    pa.add_argument("store", help="the store whose documents to score")
+    pa.add_argument("--split", type=split_arg, default=None,
+                    help="score the documents of this split only, e.g. test (or of a "
+                    "comma-separated list of splits; default: all its documents)")
+    pa.add_argument("--json", default=None, metavar="PATH",
+                    help="also write the measures as JSON to PATH; - writes them to standard "
+                    "output instead of the table")
+    pa.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
+    add_cluster_arguments(pa)
+    pa.set_defaults(func=cmd_evaluate)
 
     for command in sub.choices.values():  # --debug after the command name works too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
@@ -936,6 +1102,47 @@ def _output(quiet: bool, verbose: bool) -> Iterator[None]:
             loggers[0].removeHandler(handler)
 
 
+def _subcommand(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[command]
+
+
+def cli_terms(message: str, parser: argparse.ArgumentParser, command: str) -> str:
+    """``message`` (a library warning) on one line, with the Python parameter names of
+    ``dmlfe COMMAND``'s flags written as the flags (``max_components`` ->
+    ``--max-components``, ``n_components=5`` -> ``--dim 5``)."""
+    text = " ".join(str(message).split())
+    flags = {a.dest: a.option_strings[0] for a in _subcommand(parser, command)._actions
+             if a.option_strings and a.option_strings[0].startswith("--")}
+    if "dim" in flags:
+        def n_components(m: re.Match) -> str:
+            value = m.group(1)
+            return f"--{'dim' if value.isdigit() else 'threshold'} {value}"
+        text = re.sub(r"\bn_components=([0-9.eE+-]*[0-9])", n_components, text)
+        text = re.sub(r"\ban int n_components\b", "--dim", text)
+        text = re.sub(r"\ba float n_components\b", "--threshold", text)
+        text = re.sub(r"\bn_components\b", "--dim/--threshold", text)
+    for dest, flag in flags.items():
+        text = re.sub(rf"\b{re.escape(dest)}=", f"{flag} ", text)
+        if "_" in dest:  # plain words (split, tol) stay words
+            text = re.sub(rf"\b{re.escape(dest)}\b", flag, text)
+    return text
+
+
+@contextlib.contextmanager
+def _cli_warnings(parser: argparse.ArgumentParser, command: str) -> Iterator[None]:
+    """Python warnings during a command: one line each on stderr, ``dmlfe COMMAND:
+    warning: ...`` in the command's terms (:func:`cli_terms`), without the source line."""
+    def show(message: Any, category: type, filename: str, lineno: int, file: Any = None,
+             line: Any = None) -> None:
+        print(f"dmlfe {command}: warning: {cli_terms(str(message), parser, command)}",
+              file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
+
+
 #: Errors about what the user gave: one line on stderr, exit status 2.
 USER_ERRORS = (DmlfeError, ValueError, FileNotFoundError, FileExistsError, PermissionError)
 
@@ -948,7 +1155,9 @@ def main(argv: list[str] | None = None) -> int:
     report it for anything else (a bug: ``--debug`` shows the traceback); 130 when
     interrupted.
     """
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.stdout = sys.stdout  # --out -: the data go here, even under --quiet
     # A file-size limit (ulimit -f) otherwise kills the process with SIGXFSZ, leaving
     # temporaries and no message; ignored, the write fails with EFBIG, which is one line
     # (the workers a local cluster starts inherit the disposition).
@@ -958,7 +1167,7 @@ def main(argv: list[str] | None = None) -> int:
         quiet = getattr(args, "quiet", None)
         # commands with --quiet show the progress of their passes unless it is given
         with _output(bool(quiet), getattr(args, "verbose", False)), \
-                show_progress(quiet is False):
+                show_progress(quiet is False), _cli_warnings(parser, args.command):
             return args.func(args)
     except OSError as exc:
         # A full disk, a file-size limit, a read-only folder: the machine's, not a bug.

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
@@ -173,14 +174,52 @@ def get_client(
                 client.close()
             return
         if profile.kind == "local":
-            cm: Any = LocalCluster(**local_cluster_options(profile, local_options))
+            with _workers_ignore_interrupts():
+                cm: Any = LocalCluster(**local_cluster_options(profile, local_options))
         else:
             cm = start_cluster(profile, local_options.get("n_workers"))
         with cm as started, Client(started) as client:
             _announce(client, started, announce)
             what = profile.where() if profile.path else "the local cluster"
             _wait_for_a_worker(client, worker_timeout, what, announce)
-            yield client
+            try:
+                yield client
+            except KeyboardInterrupt:
+                if profile.kind == "local":
+                    _silence_workers(client)
+                raise
+
+
+@contextlib.contextmanager
+def _workers_ignore_interrupts() -> Iterator[None]:
+    """Start local worker processes with SIGINT ignored.
+
+    Ctrl-C in a terminal reaches every process of the foreground group: each worker
+    would print a traceback of its own KeyboardInterrupt. The driver alone handles it
+    (the command line prints one line) and closes the cluster, which ends the workers.
+    An ignored signal stays ignored in a spawned child, and Python then installs no
+    KeyboardInterrupt handler there. A Ctrl-C while the workers start is ignored too.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _silence_logs() -> None:
+    logging.disable(logging.CRITICAL)
+
+
+def _silence_workers(client: Any) -> None:
+    """Interrupted: the local workers' log lines about the tasks the closing cluster
+    cancels would follow the command's one line on the same terminal; they stop logging
+    (the workers end with the cluster)."""
+    with contextlib.suppress(Exception):
+        client.run(_silence_logs)
 
 
 def _connect(address: str, timeout: float, where: str) -> Any:

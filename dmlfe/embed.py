@@ -15,7 +15,9 @@ from typing import Any
 import numpy as np
 
 from dmlfe.errors import InputError, MissingPathError
+from dmlfe.model_io import check_compatible
 from dmlfe.readers.tabular import read_jsonl, read_parquet
+from dmlfe.relation import relation_block_rows
 from dmlfe.store import open_store
 
 INPUT_FORMATS = ("jsonl", "parquet", "text")
@@ -69,6 +71,81 @@ def read_documents(source: str | os.PathLike[str], fmt: str | None = None, *,
         ids += batch.ids
         texts += batch.texts
     return ids, texts
+
+
+def is_store(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a store folder (``dmlfe predict`` reads its stored features
+    instead of raw documents)."""
+    return str(path) != "-" and (Path(path) / "zarr.json").is_file()
+
+
+def model_view(model: Any, store: str | os.PathLike[str], split: str | list[str] | None
+               ) -> Any:
+    """The documents of ``store`` (of ``split`` only, when given) as ``model`` reads them.
+
+    The store must be in the model's feature space
+    (:func:`dmlfe.model_io.check_compatible`); for a relation-route model its blocks are
+    cut so that their dense relation features stay small on the workers.
+    """
+    view = open_store(store)
+    if split is not None:
+        view = view.subset(split)
+    if getattr(model, "relation_map_", None) is not None:
+        view = view.reblock(relation_block_rows(model.relation_map_.n_prototypes,
+                                                view.chunk_rows))
+    check_compatible(model, view)
+    return view
+
+
+def model_label_names(model: Any) -> list[str]:
+    """The label names of ``model``'s training store, in its column order."""
+    prov = getattr(model, "training_store_", None)
+    if not prov or prov.get("label_names") is None:
+        raise InputError("the model does not record its training store's labels (it was "
+                         "fitted on arrays), so its predictions have no label names")
+    return list(prov["label_names"])
+
+
+def label_columns(model: Any, store: Any) -> np.ndarray:
+    """Columns of ``store.Y`` in the order of the model's labels, matched by name.
+
+    Raises
+    ------
+    InputError
+        The store's labels are not the model's (the message names the first labels
+        missing on either side).
+    """
+    names = model_label_names(model)
+    have = list(store.label_names)
+    missing = [n for n in names if n not in have]
+    extra = [n for n in have if n not in names]
+    if missing or extra:
+        def few(xs: list[str]) -> str:
+            return ", ".join(repr(x) for x in xs[:5]) + (f" and {len(xs) - 5} more"
+                                                         if len(xs) > 5 else "")
+        parts = ([f"lacks the model's label(s) {few(missing)}"] if missing else []) + (
+            [f"has label(s) the model was not trained on: {few(extra)}"] if extra else [])
+        raise InputError(f"store {store.path} {'; '.join(parts)}: labels are compared by "
+                         "name; score it with a model trained on the same labels")
+    return np.array([have.index(n) for n in names], dtype=np.int64)
+
+
+def store_predictions(model: Any, classifier: Any, view: Any, *, labels: bool = False
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """(ids, predicted label sets, scores, true labels) of a store view, in one compute.
+
+    The true labels (``labels=True``) are the store's, their columns put in the model's
+    label order (:func:`label_columns`); None otherwise.
+    """
+    import dask
+
+    Z = model.transform(view.X)
+    parts = [view.ids, classifier.predict(Z), classifier.predict_proba(Z)]
+    if labels:
+        parts.append(view.Y[:, label_columns(model, view)])
+    out = dask.compute(*parts)
+    ids, P, S = (np.asarray(a) for a in out[:3])
+    return ids, P, S, (np.asarray(out[3]) if labels else None)
 
 
 def training_classifier(model: Any, classifier: Any) -> Any:

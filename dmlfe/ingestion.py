@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import itertools
+import json
 import os
 import shutil
 import sys
@@ -36,13 +37,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 from dask.delayed import delayed
 
 from dmlfe._version import __version__
 from dmlfe.compute import run, tree_reduce
-from dmlfe.errors import InputError, MissingPathError
+from dmlfe.errors import DmlfeError, InputError, MissingPathError
 from dmlfe.readers.arff import read_meka, read_mulan
-from dmlfe.readers.base import IngestReport, NumericSource, TextBatch
+from dmlfe.readers.base import (
+    IngestReport,
+    NumericSource,
+    TextBatch,
+    file_lines,
+)
 from dmlfe.readers.reuters import read_reuters21578
 from dmlfe.readers.synthetic import SyntheticCorpus
 from dmlfe.readers.tabular import read_jsonl, read_parquet
@@ -84,6 +92,68 @@ _VECTORIZER_OPTIONS = (
     "vectorizer", "ngram_range", "min_df", "max_df", "max_features", "sublinear_tf", "norm",
     "lowercase", "n_features", "fit_split",
 )
+#: Options of every format whose splits come from its files (all but synthetic).
+_SPLIT_OPTIONS = ("split_names",)
+#: jsonl/parquet: the field read as the split when ``split_field`` is not given and the
+#: first record has it.
+DEFAULT_SPLIT_FIELD = "split"
+
+
+def format_options(fmt: str) -> set[str]:
+    """The options :func:`ingest` accepts for format ``fmt`` (reader, split names and,
+    for text formats, vectoriser)."""
+    allowed = set(_READER_OPTIONS[fmt])
+    if fmt != "synthetic":
+        allowed |= set(_SPLIT_OPTIONS)
+    if fmt in TEXT_FORMATS:
+        allowed |= set(_VECTORIZER_OPTIONS)
+    return allowed
+
+
+def parse_split_names(text: str) -> dict[str, str]:
+    """``OLD=NEW,OLD2=NEW2`` (the ``--split-names`` syntax) as a mapping.
+
+    Raises
+    ------
+    InputError
+        An entry without ``=``, an empty name, or an OLD given twice.
+    """
+    out: dict[str, str] = {}
+    for entry in text.split(","):
+        old, eq, new = (x.strip() for x in entry.partition("="))
+        if not eq or not old or not new:
+            raise InputError(f"--split-names entry {entry!r} must look like OLD=NEW (e.g. "
+                             "--split-names dev=validation,eval=test)")
+        if old in out:
+            raise InputError(f"--split-names renames {old!r} twice")
+        out[old] = new
+    return out
+
+
+def _check_split_names(names: Any) -> dict[str, str]:
+    if not isinstance(names, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and k and v for k, v in names.items()):
+        raise InputError(f"split_names must map split names to new names (str -> str), got "
+                         f"{names!r}")
+    return dict(names)
+
+
+def _renamed_splits(batches: Iterator, names: dict[str, str], source: Any) -> Iterator:
+    """``batches`` with each split renamed by ``names``; a name to rename that no
+    document has is an InputError at the end, before the store is written."""
+    seen: set[str] = set()
+    for b in batches:
+        if b.splits is not None:
+            splits = b.splits
+            seen.update(splits)
+            b.splits = [names.get(s, s) for s in splits]
+        yield b
+    unknown = sorted(set(names) - seen)
+    if unknown:
+        have = ", ".join(repr(s) for s in sorted(seen)) or "none"
+        raise InputError(f"split_names renames {', '.join(map(repr, unknown))}, but no "
+                         f"document of {_source_words(source)} has that split; its splits: "
+                         f"{have}")
 
 DEFAULT_CHUNK_ROWS = 10_000
 
@@ -122,13 +192,17 @@ def ingest(
         Reader options -- reuters21578: ``modapte``, ``top_n``; mulan: ``labels`` (the
         .xml); xmc: ``label_map``, ``feature_map`` (files naming the labels/features, one
         name a line); svmlight: those and ``zero_based`` ("auto", True or False);
-        jsonl/parquet: ``text_field``, ``labels_field``, ``id_field``, ``split_field``;
+        jsonl/parquet: ``text_field``, ``labels_field``, ``id_field``, ``split_field``
+        (default: ``"split"`` when the first record has that field, else no split);
         synthetic: the :class:`~dmlfe.readers.synthetic.SyntheticCorpus`
         parameters (``n_docs``, ``vocab_size``, ``n_labels``, ``seed``, ...).
         Vectoriser options (text formats): ``vectorizer`` ("tfidf" or "hashing"),
         ``ngram_range``, ``min_df``, ``max_df``, ``max_features``, ``sublinear_tf``,
         ``norm``, ``lowercase``, ``n_features`` (hashing), ``fit_split`` (learn the
         vocabulary and idf on the documents of this split only; default all).
+        Every format but synthetic: ``split_names``, a mapping ``{old: new}`` renaming
+        splits. Files name their documents' split by :func:`dmlfe.readers.base.split_from_file_name`
+        (mulan, meka: ``Corel5k-train-sparse.arff`` -> "train").
 
     Returns
     -------
@@ -176,12 +250,6 @@ class OpenedIngest:
         return self._writer.__exit__(*exc)
 
 
-def format_options(format: str) -> tuple[str, ...]:
-    """The options of :func:`ingest` that apply to ``format`` (reader and vectoriser)."""
-    vectorizer = _VECTORIZER_OPTIONS if format in TEXT_FORMATS else ()
-    return _READER_OPTIONS[format] + vectorizer
-
-
 def open_ingest(
     source: str | os.PathLike | Sequence[str | os.PathLike] | None,
     format: str,
@@ -198,7 +266,7 @@ def open_ingest(
         raise InputError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
     if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
         raise InputError(f"chunk_rows must be a positive int, got {chunk_rows!r}")
-    allowed = set(format_options(format))
+    allowed = format_options(format)
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise TypeError(
@@ -207,12 +275,18 @@ def open_ingest(
         )
     reader_opts = {k: v for k, v in options.items() if k in _READER_OPTIONS[format]}
     vec_opts = {k: v for k, v in options.items() if k in _VECTORIZER_OPTIONS}
+    split_names = _check_split_names(options.get("split_names") or {})
     if format != "synthetic":
         if source is None or not _as_paths(source):
             raise InputError(f"format {format!r} needs a source path")
         for p in _as_paths(source):
             if not p.exists():
                 raise MissingPathError(f"source {p} does not exist")
+    if format in ("jsonl", "parquet") and reader_opts.get("split_field") is None:
+        if _first_record_has(_as_paths(source)[0], format, DEFAULT_SPLIT_FIELD):
+            reader_opts["split_field"] = DEFAULT_SPLIT_FIELD
+            _say(progress, f"the records have a {DEFAULT_SPLIT_FIELD!r} field: it names "
+                 "their splits (another field: --split-field NAME)")
 
     out = Path(out)
     report = IngestReport()
@@ -220,6 +294,7 @@ def open_ingest(
         "source": None if source is None else [str(p) for p in _as_paths(source)],
         "format": format,
         "reader_options": _jsonable(reader_opts),
+        "split_names": split_names or None,
         "chunk_rows": chunk_rows,
         "dmlfe_version": __version__,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -227,7 +302,8 @@ def open_ingest(
     if format in NUMERIC_FORMATS:
         # Headers, and the first batch of rows, are read before anything is written.
         src = _open_numeric(source, format, reader_opts, report)
-        batches = _nonempty(src.batches(chunk_rows), lambda: _no_rows_message(source))
+        batches = _nonempty(_renamed_splits(src.batches(chunk_rows), split_names, source),
+                            lambda: _no_rows_message(source))
         return OpenedIngest(
             lambda writer, client: _ingest_numeric(src, batches, writer, report, provenance,
                                                    client, progress),
@@ -235,13 +311,32 @@ def open_ingest(
     stream = None
     if format != "synthetic":
         _say(progress, f"reading {format} corpus from {source}")
-        stream = _nonempty(_text_stream(source, format, reader_opts, report, chunk_rows),
+        stream = _nonempty(_renamed_splits(_text_stream(source, format, reader_opts, report,
+                                                        chunk_rows), split_names, source),
                            lambda: _no_documents_message(source, report))
     return OpenedIngest(
         lambda writer, client: _ingest_text(source, format, reader_opts, vec_opts, stream,
                                             writer, report, provenance, chunk_rows, client,
                                             progress),
         StoreWriter(out, chunk_rows=chunk_rows, overwrite=overwrite))
+
+
+def _first_record_has(path: Path, format: str, field: str) -> bool:
+    """Whether the first record of a jsonl or parquet corpus has ``field``; False when
+    it cannot be read (its reader then says why)."""
+    try:
+        if format == "parquet":
+            schema = (pq.ParquetDataset(path).schema if path.is_dir()
+                      else pq.read_schema(path))
+            return field in schema.names
+        for _, raw in file_lines(path, "JSON Lines file"):
+            line = raw.removeprefix(b"\xef\xbb\xbf").strip()
+            if line:
+                rec = json.loads(line)
+                return isinstance(rec, dict) and field in rec
+    except (DmlfeError, OSError, ValueError, pa.ArrowException):
+        return False
+    return False
 
 
 def _nonempty(batches: Iterator, message) -> Iterator:

@@ -97,8 +97,9 @@ def labels_dask(Y, rows: int):
     return da.from_array(np.asarray(Y), chunks=(rows, -1))
 
 
-def write_store(path, X, Y, splits, chunk_rows: int = 16):
-    """A real store of (X, Y) with these splits, written in three pieces."""
+def write_store(path, X, Y, splits, chunk_rows: int = 16, label_names=None):
+    """A real store of (X, Y) with these splits, written in three pieces (labels named
+    L0, L1, ... unless ``label_names`` are given)."""
     from dmlfe.store import StoreWriter, write_piece
 
     n = X.shape[0]
@@ -110,7 +111,8 @@ def write_store(path, X, Y, splits, chunk_rows: int = 16):
             for k, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True))
         ]
         return w.finalize(pieces, n_features=X.shape[1],
-                          label_names=[f"L{j}" for j in range(Y.shape[1])],
+                          label_names=list(label_names or
+                                           [f"L{j}" for j in range(Y.shape[1])]),
                           feature_names=[f"f{j}" for j in range(X.shape[1])])
 
 

@@ -46,8 +46,8 @@ def _literal(text: str) -> str:
 
 def test_every_page_is_built(site):
     for name in ("index", "getting_started", "methods", "api", "cli", "store_format", "formats",
-                 "cluster_profiles", "shared_cluster", "routes_memory", "examples",
-                 "evaluation", "performance", "errors", "contributing", "scaling",
+                 "pipeline_format", "cluster_profiles", "shared_cluster", "routes_memory",
+                 "examples", "evaluation", "performance", "errors", "contributing", "scaling",
                  "incremental"):
         assert (site / f"{name}.html").is_file(), name
 
@@ -167,3 +167,54 @@ def test_performance_page_renders_every_result(site):
                 assert row["status"] in page, (path.name, name)
             if row.get("max_rel_eigenvalue_err") is not None:
                 assert f"{row['max_rel_eigenvalue_err']:.1e}" in page, (path.name, name)
+
+
+def test_pipeline_format_page_lists_every_key(site):
+    from dmlfe.ingestion import FORMATS, format_options
+    from dmlfe.pipeline.config import CLASSIFIERS, PIPELINE_KEYS, classifier_params
+
+    page = _page(site, "pipeline_format")
+    text = " ".join(re.sub(r"<[^>]+>", "", page).replace("\u2019", "'").split())
+    for where, keys in PIPELINE_KEYS.items():
+        if where:
+            assert _literal(where) in page, where
+        for key in keys:
+            if not key.name.startswith("("):
+                assert _literal(key.name) in page, f"{where}.{key.name}"
+            for told in (key.type, key.default, key.meaning):
+                assert " ".join(told.replace("``", "").split()) in text, f"{where}.{key.name}"
+    for fmt in FORMATS:
+        for option in format_options(fmt):
+            assert _literal(option) in page, option
+    for name in CLASSIFIERS:
+        for param in classifier_params(name):
+            assert _literal(param) in page, f"{name}.{param}"
+
+
+def _key_paths(value, where: str = ""):
+    """(place in PIPELINE_KEYS, key) of every mapping key in a parsed pipeline file."""
+    if isinstance(value, list):
+        for item in value:
+            yield from _key_paths(item, f"{where}[i]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield where, key
+            yield from _key_paths(item, f"{where}.{key}" if where else key)
+
+
+def test_shipped_pipelines_use_declared_keys_only():
+    """A key the shipped pipelines use is declared (so documented), at its place."""
+    import yaml
+
+    from dmlfe.pipeline.config import PIPELINE_KEYS, keys_at
+
+    free = ("options", "defaults", "stratified")  # options, parameters and role shares
+    files = sorted((ROOT / "pipelines").glob("*.yaml"))
+    assert files
+    for path in files:
+        for where, key in _key_paths(yaml.safe_load(path.read_text())):
+            if where.endswith(free) or where.startswith(("methods", "classifiers",
+                                                         "selection.selectors",
+                                                         "selection.classifier")):
+                continue  # generated from the registries, checked above
+            assert where in PIPELINE_KEYS and key in keys_at(where), f"{path.name}: {where}.{key}"

@@ -49,7 +49,7 @@ from typing import Any
 
 from dmlfe.errors import DmlfeError
 from dmlfe.fit.params import COMMON
-from dmlfe.ingestion import _READER_OPTIONS, _VECTORIZER_OPTIONS, FORMATS, TEXT_FORMATS
+from dmlfe.ingestion import FORMATS, format_options
 from dmlfe.methods.registry import all_methods, resolve_method
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.yamlfiles import read_yaml
@@ -79,17 +79,131 @@ CLASSIFIERS: dict[str, tuple[str, dict[str, Any]]] = {
 #: Estimator parameters the pipeline sets itself (not from a pipeline file).
 _RESERVED = {"n_components", "client", "split", "progress", "cache", "variant"}
 
-_TOP_KEYS = {"name", "work_dir", "data_dir", "datasets", "defaults", "methods", "classifiers",
-             "metrics", "select", "selection", "description", "d_curve"}
-
 #: d values at which every reduction is also scored (first classifier) for the
 #: metric-vs-d plot, when the pipeline file gives no ``d_curve``.
 DEFAULT_D_CURVE = (2, 5, 10, 20, 50)
-_SELECTION_KEYS = {"selectors", "max_features", "classifier", "metrics"}
 #: The GRROOR paper's measures (section 5.3), the selection stage's default plots.
 SELECTION_METRICS = ["average_precision", "ranking_loss", "coverage", "hamming_loss",
                      "macro_f1", "micro_f1"]
-_DATASET_KEYS = {"name", "format", "source", "options", "chunk_rows", "store", "split"}
+
+
+@dataclass(frozen=True)
+class KeyDoc:
+    """One key of a pipeline file: its name, the YAML type it takes, its default and
+    what it means (docs/pipeline_format.rst is generated from these)."""
+
+    name: str
+    type: str
+    default: str
+    meaning: str
+
+
+#: Every key of a pipeline file, by where it appears (``datasets[i]``: an entry of the
+#: ``datasets`` list). Validation accepts these keys and no others, and the
+#: documentation's pipeline format page lists them, so a key cannot be accepted and
+#: undocumented. Method parameters (``methods[i]`` and ``defaults``), classifier
+#: parameters and ``options`` are generated from the registries they come from.
+PIPELINE_KEYS: dict[str, tuple[KeyDoc, ...]] = {
+    "": (
+        KeyDoc("name", "string", "the file's stem", "the pipeline's name (report titles)"),
+        KeyDoc("description", "string", "none", "free text, kept in the report"),
+        KeyDoc("work_dir", "path", "dmlfe-work/NAME", "stage cache and report folder, "
+               "relative to the current directory (``dmlfe run --work-dir`` overrides it)"),
+        KeyDoc("data_dir", "path", "the file's folder", "where relative ``source`` and "
+               "``options.labels`` paths are read from, relative to the file; the "
+               "environment variable DMLFE_DATA overrides it"),
+        KeyDoc("datasets", "list of mappings", "required", "the data sets (see "
+               "``datasets[i]``)"),
+        KeyDoc("defaults", "mapping", "{}", "method parameters applied to every method "
+               "that takes them (``t`` and any parameter of a registered method), unless "
+               "its ``methods`` entry sets it; ``d`` is per method"),
+        KeyDoc("methods", "list of names or mappings", "required unless ``selection``",
+               "the reductions compared (see ``methods[i]``); ``none`` is the classifier "
+               "on the raw features"),
+        KeyDoc("classifiers", "list of names or mappings", "[ridge]", "the classifiers "
+               "run on every embedding (see ``classifiers[i]``)"),
+        KeyDoc("metrics", "list of metric names", "all 13", "the measures shown in the "
+               "report's tables (all are computed)"),
+        KeyDoc("select", "mapping", "{metric: micro_f1}", "how a method's setting (its "
+               "d, t or parameter grid) is chosen (see ``select``)"),
+        KeyDoc("d_curve", "list of integers", str(list(DEFAULT_D_CURVE)), "d values at "
+               "which every reduction's embeddings (fitted once) are truncated and scored "
+               "with the first classifier, for the metric-vs-d plots; [] = none"),
+        KeyDoc("selection", "mapping", "none", "feature selection curves on the raw "
+               "features (see ``selection``)"),
+    ),
+    "datasets[i]": (
+        KeyDoc("name", "string without /", "required", "the data set's name in the "
+               "report"),
+        KeyDoc("format", "string", "required unless ``store``", "an ingest format: "
+               + ", ".join(FORMATS)),
+        KeyDoc("source", "path or list of paths", "required unless ``store`` or "
+               "synthetic", "the corpus file(s), relative to ``data_dir``; MULAN/MEKA "
+               "files name their split (``Corel5k-train-sparse.arff``: train)"),
+        KeyDoc("options", "mapping", "{}", "ingest options of the format (see "
+               "``datasets[i].options``)"),
+        KeyDoc("chunk_rows", "integer", "10000", "documents per store chunk"),
+        KeyDoc("store", "path", "none", "an existing store to use instead of ``format``/"
+               "``source`` (relative to the file)"),
+        KeyDoc("split", "mapping", "{train: train, test: test}", "which documents train, "
+               "validate and test (see ``datasets[i].split``)"),
+    ),
+    "datasets[i].split": (
+        KeyDoc("train", "string", "train", "the store's split name of the training "
+               "documents (with ``stratified``: that part's share)"),
+        KeyDoc("validation", "string", "none", "the split name of the validation "
+               "documents, on which ``select`` chooses each method's setting; without it "
+               "the setting is chosen on test"),
+        KeyDoc("test", "string", "test", "the split name of the test documents"),
+        KeyDoc("stratified", "mapping role -> share", "none", "instead of split names: cut "
+               "the documents into label-stratified parts, e.g. {train: 1, validation: 1, "
+               "test: 1}"),
+        KeyDoc("seed", "integer", "0", "with ``stratified``: the seed of the cut"),
+    ),
+    "methods[i]": (
+        KeyDoc("name", "string", "required", "a method name or alias (see the methods "
+               "page), or ``none``; a bare string is ``{name: ...}``"),
+        KeyDoc("label", "string", "the name", "the method's name in the report (to "
+               "compare two settings of one method)"),
+        KeyDoc("d", "integer or list", "none", "number of components; a list is fitted "
+               "once at its largest d and scored at each"),
+        KeyDoc("t", "number or list", "0.999 (or ``defaults.t``)", "eigenvalue-sum "
+               "threshold in (0, 1]: the smallest d holding this share; not with d"),
+        KeyDoc("(parameter)", "value or list", "the method's own", "any parameter of the "
+               "method; a list is a grid, each value fitted and ``select`` chooses"),
+    ),
+    "classifiers[i]": (
+        KeyDoc("name", "string", "required", ", ".join(CLASSIFIERS) + "; a bare string is "
+               "``{name: ...}``"),
+        KeyDoc("label", "string", "the name", "the classifier's name in the report"),
+        KeyDoc("(parameter)", "value", "see below", "a parameter of the classifier"),
+    ),
+    "select": (
+        KeyDoc("metric", "metric name", "micro_f1", "the measure on the validation split "
+               "(else test) that chooses each method's setting"),
+    ),
+    "selection": (
+        KeyDoc("selectors", "list of names or mappings", "required", "feature rankers "
+               "such as grroor or chi2; a mapping gives ``name``, ``label`` and parameters"),
+        KeyDoc("max_features", "integer", "50", "the classifier runs on the top m = 1 .. "
+               "max_features features"),
+        KeyDoc("classifier", "name or mapping", "mlknn", "a ``classifiers[i]`` entry"),
+        KeyDoc("metrics", "list of metric names", ", ".join(SELECTION_METRICS),
+               "the measures plotted against m (all are computed)"),
+    ),
+}
+
+
+def keys_at(where: str) -> set[str]:
+    """The keys declared in :data:`PIPELINE_KEYS` at ``where`` (no placeholders)."""
+    return {k.name for k in PIPELINE_KEYS[where] if not k.name.startswith("(")}
+
+
+_TOP_KEYS = keys_at("")
+_DATASET_KEYS = keys_at("datasets[i]")
+_SELECTION_KEYS = keys_at("selection")
+_METHOD_KEYS = keys_at("methods[i]")
+_CLASSIFIER_KEYS = keys_at("classifiers[i]")
 _PATH_OPTIONS = ("labels",)
 
 
@@ -245,7 +359,7 @@ def _split(path: Path, key: str, v: Any) -> SplitSpec:
         return SplitSpec()
     v = _mapping(path, key, v)
     if "stratified" in v:
-        _check_keys(path, key, v, {"stratified", "seed"})
+        _check_keys(path, key, v, keys_at("datasets[i].split") - set(ROLES))
         fr = _mapping(path, f"{key}.stratified", v["stratified"])
         _check_keys(path, f"{key}.stratified", fr, set(ROLES))
         for role, x in fr.items():
@@ -258,7 +372,7 @@ def _split(path: Path, key: str, v: Any) -> SplitSpec:
         seed = _int(path, f"{key}.seed", v.get("seed", 0), lo=0)
         return SplitSpec(by="stratified", roles={}, fractions={k: float(x) for k, x in fr.items()},
                          seed=seed)
-    _check_keys(path, key, v, set(ROLES))
+    _check_keys(path, key, v, keys_at("datasets[i].split") - {"stratified", "seed"})
     for role in ("train", "test"):
         if role not in v:
             raise _err(path, key, f"needs a {role!r} entry (the store's split name for the "
@@ -348,11 +462,9 @@ def classifier_params(name: str) -> set[str]:
 
 
 def dataset_options(fmt: str) -> set[str]:
-    """The ``options`` keys of a data set of format ``fmt`` (reader and vectoriser)."""
-    allowed = set(_READER_OPTIONS[fmt])
-    if fmt in TEXT_FORMATS:
-        allowed |= set(_VECTORIZER_OPTIONS)
-    return allowed
+    """The ``options`` keys of a data set of format ``fmt`` (reader, split names and
+    vectoriser): those of :func:`dmlfe.ingest`."""
+    return format_options(fmt)
 
 
 def selector_params(name: str) -> set[str]:
@@ -387,7 +499,7 @@ def _method(path: Path, i: int, v: Any, defaults: dict[str, Any]) -> MethodSpec:
         return MethodSpec(label=label, method="none", settings=[MethodSetting(params={})])
     accepted = _estimator_params(method)
     for k in v:
-        if k not in accepted | {"d", "t"}:
+        if k not in accepted | (_METHOD_KEYS - {"name", "label"}):
             raise _err(path, f"{key}.{k}", f"{method} takes no parameter {k!r}; its parameters: "
                        f"{', '.join(sorted(accepted | {'d', 't'}))}")
     if "d" in v and "t" in v:
@@ -428,7 +540,7 @@ def _classifier(path: Path, i: int | str, v: Any) -> ClassifierSpec:
     if name not in CLASSIFIERS:
         raise _err(path, f"{key}.name", f"must be one of {', '.join(CLASSIFIERS)}, got {name!r}")
     label = str(v.pop("label", name))
-    _check_keys(path, key, v, classifier_params(name) | {"name", "label"})
+    _check_keys(path, key, v, classifier_params(name) | _CLASSIFIER_KEYS)
     params = {**CLASSIFIERS[name][1], **v}
     return ClassifierSpec(label=label, name=name, params=params)
 
@@ -528,7 +640,7 @@ def parse_config(raw: Any, path: str | os.PathLike[str] = "<pipeline>") -> Pipel
 
     metrics = _metric_names(path, "metrics", raw.get("metrics", list(METRICS)))
     select = _mapping(path, "select", raw.get("select") or {})
-    _check_keys(path, "select", select, {"metric"})
+    _check_keys(path, "select", select, keys_at("select"))
     select_metric = select.get("metric", "micro_f1")
     if select_metric not in METRICS:
         raise _err(path, "select.metric", f"unknown metric {select_metric!r}; choose from "

@@ -64,6 +64,7 @@ from dmlfe.readers.base import (
     NumericBatch,
     NumericSource,
     sniff_compression,
+    split_from_file_name,
 )
 
 __all__ = ["read_mulan", "read_meka"]
@@ -188,15 +189,6 @@ def _file_stem(path: Path) -> str:
     if name.lower().endswith(".arff"):
         name = name[: -len(".arff")]
     return name
-
-
-def _split_name(stem: str) -> str:
-    """Split of a file: ``x-train`` -> "train", ``x-test`` -> "test", otherwise the stem."""
-    low = stem.lower()
-    for split in ("train", "test"):
-        if low.endswith(("-" + split, "_" + split)):
-            return split
-    return stem
 
 
 def _unquote(tok: str) -> str:
@@ -755,7 +747,7 @@ def _read_files(paths: list[Path]) -> list[_File]:
                 "ids ('stem:row') would collide; rename one of them"
             )
         stems[stem] = path
-        files.append(_File(path, stem, _split_name(stem), header))
+        files.append(_File(path, stem, split_from_file_name(stem), header))
     first = files[0].header
     for f in files[1:]:
         a = [x.signature() for x in first.attrs]

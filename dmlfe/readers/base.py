@@ -18,6 +18,7 @@ import bz2
 import gzip
 import lzma
 import os
+import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -250,3 +251,21 @@ class NumericSource:
 
     def batches(self, batch_size: int) -> Iterator[NumericBatch]:
         return self.batches_fn(batch_size)  # type: ignore[operator]
+
+
+#: The split names a file name may carry (:func:`split_from_file_name`).
+FILE_SPLITS = ("train", "test")
+
+
+def split_from_file_name(stem: str) -> str:
+    """The split a corpus file's name gives its documents.
+
+    ``train`` or ``test`` as a whole word of the name -- between the separators ``-``,
+    ``_`` and ``.`` or at either end, in any case -- is the split:
+    ``Corel5k-train-sparse`` and ``bibtex_TRAIN`` give "train", ``bibtex-test`` "test".
+    A name holding neither word, or both, keeps its whole stem as the split name
+    (rename it with ``split_names``).
+    """
+    words = {w.lower() for w in re.split(r"[-_.]", stem)}
+    found = [s for s in FILE_SPLITS if s in words]
+    return found[0] if len(found) == 1 else stem

@@ -77,13 +77,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from dmlfe.errors import InputError, MissingPathError
-from dmlfe.readers.arff import _split_name
 from dmlfe.readers.base import (
     DataFormatError,
     IngestReport,
     NumericBatch,
     NumericSource,
     file_lines,
+    split_from_file_name,
 )
 
 __all__ = ["read_svmlight", "read_xmc", "read_name_map"]
@@ -197,7 +197,7 @@ def _as_files(paths: PathLike | Sequence[PathLike], what: str) -> list[_File]:
                 f"{stems[stem]} and {p} have the same file stem {stem!r}, so their document "
                 "ids ('stem:row') would collide; rename one of them")
         stems[stem] = p
-        files.append(_File(p, stem, _split_name(stem)))
+        files.append(_File(p, stem, split_from_file_name(stem)))
     return files
 
 

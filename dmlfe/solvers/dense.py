@@ -490,7 +490,7 @@ def solve_dense(
         solver = "eigh_generalized"
     k = n_genuine(w, ROUNDOFF_RTOL)
     d = choose_dimension(w, nc, total=total, cap_note=cap_note)
-    warn_null_components(template.method, d, k)
+    warn_null_components(template.method, d, w)
     return EigenResult(
         components=np.ascontiguousarray(V[:, :d]),
         eigenvalues=w,

@@ -42,8 +42,34 @@ def n_genuine(eigenvalues: np.ndarray, rtol: float = ROUNDOFF_RTOL) -> int:
     return int(np.count_nonzero(w > rtol * w[0]))
 
 
-def warn_null_components(method: str, d: int, k: int, stacklevel: int = 3) -> None:
-    """The warning of a fixed d that reaches past the k genuine eigenvalues (if it does)."""
+def warn_null_components(method: str, d: int, eigenvalues: np.ndarray,
+                         stacklevel: int = 3) -> None:
+    """Warn when some of the d leading components carry no information (only then).
+
+    A maximised objective (some eigenvalue above round-off): components past its
+    genuine eigenvalues (:func:`n_genuine`) span an arbitrary part of the null space. A
+    minimised one written as the maximum of -M (OLPP: -X^T L X, whose spectrum is
+    non-positive by construction): the leading eigenvalues are the smallest of M, and
+    only those at zero up to round-off -- where every document projects to the same
+    value, within each connected part of the graph -- carry no information; the
+    others are OLPP's components and are not warned about.
+    """
+    w = np.asarray(eigenvalues, dtype=np.float64)
+    scale = float(np.abs(w).max()) if w.size else 0.0
+    if scale > 0.0 and not w[0] > ROUNDOFF_RTOL * scale:
+        z = min(int(np.count_nonzero(w[:d] > -ROUNDOFF_RTOL * scale)), d)
+        if z:
+            warnings.warn(
+                f"{method}: components 1..{z} of the {d} have eigenvalue 0 up to round-off "
+                f"({ROUNDOFF_RTOL:g} x the largest magnitude): they span an arbitrary part "
+                "of the objective's null space, where every document projects to the same "
+                "value (with more features than documents, X p = 0), and carry no "
+                "information",
+                RuntimeWarning,
+                stacklevel=stacklevel,
+            )
+        return
+    k = n_genuine(w)
     if d > k:
         warnings.warn(
             f"{method}: n_components={d} but only {k} eigenvalues are above round-off "

@@ -167,7 +167,7 @@ def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int
                                dominant_start=U)
     d = choose_dimension(w, n_components, total=total if w.size < m else None,
                          cap_note=cap_note)
-    warn_null_components(t.method, d, n_genuine(w))
+    warn_null_components(t.method, d, w)
     w_d = w[:d]
     alpha = np.sqrt(a) * V[:, :d]
     if U is not None:
@@ -216,7 +216,7 @@ def _lowrank(t: TraceTemplate, Gc: np.ndarray, Yc: np.ndarray, n_features: int,
     if block is not None and d_fixed > n_genuine(w):
         w, alpha = _null_completion(w, alpha, block, GcPhi, d_fixed)
     d = choose_dimension(w, n_components)
-    warn_null_components(t.method, d, n_genuine(w))
+    warn_null_components(t.method, d, w)
     alpha = alpha[:, :d]
     alpha -= alpha.mean(axis=0)
     return DualSolution(alpha, w, d, n_genuine(w), "dual-lowrank", regularization=reg)
@@ -275,7 +275,7 @@ def _weighted_lowrank(pencil: WeightedPencil, G: np.ndarray, n_components: int |
         block = _null_block(GPhi, d_fixed, random_state, b_gram, centred=False)
         wv, alpha = _null_completion(wv, alpha, block, GPhi, d_fixed)
     d = choose_dimension(wv, n_components)
-    warn_null_components(pencil.method, d, n_genuine(wv))
+    warn_null_components(pencil.method, d, wv)
     return DualSolution(alpha[:, :d], wv, d, n_genuine(wv), "dual-lowrank")
 
 
@@ -478,7 +478,7 @@ def _inverse_constraint(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, k: int,
         return None
     w, U = pairs
     d = choose_dimension(w, k)
-    warn_null_components(t.method, d, n_genuine(w))
+    warn_null_components(t.method, d, w)
     alpha = t_inv_m(U[:, :d])
     alpha *= np.sqrt(a / w[:d])
     alpha -= alpha.mean(axis=0)

@@ -571,7 +571,10 @@ class Store:
         wanted = [split] if isinstance(split, str) else list(split)
         cats = self._categories
         if cats is None:
-            raise ValueError(f"store {self.path} has no split column; subset() needs one")
+            raise ValueError(
+                f"store {self.path} has no splits (its corpus named none at ingest), so no "
+                f"split {', '.join(map(repr, wanted))}: use all its documents (no split), or "
+                "ingest it again with splits (jsonl/parquet: --split-field FIELD)")
         unknown = [s for s in wanted if s not in cats]
         if unknown:
             raise ValueError(f"split value(s) {unknown} not in store {self.path}; its splits "

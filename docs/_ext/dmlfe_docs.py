@@ -375,7 +375,68 @@ class Performance(Directive):
         return _rst(self, lines)
 
 
+class PipelineKeys(Directive):
+    """``.. dmlfe-pipeline-keys::`` -- every key of a pipeline file, from
+    :data:`dmlfe.pipeline.config.PIPELINE_KEYS`, the ingest options of each format and
+    the classifiers' parameters."""
+
+    def run(self):
+        from dmlfe.cli import _FLAG_TO_OPTION, build_parser
+        from dmlfe.ingestion import FORMATS, format_options
+        from dmlfe.pipeline.config import CLASSIFIERS, PIPELINE_KEYS, classifier_params
+
+        lines: list[str] = []
+        for where, keys in PIPELINE_KEYS.items():
+            title = f"``{where}``" if where else "Top level"
+            lines += [title, "^" * len(title), ""]
+            lines += _list_table(["key", "type", "default", "meaning"],
+                                 [[f"``{k.name}``" if not k.name.startswith("(") else k.name,
+                                   k.type, k.default, k.meaning] for k in keys], "15 15 15 55")
+            if where == "datasets[i]":
+                lines += self._options(build_parser(), _FLAG_TO_OPTION, FORMATS,
+                                       format_options)
+        lines += ["Classifier parameters", "^" * 21, "",
+                  "A ``classifiers[i]`` (or ``selection.classifier``) mapping may give these "
+                  "parameters of its classifier (defaults in parentheses where the pipeline "
+                  "sets its own):", ""]
+        rows = []
+        for name, (cls, defaults) in CLASSIFIERS.items():
+            params = [f"``{p}``" + (f" ({defaults[p]})" if p in defaults else "")
+                      for p in sorted(classifier_params(name))]
+            rows.append([f"``{name}``", f":class:`dmlfe.{cls}`", ", ".join(params) or "--"])
+        lines += _list_table(["name", "class", "parameters"], rows, "15 25 60")
+        return _rst(self, lines)
+
+    @staticmethod
+    def _options(parser, flag_to_option, formats, format_options) -> list[str]:
+        """``datasets[i].options``: each ingest option, its formats and the help of its
+        ``dmlfe ingest`` flag."""
+        ingest = _subcommands(parser)["ingest"]
+        helps = {a.dest: (a.option_strings[0], a.help) for a in ingest._actions
+                 if a.option_strings}
+        formats_of: dict[str, list[str]] = {}
+        for fmt in formats:
+            for opt in sorted(format_options(fmt)):
+                formats_of.setdefault(opt, []).append(fmt)
+        rows = []
+        for opt, fmts in sorted(formats_of.items()):
+            flag = next((f for f, o in flag_to_option.items() if o == opt), None)
+            if flag is not None and flag in helps:
+                option, text = helps[flag]
+                meaning = f"{text} (``dmlfe ingest {option}``)"
+            else:
+                meaning = "see :func:`dmlfe.ingest` (no command-line flag)"
+            rows.append([f"``{opt}``", ", ".join(fmts), meaning])
+        title = "``datasets[i].options``"
+        return [title, "^" * len(title), "",
+                "The options of :func:`dmlfe.ingest` for the data set's format (the flags of "
+                "``dmlfe ingest`` without the dashes; lists for ranges, a mapping for "
+                "``split_names``):", "",
+                *_list_table(["option", "formats", "meaning"], rows, "15 20 65")]
+
+
 def setup(app):
+    app.add_directive("dmlfe-pipeline-keys", PipelineKeys)
     app.add_directive("dmlfe-methods", MethodTable)
     app.add_directive("dmlfe-api", ApiReference)
     app.add_directive("dmlfe-cli", CliReference)
