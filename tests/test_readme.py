@@ -13,6 +13,7 @@ import pytest
 
 from dmlfe.cli import main as cli_main
 from dmlfe.projection import read_embeddings
+from dmlfe.store import open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = ("grain", "trade", "crude", "ship")
@@ -56,6 +57,12 @@ def _write_corpus(folder: Path, n: int = 240, seed: int = 3) -> None:
             record = {"id": f"d{i}", "text": " ".join(words), "labels": labels,
                       "split": "train" if i < 0.8 * n else "test"}
             f.write(json.dumps(record) + "\n")
+    with open(folder / "more.jsonl", "w", encoding="utf-8") as f:  # appended later
+        for i in range(n, n + 20):
+            labels = [str(rng.choice(LABELS))]
+            record = {"id": f"d{i}", "text": " ".join(rng.choice(_words(labels[0]), 12)),
+                      "labels": labels, "split": "test"}
+            f.write(json.dumps(record) + "\n")
     (folder / "new.txt").write_text(
         "".join(" ".join(rng.choice(_words(lb), 15)) + "\n" for lb in LABELS),
         encoding="utf-8")
@@ -75,6 +82,13 @@ def test_readme_tour_commands_run_as_written(tmp_path, monkeypatch, cluster_clie
                  for line in (tmp_path / "corpus.jsonl").read_text().splitlines())
     Z = read_embeddings(tmp_path / "test-embeddings.zarr")
     assert Z.shape == (n_test, 8) and np.isfinite(Z).all()
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert 0.5 < metrics["metrics"]["micro_f1"] <= 1.0, metrics["metrics"]
+    scored = (tmp_path / "test-labels.jsonl").read_text().splitlines()
+    assert len(scored) == n_test
+    store = open_store(tmp_path / "corpus.zarr")
+    assert store.n_docs == 240 + 20 and [e["kind"] for e in store.history()] == [
+        "ingest", "append"]
     records = [json.loads(line) for line in (tmp_path / "labels.jsonl").read_text().splitlines()]
     assert len(records) == len(LABELS)
     for record in records:
@@ -93,6 +107,6 @@ def test_readme_tour_python_runs_as_written(tmp_path, monkeypatch, cluster_clien
     assert (tmp_path / "mvmd.model").is_dir()
 
 
-@pytest.mark.parametrize("step", ["ingest", "fit", "transform", "predict"])
+@pytest.mark.parametrize("step", ["ingest", "fit", "evaluate", "transform", "predict"])
 def test_readme_tour_has_each_step(step):
     assert any(c[1] == step for c in _commands()), step
