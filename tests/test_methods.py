@@ -316,6 +316,25 @@ def test_thin_svd_equals_dense_eigh():
     np.testing.assert_allclose(U, V2[:, :5], atol=1e-8)
 
 
+@pytest.mark.parametrize("used", [3, 8, 30])
+def test_thin_svd_of_a_factor_with_zero_rows(used):
+    """Zero rows (unused hashed features) are left out of the SVD when most rows are
+    zero: the same pairs as the SVD of the whole factor, and zero rows in U."""
+    rng = np.random.default_rng(used)
+    F = np.zeros((60, 5))
+    rows = rng.choice(60, size=used, replace=False)
+    F[rows] = rng.normal(size=(used, 5))
+    w, U = thin_svd(F)
+    Ur, s, _ = np.linalg.svd(F, full_matrices=False)
+    np.testing.assert_allclose(w, s**2, rtol=1e-12, atol=1e-12 * s[0] ** 2)
+    assert U.shape == (60, 5)
+    keep = s > 1e-8 * s[0]
+    np.testing.assert_allclose(np.abs(U.T @ Ur)[np.ix_(keep, keep)], np.eye(keep.sum()),
+                               atol=1e-10)
+    unused = np.setdiff1d(np.arange(60), rows)
+    assert np.abs(U[np.ix_(unused, keep)]).max() < 1e-12
+
+
 def test_lowrank_template_uses_thin_svd_and_matches_eigh():
     X, Y = random_data(n=50, D=12, q=4, seed=7)
     t = mddm_p(make_stats(X, Y))

@@ -272,9 +272,20 @@ def eigh_generalized(
 
 
 def thin_svd(F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Eigenpairs of F F^T from the thin SVD of F (D x r): U, s^2. Never forms D x D."""
+    """Eigenpairs of F F^T from the thin SVD of F (D x r): U, s^2. Never forms D x D.
+
+    A zero row of F (a feature no document uses: hashed text leaves most of 2^20 empty)
+    is a zero row of U, exactly; the SVD is taken of the other rows when they are at most
+    half of D (and at least r, so that r pairs come out either way).
+    """
     F = np.asarray(F, dtype=np.float64)
-    U, s, _ = sla.svd(F, full_matrices=False, check_finite=True)
+    rows = np.flatnonzero(np.any(F != 0, axis=1))
+    if rows.size > F.shape[0] // 2 or rows.size < F.shape[1]:
+        U, s, _ = sla.svd(F, full_matrices=False, check_finite=True)
+    else:
+        Us, s, _ = sla.svd(F[rows], full_matrices=False, check_finite=True)
+        U = np.zeros((F.shape[0], Us.shape[1]))
+        U[rows] = Us
     w, U = _descending(s * s, U)
     return w, flip_signs(U)
 
