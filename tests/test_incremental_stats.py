@@ -137,3 +137,56 @@ def test_parameters_that_depend_on_every_row_are_recomputed(stores) -> None:
                        cache=False).fit(str(whole))
     assert refit.rows_read_ == 200
     np.testing.assert_allclose(refit.eigenvalues_[:2], fresh.eigenvalues_[:2], rtol=1e-10)
+
+
+def test_an_append_of_other_splits_keeps_a_view_and_its_cache(stores) -> None:
+    grown, _, _ = stores
+    tests_only = _write(grown.parent / "t.jsonl", _docs(5, 20, 500, "test"))
+    before = open_store(grown).subset("train")
+    first = load_or_compute_stats(before, need_xtx=True)
+    dmlfe.append(grown, tests_only, **APPEND)
+    after = open_store(grown)
+    assert after.fingerprint != before.fingerprint
+    assert after.subset("train").content_fingerprint == before.content_fingerprint
+    assert after.subset("test").content_fingerprint == after.fingerprint
+    again = load_or_compute_stats(after.subset("train"), need_xtx=True)
+    assert again.from_cache and again.rows_read == 0
+    np.testing.assert_array_equal(again.xtx, first.xtx)
+
+
+def test_a_pipeline_on_a_grown_store_reruns_what_depends_on_the_new_rows(
+        stores, tmp_path, cluster_client) -> None:
+    from dmlfe.pipeline import load_config, run_pipeline
+
+    grown, _, _ = stores
+    cfg = {"name": "grow", "datasets": [{"name": "g", "store": str(grown)}],
+           "methods": [{"name": "pca", "d": [3], "route": "feature"}, {"name": "mddm_p", "d": [2]}],
+           "classifiers": ["ridge"], "metrics": ["hamming_loss", "micro_f1"]}
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(cfg))
+    work = tmp_path / "work"
+
+    def run() -> tuple[dict[str, list[str]], list[dict]]:
+        res = run_pipeline(load_config(path), work_dir=work, progress=False,
+                           client=cluster_client)
+        kinds: dict[str, list[str]] = {}
+        for s in res.stages:
+            kinds.setdefault(s.status, []).append(s.kind)
+        fits = [json.loads((work / "cache" / "fit" / s.key / "stage.json").read_text())
+                for s in res.ran if s.kind == "fit"]
+        return kinds, fits
+
+    first, _ = run()
+    assert first["ran"].count("fit") == 2
+    # test documents appended: the fits (training split only) are reused
+    dmlfe.append(grown, _write(tmp_path / "t.jsonl", _docs(7, 25, 900, "test")), **APPEND)
+    second, _ = run()
+    assert "fit" not in second["ran"] and second["cached"].count("fit") == 2
+    assert "transform" in second["ran"] and "classify" in second["ran"]
+    # training documents appended: the fits run again, reading the new documents only
+    dmlfe.append(grown, _write(tmp_path / "u.jsonl", _docs(8, 30, 950, "train")), **APPEND)
+    third, fits = run()
+    assert third["ran"].count("fit") == 2 and len(fits) == 2
+    # the first fit extends the statistics by the new rows and saves them; the other
+    # finds them saved (an entry with X^T X serves a request without it)
+    assert sorted(f["rows_read"] for f in fits) in ([0, 30], [30, 30]), fits

@@ -185,6 +185,17 @@ class PipelineRun:
                                 lambda d, ds=ds: self._ingest(ds, d), {"dataset": ds.name}))
         split_key = stage_key("split", ds.split.to_dict(), [data_key])
         self._split_keys[ds.name] = split_key
+        # a fit reads the training documents only: keyed by them, an append of test
+        # documents (dmlfe ingest --append) leaves the fit stages cached
+        train_key = split_key
+        if ds.store is not None and ds.split.by == "store":
+            try:
+                train = store.subset(ds.split.roles["train"])
+            except ValueError as exc:
+                raise PipelineConfigError(f"{self.cfg.path}: datasets[{i}].split: {exc}"
+                                          ) from None
+            train_key = stage_key("train", {"data": train.content_fingerprint,
+                                            "split": ds.split.to_dict()})
         if ds.split.by == "stratified":
             stages.append(Stage("split", split_key, f"{ds.name} stratified",
                                 lambda d, ds=ds: self._split(ds, d), {"dataset": ds.name}))
@@ -212,12 +223,12 @@ class PipelineRun:
                             {**base, "d": None, "classifier": c.label, "fit_key": None}))
                     continue
                 text = _setting_text(s.params, None)
-                fit_key = stage_key("fit", {"method": m.method, "params": s.params}, [split_key])
+                fit_key = stage_key("fit", {"method": m.method, "params": s.params}, [train_key])
                 stages.append(Stage("fit", fit_key, f"{ds.name} {m.label} ({text})",
                                     lambda d, ds=ds, m=m, s=s: self._fit(ds, m.method, s.params, d),
                                     dict(base)))
                 tr_key = stage_key("transform", {"roles": ds.split.role_names,
-                                                    "layout": "anndata"}, [fit_key])
+                                                    "layout": "anndata"}, [fit_key, split_key])
                 stages.append(Stage("transform", tr_key, f"{ds.name} {m.label} ({text})",
                                     lambda d, ds=ds, k=fit_key: self._transform(ds, k, d),
                                     {**base, "fit_key": fit_key}))
@@ -314,6 +325,7 @@ class PipelineRun:
                 "eigenvalue_total": None if total is None else float(total),
                 "whole_spectrum": total is None,
                 "solver": est.solver_, "n_passes": int(est.n_passes_),
+                "rows_read": getattr(est, "rows_read_", None),
                 "n_samples": int(est.n_samples_), "n_features": int(est.n_features_in_),
                 "seconds": round(seconds, 3)}
 

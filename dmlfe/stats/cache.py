@@ -396,14 +396,16 @@ def _extended(store: Store, params: dict[str, Any], cache_dir: Path,
     matches: the caller's full pass says so in the log.
     """
     entries = store.history()
-    for entry in reversed(entries[:-1]):
+    current = [e["fingerprint"] for e in entries].index(params["data"]) \
+        if params["data"] in [e["fingerprint"] for e in entries] else len(entries) - 1
+    for entry in reversed(entries[:current]):
         earlier = {**params, "data": entry["fingerprint"]}
         found = load_stats(cache_dir, earlier, need_xtx=kwargs["need_xtx"],
                            need_xtwx=kwargs["need_xtwx"])
         if found is not None:
             break
     else:
-        if len(entries) > 1:
+        if current > 0:
             log.info("statistics of %s computed from all its rows: none cached for an "
                      "earlier version with the same parameters", store.path)
         return None
@@ -415,6 +417,9 @@ def _extended(store: Store, params: dict[str, Any], cache_dir: Path,
             f"but the store holds {store.n_docs - tail.n_docs} of this selection before that "
             "row; computing them again from all rows", RuntimeWarning, stacklevel=3)
         return None
+    if tail.n_docs == 0:
+        found.rows_read = 0
+        return found
     if read is None:
         X, Y = tail.X, tail.Y
     else:  # the view's rows in memory: the appended ones are its last
@@ -455,7 +460,9 @@ def load_or_compute_stats(
     source : str, PathLike, Store, dask array, scipy.sparse matrix or ndarray
         A store path or an opened :class:`dmlfe.store.Store` (or a view of one: its
         ``selection`` is part of the key). X and Y are read from the store and the
-        cache goes to ``<store>.stats/``, keyed by the store's ``fingerprint``. Or X
+        cache goes to ``<store>.stats/``, keyed by the view's ``content_fingerprint``
+        (an append that adds none of its documents keeps the key; one that adds some
+        extends the entry of the earlier version by the appended documents). Or X
         itself: then Y is required and the cache is used only when ``cache_dir`` is
         given.
     Y : array-like, optional
@@ -501,7 +508,7 @@ def load_or_compute_stats(
         raise ValueError("split= applies to a store path; subset the Store itself instead")
     if isinstance(source, Store):
         X, Y = (source.X, source.Y) if read is None else read
-        identity = source.fingerprint if cache else None
+        identity = source.content_fingerprint if cache else None
         selection = source.selection or {}
         split = selection.get("split")
         if subset is None and ("rows" in selection or "since" in selection):
