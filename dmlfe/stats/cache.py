@@ -420,7 +420,12 @@ def _extended(store: Store, params: dict[str, Any], cache_dir: Path,
     if tail.n_docs == 0:
         found.rows_read = 0
         return found
-    if read is None:
+    if read is None and tail.n_docs <= store.stored_chunk_rows:
+        # at most one stored chunk of rows, what an ingest part holds on the driver: read
+        # here, not by tasks on workers that may only now be starting
+        X, Y = (a.compute(scheduler="threads") for a in (tail.X, tail.Y))
+        kwargs = {**kwargs, "client": None}
+    elif read is None:
         X, Y = tail.X, tail.Y
     else:  # the view's rows in memory: the appended ones are its last
         X, Y = (a[a.shape[0] - tail.n_docs:] for a in read)
