@@ -37,8 +37,12 @@ _PID = re.compile(r"^(\d+)-")
 
 
 def temp_sibling(target: str | os.PathLike[str]) -> Path:
-    """A fresh temporary name beside ``target``: ``.NAME.tmp-<pid>-<hex>``."""
-    target = Path(target)
+    """A fresh temporary name beside ``target``: ``.NAME.tmp-<pid>-<hex>``, absolute.
+
+    Absolute because dask workers write into it, and their working folder need not be
+    the caller's (a notebook or a test that changed folder after the cluster started).
+    """
+    target = Path(target).absolute()
     return target.with_name(f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:12]}")
 
 

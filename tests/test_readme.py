@@ -82,6 +82,7 @@ def test_readme_tour_commands_run_as_written(tmp_path, monkeypatch, cluster_clie
                  for line in (tmp_path / "corpus.jsonl").read_text().splitlines())
     Z = read_embeddings(tmp_path / "test-embeddings.zarr")
     assert Z.shape == (n_test, 8) and np.isfinite(Z).all()
+    assert np.abs(Z).sum(axis=1).min() > 0  # every row written (no chunk left as zeros)
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert 0.5 < metrics["metrics"]["micro_f1"] <= 1.0, metrics["metrics"]
     scored = (tmp_path / "test-labels.jsonl").read_text().splitlines()
