@@ -115,7 +115,8 @@ def _split_names(s: str) -> dict[str, str]:
 
 def _add_ingest_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-rows", type=int, default=None,
-                   help="documents per chunk (default 10000)")
+                   help="documents per chunk (default 10000); one chunk's texts may "
+                   "hold at most dmlfe.staging.MAX_PART_BYTES (256 Mi) characters")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     v = p.add_argument_group("vectoriser (text formats)")
     v.add_argument("--vectorizer", choices=["tfidf", "hashing"], default=None,
@@ -868,7 +869,8 @@ def build_parser() -> argparse.ArgumentParser:
     pm.add_argument("source", help="the Parquet file written by dmlfe export")
     pm.add_argument("--out", required=True, help="the store to write (a directory)")
     pm.add_argument("--chunk-rows", type=int, default=10_000,
-                    help="documents per chunk (default 10000)")
+                    help="documents per chunk (default 10000); one chunk's texts may "
+                   "hold at most dmlfe.staging.MAX_PART_BYTES (256 Mi) characters")
     pm.add_argument("--overwrite", action="store_true", help="replace an existing store")
     add_cluster_arguments(pm)
     pm.set_defaults(func=cmd_import)
