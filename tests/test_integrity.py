@@ -341,3 +341,25 @@ def test_verify_names_a_missing_group_zarr_json(tmp_path, capsys):
     (store / "obsm" / "zarr.json").unlink()
     rc, _, out = run_cli(["verify", str(store)], capsys)
     assert rc == 2 and "obsm: its group zarr.json" in out
+
+
+# --------------------------------------------------------------------------- stats cache
+@pytest.mark.parametrize("damage, named", [
+    (_delete("obsm/Y/c/2/0"), "obsm/Y: chunk c/2/0"),
+    (_truncate("X/indices/c/0"), "X/indices: chunk c/0"),
+])
+def test_a_cache_hit_is_not_served_for_a_damaged_store(tmp_path, damage, named,
+                                                       cluster_client, capsys):
+    """The second fit's statistics come from the cache (no chunk read): the chunk files
+    are still checked against the record."""
+    store = make_store(tmp_path / "s.zarr")
+    address = cluster_client.scheduler.address
+    rc, err, _ = run_cli(fit_argv(store, tmp_path / "m1", address), capsys)
+    assert rc == 0, err
+    assert any(Path(str(store) + ".stats").iterdir())  # the cache was filled
+    damage(store)
+    rc, err, _ = run_cli(fit_argv(store, tmp_path / "m2", address), capsys)
+    assert rc == 2, err
+    assert len(err) == 1 and err[0].startswith("dmlfe fit: error: "), err
+    assert str(store) in err[0] and named in err[0], err[0]
+    assert not (tmp_path / "m2").exists()
