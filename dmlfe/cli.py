@@ -561,6 +561,17 @@ def _split_text(split: str | list[str]) -> str:
     return split if isinstance(split, str) else ",".join(split)
 
 
+def _unrecorded_warning(store: Any) -> None:
+    """A warning where ``store`` has no integrity record, whose damage may pass unseen:
+    given once the command has succeeded, so that a failure stays one line."""
+    if not store.check_chunk_files():
+        warnings.warn(
+            f"store {store.path} has no integrity record (it was written before dmlfe "
+            "recorded checksums): damage such as a deleted label chunk cannot be detected "
+            "(it reads as documents without labels); run dmlfe verify "
+            f"{store.path} --record on an intact copy to add one", stacklevel=2)
+
+
 def cmd_fit(args: argparse.Namespace) -> int:
     # bad methods or options, a missing store, an unknown split or an existing output
     # fail here, before a cluster is started
@@ -608,6 +619,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if clf is not None:
         print(f"classifier: {args.classifier} on the training embeddings, saved with the model")
     print(f"model: {Path(out).resolve()}")
+    _unrecorded_warning(store)
     return 0
 
 
@@ -623,6 +635,7 @@ def cmd_transform(args: argparse.Namespace) -> int:
                                overwrite=args.overwrite, attrs=attrs, **embedding_obs(model, store))
     print(f"wrote {args.format} embeddings {Path(out).resolve()}: {store.n_docs} documents x "
           f"{model.n_components_} components ({model._method})")
+    _unrecorded_warning(store)
     return 0
 
 

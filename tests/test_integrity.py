@@ -266,6 +266,32 @@ def test_store_without_record_opens_and_says_so(tmp_path, cluster_client, capsys
     rc, err, _ = run_cli(fit_argv(store, tmp_path / "model", cluster_client.scheduler.address),
                          capsys)
     assert rc == 0, err
+    assert err == [unrecorded_warning("fit", store)], err
+
+
+def unrecorded_warning(command: str, store: Path) -> str:
+    return (f"dmlfe {command}: warning: store {store} has no integrity record (it was written "
+            "before dmlfe recorded checksums): damage such as a deleted label chunk cannot be "
+            f"detected (it reads as documents without labels); run dmlfe verify {store} "
+            "--record on an intact copy to add one")
+
+
+def test_fit_and_transform_of_a_store_without_record_warn_in_one_line(tmp_path,
+                                                                      cluster_client, capsys):
+    """What cannot be detected is said: a deleted label chunk of an old store."""
+    store = make_legacy(make_store(tmp_path / "s.zarr"))
+    _delete("obsm/Y/c/2/0")(store)
+    address = cluster_client.scheduler.address
+    rc, err, _ = run_cli(fit_argv(store, tmp_path / "model", address), capsys)
+    assert rc == 0 and err == [unrecorded_warning("fit", store)], err
+    rc, err, _ = run_cli(["transform", str(tmp_path / "model"), str(store), "--out",
+                          str(tmp_path / "emb.zarr"), "--scheduler", address, "--quiet"],
+                         capsys)
+    assert rc == 0 and err == [unrecorded_warning("transform", store)], err
+    # a store with its record says nothing
+    rec = make_store(tmp_path / "r.zarr")
+    rc, err, _ = run_cli(fit_argv(rec, tmp_path / "model2", address), capsys)
+    assert rc == 0 and err == [], err
 
 
 def test_verify_without_record_finds_a_deleted_indices_chunk(tmp_path, capsys):
