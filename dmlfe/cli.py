@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import logging
@@ -13,7 +14,7 @@ import sys
 import threading
 import traceback
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -1074,6 +1075,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 @contextlib.contextmanager
+def _held_dask_logs(keep: int = 1000) -> Iterator[None]:
+    """dask's log lines of a command held until it ends: shown when it succeeds, left out
+    when it fails (the error, printed after, is then the last line and says what
+    happened; ``--verbose`` shows them as they come). Of more than ``keep`` lines, the
+    last ``keep`` are shown."""
+    held: collections.deque[tuple[logging.Handler, logging.LogRecord]] = \
+        collections.deque(maxlen=keep)
+    handlers = {h for name, lg in logging.root.manager.loggerDict.items()
+                if isinstance(lg, logging.Logger)
+                and (name == "distributed" or name.startswith("distributed."))
+                for h in lg.handlers}
+
+    def holder(h: logging.Handler) -> Callable[[logging.LogRecord], bool]:
+        # a handler's filter sees what passes its level (dask's silencing included)
+        def hold(record: logging.LogRecord) -> bool:
+            held.append((h, record))
+            return False
+        return hold
+
+    filters = {h: holder(h) for h in handlers}
+    for h, f in filters.items():
+        h.addFilter(f)
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        for h, f in filters.items():
+            h.removeFilter(f)
+        if not failed:
+            for h, record in held:
+                h.handle(record)
+
+
+@contextlib.contextmanager
 def _output(quiet: bool, verbose: bool) -> Iterator[None]:
     """How much a command says.
 
@@ -1082,9 +1118,12 @@ def _output(quiet: bool, verbose: bool) -> Iterator[None]:
     out by the commands themselves. Errors (printed by :func:`main` after this context
     closes) and Python warnings still reach stderr.
     ``--verbose``: the ``dmlfe`` and ``distributed`` loggers log at INFO on stderr.
+    Neither: dask's log lines are held until the command ends, and shown only when it
+    succeeds (:func:`_held_dask_logs`).
     """
     if not quiet and not verbose:
-        yield
+        with _held_dask_logs():
+            yield
         return
     loggers = [logging.getLogger(name) for name in ("dmlfe", "distributed")]
     levels = [lg.level for lg in loggers]
