@@ -9,21 +9,32 @@ workers, TLS settings, symbolic links as outputs, a negative seed, ``--overwrite
 a plain file, ``dmlfe clean`` on a folder: :func:`cluster_hardening_cases`), lines
 above the readers' limit and faults of the machine (a read-only output folder, a full
 disk, a file-size limit, a worker over its memory limit, the scheduler killed mid-fit:
-:func:`environment_cases`), and classifies each outcome:
+:func:`environment_cases`), a staged part over its text budget, a Parquet cell above
+the line limit, a worker killed while it starts and a failing command without
+``--quiet`` (:func:`bounds_and_output_cases`), damaged stores whose statistics are
+cached, and classifies each outcome:
 
 * ``ok``: exit 0 where that is right (a valid input);
-* ``silent-wrong``: exit 0 where an error was due (damage read as data);
+* ``silent-wrong``: exit 0 where an error was due (damage read as data), unsaid;
+* ``warned``: exit 0 where an error was due, but a warning says that damage could pass
+  unseen (a store without an integrity record: a deleted label chunk reads as documents
+  without labels, which no reader can tell);
 * ``clean``: exit 2 with one stderr line that names the input file or folder;
 * ``unnamed``: exit 2, but the line does not name the input (or there are several);
 * ``exit 1``: exit 1 (dmlfe's "this is a bug") or another status;
 * ``traceback``: an exception escaping ``main``;
 * ``hang``: no answer within ``--timeout`` seconds (default 120).
 
+Most cases run in this process; those that must see what other processes write to the
+terminal (a local cluster's workers, dask's own log handlers) run ``python -m
+dmlfe.cli`` as a child process (``Case.child``).
+
 Separately, ``leftovers`` counts the failed commands that left something behind: their
 output, a temporary, or any other new file beside the input.
 
 Prints the table of counts and writes every case's outcome and message to
-bench-out/faults.json. Usage: ``python benchmarks/faults.py [--only store]``.
+bench-out/faults.json. Usage: ``python benchmarks/faults.py [--only store]
+[--case SUBSTRING ...]`` (``--case``: only the cases whose name holds one of these).
 """
 
 from __future__ import annotations
@@ -71,7 +82,8 @@ XML = """<?xml version="1.0" encoding="utf-8"?>
 <label name="L2"></label></labels>
 """
 #: The order of the table's columns.
-OUTCOMES = ("ok", "clean", "unnamed", "traceback", "exit 1", "hang", "silent-wrong")
+OUTCOMES = ("ok", "clean", "unnamed", "traceback", "exit 1", "hang", "warned",
+            "silent-wrong")
 
 
 @dataclass
@@ -81,7 +93,10 @@ class Case:
     ``named``: what the error line must name; ``error``: whether exit 0 is wrong;
     ``out``: the command's output, which must not exist after a failure; ``folder``:
     where nothing new may appear (``allowed``: but these names); ``setup``: run just
-    before the command (it may return an undo callable, run after it).
+    before the command (it may return an undo callable, run after it); ``warns``: what
+    the command's standard output says when it warns of damage it cannot see;
+    ``child``: run as a child process (``env``: added to its environment), whose whole
+    standard error is classified.
     """
 
     name: str
@@ -92,6 +107,9 @@ class Case:
     folder: Path | None = None
     allowed: set[str] = field(default_factory=set)
     setup: Callable[[], Callable[[], None] | None] | None = None
+    warns: str | None = None
+    child: bool = False
+    env: dict[str, str] = field(default_factory=dict)
 
 
 class _Hang(BaseException):
@@ -106,10 +124,68 @@ def _listing(folder: Path | None) -> set[str]:
     return set() if folder is None or not folder.is_dir() else {p.name for p in folder.iterdir()}
 
 
+def _run_child(case: Case, timeout: int) -> tuple[int | None, str, str, str | None]:
+    """(exit status, stdout, stderr, "hang" or None) of ``python -m dmlfe.cli ARGV``."""
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **case.env}
+    try:
+        done = subprocess.run([sys.executable, "-m", "dmlfe.cli", *case.argv], env=env,
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, "", "", "hang"
+    return done.returncode, done.stdout, done.stderr, None
+
+
 def run(case: Case, timeout: int = 120) -> dict:
     before = _listing(case.folder)
     undo = case.setup() if case.setup is not None else None
     err = io.StringIO()
+    out = io.StringIO()
+    rc: int | None = None
+    usage = False
+    outcome = None
+    message = ""
+    if case.child:
+        try:
+            rc, stdout, stderr, hang = _run_child(case, timeout)
+        finally:
+            if undo is not None:
+                undo()
+        out.write(stdout)
+        err.write(stderr)
+        if hang:
+            outcome, message = "hang", f"no answer within {timeout} s"
+    else:
+        rc, usage, outcome, message = _run_here(case, timeout, err, out, undo)
+    # the dashboard address of a started cluster and the announced wait for a worker
+    # are information, not part of the error
+    text = [t for t in err.getvalue().strip().splitlines()
+            if not t.startswith(("dask dashboard: ", "waiting up to "))]
+    if usage:
+        text = text[-1:]
+    if outcome is None:
+        message = text[-1] if text else ""
+        if rc == 0:
+            warned = (any(": warning: " in t for t in text)
+                      or (case.warns is not None and case.warns in out.getvalue()))
+            outcome = ("ok" if not case.error else "warned" if warned else "silent-wrong")
+        elif rc == 2:
+            outcome = "clean" if case.named in message and len(text) == 1 else "unnamed"
+        else:
+            outcome = "exit 1"
+    left: list[str] = []
+    if rc != 0:  # a failed command leaves nothing (what a success writes is its output)
+        left = sorted((_listing(case.folder) - before) - case.allowed)
+        if case.out is not None and case.out.exists() and case.out.name not in left:
+            left.append(case.out.name)
+    return {"outcome": outcome, "rc": rc, "message": message[:300], "leftovers": left}
+
+
+def _run_here(case: Case, timeout: int, err: io.StringIO, out: io.StringIO,
+              undo: Callable[[], None] | None) -> tuple[int | None, bool, str | None, str]:
+    """``main(ARGV)`` in this process: (exit status, argparse's usage error?, outcome
+    when it is a hang or a traceback, its message)."""
     rc: int | None = None
     usage = False
     outcome = None
@@ -117,7 +193,7 @@ def run(case: Case, timeout: int = 120) -> dict:
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(timeout)
     try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
             rc = main(case.argv)
     except _Hang:
         outcome, message = "hang", f"no answer within {timeout} s"
@@ -131,26 +207,7 @@ def run(case: Case, timeout: int = 120) -> dict:
         signal.signal(signal.SIGALRM, old)
         if undo is not None:
             undo()
-    # the dashboard address of a started cluster and the announced wait for a worker
-    # are information, not part of the error
-    text = [t for t in err.getvalue().strip().splitlines()
-            if not t.startswith(("dask dashboard: ", "waiting up to "))]
-    if usage:
-        text = text[-1:]
-    if outcome is None:
-        message = text[-1] if text else ""
-        if rc == 0:
-            outcome = "silent-wrong" if case.error else "ok"
-        elif rc == 2:
-            outcome = "clean" if case.named in message and len(text) == 1 else "unnamed"
-        else:
-            outcome = "exit 1"
-    left: list[str] = []
-    if rc != 0:  # a failed command leaves nothing (what a success writes is its output)
-        left = sorted((_listing(case.folder) - before) - case.allowed)
-        if case.out is not None and case.out.exists() and case.out.name not in left:
-            left.append(case.out.name)
-    return {"outcome": outcome, "rc": rc, "message": message[:300], "leftovers": left}
+    return rc, usage, outcome, message
 
 
 def arff_cases(d: Path) -> list[Case]:
@@ -529,6 +586,48 @@ def environment_cases(d: Path, stack: contextlib.ExitStack) -> list[Case]:
     return cases
 
 
+def bounds_and_output_cases(d: Path) -> list[Case]:
+    """Issue 35's last gaps: a staged part over its text budget, a Parquet cell above the
+    line limit, a worker killed while it starts, and the last line of a failing command
+    without ``--quiet`` (local workers' log lines included: run as child processes)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dmlfe import staging
+
+    d = d / "bounds"
+    d.mkdir()
+    corpus = d / "budget.jsonl"
+    corpus.write_text("".join(json.dumps({"text": f"w{i:02d} " * 25, "labels": ["a"]}) + "\n"
+                              for i in range(30)))
+    cell = d / "cell.parquet"
+    pq.write_table(pa.table({"text": ["fine", "word " * (4 * 2**20), "fine too"],
+                             "labels": [["a"], ["b"], ["a"]]}), cell)
+    killer = d / "killer.py"
+    killer.write_text("import os\nimport signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    damaged = _store(d / "damaged.zarr")
+    (damaged / "X/data/c/0").unlink()
+    synthetic = ["ingest", "--format", "synthetic", "--n-docs", "30"]
+    return [
+        Case("jsonl_part_over_text_budget", ["ingest", str(corpus), "--format", "jsonl",
+                                             "--out", str(d / "b.zarr"), "--chunk-rows",
+                                             "15", "--quiet", "--workers", "1"],
+             f"{corpus}: documents 1 to 15", out=d / "b.zarr", folder=d,
+             setup=_patched(staging, "MAX_PART_BYTES", 1000)),
+        Case("parquet_cell_20MiB", ["ingest", str(cell), "--format", "parquet", "--out",
+                                    str(d / "c.zarr"), "--quiet", "--workers", "1"],
+             f"{cell}, row 1: field 'text'", out=d / "c.zarr", folder=d),
+        Case("worker_killed_while_starting", [*synthetic, "--out", str(d / "k.zarr"),
+                                              "--workers", "1"],
+             "the local cluster", out=d / "k.zarr", folder=d, child=True,
+             env={"DASK_DISTRIBUTED__WORKER__PRELOAD": json.dumps([str(killer)])}),
+        Case("fit_damaged_store_without_quiet", ["fit", str(damaged), "--method", "pca",
+                                                 "--dim", "2", "--out", str(d / "m"),
+                                                 "--workers", "2"],
+             str(damaged), out=d / "m", folder=d, child=True),
+    ]
+
+
 # --------------------------------------------------------------------------- stores
 def _store(path: Path) -> Path:
     """120 documents in 8 row chunks (8 blocks for the workers)."""
@@ -589,10 +688,13 @@ STORE_DAMAGE: dict[str, Callable[[Path], object]] = {
 INFO_UNREAD = {"X_data_byte_changed", "unrecorded_X_data_chunk_truncated"}
 #: Damage no reader can see without a record (a deleted chunk of labels reads as "no
 #: label", which a store may hold): only ``dmlfe verify --record`` on an intact store
-#: protects against it; listed so that the table shows it.
-STORE_DAMAGE_UNRECORDED_SILENT = {
+#: protects against it. ``fit`` ends with a warning line saying so, ``info`` and
+#: ``verify`` say it on standard output (``UNSEEN_WARNS``): "warned", not exit 2.
+STORE_DAMAGE_UNSEEN = {
     "unrecorded_Y_chunk_deleted": lambda s: (_unrecord(s), (s / "obsm/Y/c/2/0").unlink()),
 }
+#: command -> what its standard output says of damage it cannot see.
+UNSEEN_WARNS = {"info": "no checksums recorded", "verify": "could not be checked"}
 
 
 def _gone_during_fit(store: Path, how: str) -> Callable[[], Callable[[], None]]:
@@ -628,19 +730,33 @@ def store_cases(d: Path, address: str) -> list[Case]:
                            "train", "--out", str(out), "--scheduler", address, "--quiet"],
                     str(store), out=out, folder=store.parent, **kw)
 
-    damages = {**STORE_DAMAGE, **STORE_DAMAGE_UNRECORDED_SILENT}
+    damages = {**STORE_DAMAGE, **STORE_DAMAGE_UNSEEN}
     for name, damage in damages.items():
         for command in ("fit", "info", "verify"):
             folder = d / f"{command}_{name}"
             folder.mkdir()
             store = _store(folder / "s.zarr")
             damage(store)
+            warns = UNSEEN_WARNS.get(command) if name in STORE_DAMAGE_UNSEEN else None
             if command == "fit":
-                cases.append(fit(f"fit_{name}", store))
+                cases.append(fit(f"fit_{name}", store, warns=warns))
             else:
                 cases.append(Case(f"{command}_{name}", [command, str(store)], str(store),
-                                  folder=folder,
+                                  folder=folder, warns=warns,
                                   error=not (command == "info" and name in INFO_UNREAD)))
+    # statistics from the cache read no chunk: the chunk files are checked all the same
+    for name, damage in (("Y_chunk_deleted", STORE_DAMAGE["Y_chunk_deleted"]),
+                         ("X_data_chunk_truncated", STORE_DAMAGE["X_data_chunk_truncated"])):
+        folder = d / f"fit_cache_hit_{name}"
+        folder.mkdir()
+        store = _store(folder / "s.zarr")
+        first = fit("first", store)
+        first.argv[first.argv.index("--out") + 1] = str(folder / "first_model")
+        with contextlib.redirect_stderr(io.StringIO()), \
+                contextlib.redirect_stdout(io.StringIO()):
+            assert main(first.argv) == 0  # fills the cache
+        damage(store)
+        cases.append(fit(f"fit_cache_hit_{name}", store))
     for how in ("moved", "deleted"):
         folder = d / f"fit_store_{how}_during_fit"
         folder.mkdir()
@@ -659,9 +775,17 @@ def main_() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", choices=["inputs", "store"], default=None,
                     help="run only the corpus-input cases or only the store cases")
+    ap.add_argument("--case", action="append", default=None, metavar="SUBSTRING",
+                    help="run only the cases whose name holds SUBSTRING (repeatable; the "
+                    "inputs of the others are still prepared)")
     ap.add_argument("--timeout", type=int, default=120, help="seconds before a case hangs")
     opts = ap.parse_args()
     results = {}
+
+    def run_case(case: Case) -> None:
+        if opts.case is None or any(c in case.name for c in opts.case):
+            results[case.name] = run(case, opts.timeout)
+
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         d = Path(tmp)
         if opts.only != "store":
@@ -669,11 +793,13 @@ def main_() -> None:
             inputs.mkdir()
             for case in arff_cases(inputs) + text_cases(inputs) + other_cases(inputs):
                 case.folder = case.folder or inputs
-                results[case.name] = run(case, opts.timeout)
+                run_case(case)
             for case in cluster_hardening_cases(d, stack):
-                results[case.name] = run(case, opts.timeout)
+                run_case(case)
             for case in environment_cases(d, stack):
-                results[case.name] = run(case, opts.timeout)
+                run_case(case)
+            for case in bounds_and_output_cases(d):
+                run_case(case)
         if opts.only != "inputs":
             from distributed import Client, LocalCluster
 
@@ -681,7 +807,7 @@ def main_() -> None:
                               dashboard_address=":0") as cluster, Client(cluster):
                 (d / "stores").mkdir()
                 for case in store_cases(d / "stores", cluster.scheduler_address):
-                    results[case.name] = run(case, opts.timeout)
+                    run_case(case)
     counts = {k: sum(r["outcome"] == k for r in results.values()) for k in OUTCOMES}
     table = {"cases": len(results), **counts,
              "leftovers": sum(bool(r["leftovers"]) for r in results.values())}
@@ -690,7 +816,7 @@ def main_() -> None:
     out.mkdir(exist_ok=True)
     (out / "faults.json").write_text(json.dumps(report, indent=2))
     for name, r in results.items():
-        if r["outcome"] not in ("clean", "ok") or r["leftovers"]:
+        if r["outcome"] not in ("clean", "ok", "warned") or r["leftovers"]:
             print(f"{name}: {r['outcome']} (rc {r['rc']}) {r['message'][:160]}"
                   + (f" leftovers: {r['leftovers']}" if r["leftovers"] else ""))
     print("  ".join(f"{k}: {v}" for k, v in table.items()))

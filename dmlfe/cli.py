@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import logging
@@ -13,7 +14,7 @@ import sys
 import threading
 import traceback
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +116,8 @@ def _split_names(s: str) -> dict[str, str]:
 
 def _add_ingest_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-rows", type=int, default=None,
-                   help="documents per chunk (default 10000)")
+                   help="documents per chunk (default 10000); one chunk's texts may "
+                   "hold at most dmlfe.staging.MAX_PART_BYTES (256 Mi) characters")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     v = p.add_argument_group("vectoriser (text formats)")
     v.add_argument("--vectorizer", choices=["tfidf", "hashing"], default=None,
@@ -560,6 +562,17 @@ def _split_text(split: str | list[str]) -> str:
     return split if isinstance(split, str) else ",".join(split)
 
 
+def _unrecorded_warning(store: Any) -> None:
+    """A warning where ``store`` has no integrity record, whose damage may pass unseen:
+    given once the command has succeeded, so that a failure stays one line."""
+    if not store.check_chunk_files():
+        warnings.warn(
+            f"store {store.path} has no integrity record (it was written before dmlfe "
+            "recorded checksums): damage such as a deleted label chunk cannot be detected "
+            "(it reads as documents without labels); run dmlfe verify "
+            f"{store.path} --record on an intact copy to add one", stacklevel=2)
+
+
 def cmd_fit(args: argparse.Namespace) -> int:
     # bad methods or options, a missing store, an unknown split or an existing output
     # fail here, before a cluster is started
@@ -607,6 +620,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if clf is not None:
         print(f"classifier: {args.classifier} on the training embeddings, saved with the model")
     print(f"model: {Path(out).resolve()}")
+    _unrecorded_warning(store)
     return 0
 
 
@@ -622,6 +636,7 @@ def cmd_transform(args: argparse.Namespace) -> int:
                                overwrite=args.overwrite, attrs=attrs, **embedding_obs(model, store))
     print(f"wrote {args.format} embeddings {Path(out).resolve()}: {store.n_docs} documents x "
           f"{model.n_components_} components ({model._method})")
+    _unrecorded_warning(store)
     return 0
 
 
@@ -868,7 +883,8 @@ def build_parser() -> argparse.ArgumentParser:
     pm.add_argument("source", help="the Parquet file written by dmlfe export")
     pm.add_argument("--out", required=True, help="the store to write (a directory)")
     pm.add_argument("--chunk-rows", type=int, default=10_000,
-                    help="documents per chunk (default 10000)")
+                    help="documents per chunk (default 10000); one chunk's texts may "
+                   "hold at most dmlfe.staging.MAX_PART_BYTES (256 Mi) characters")
     pm.add_argument("--overwrite", action="store_true", help="replace an existing store")
     add_cluster_arguments(pm)
     pm.set_defaults(func=cmd_import)
@@ -1059,6 +1075,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 @contextlib.contextmanager
+def _held_dask_logs(keep: int = 1000) -> Iterator[None]:
+    """dask's log lines of a command held until it ends: shown when it succeeds, left out
+    when it fails (the error, printed after, is then the last line and says what
+    happened; ``--verbose`` shows them as they come). Of more than ``keep`` lines, the
+    last ``keep`` are shown."""
+    held: collections.deque[tuple[logging.Handler, logging.LogRecord]] = \
+        collections.deque(maxlen=keep)
+    handlers = {h for name, lg in logging.root.manager.loggerDict.items()
+                if isinstance(lg, logging.Logger)
+                and (name == "distributed" or name.startswith("distributed."))
+                for h in lg.handlers}
+
+    def holder(h: logging.Handler) -> Callable[[logging.LogRecord], bool]:
+        # a handler's filter sees what passes its level (dask's silencing included)
+        def hold(record: logging.LogRecord) -> bool:
+            held.append((h, record))
+            return False
+        return hold
+
+    filters = {h: holder(h) for h in handlers}
+    for h, f in filters.items():
+        h.addFilter(f)
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        for h, f in filters.items():
+            h.removeFilter(f)
+        if not failed:
+            for h, record in held:
+                h.handle(record)
+
+
+@contextlib.contextmanager
 def _output(quiet: bool, verbose: bool) -> Iterator[None]:
     """How much a command says.
 
@@ -1067,9 +1118,12 @@ def _output(quiet: bool, verbose: bool) -> Iterator[None]:
     out by the commands themselves. Errors (printed by :func:`main` after this context
     closes) and Python warnings still reach stderr.
     ``--verbose``: the ``dmlfe`` and ``distributed`` loggers log at INFO on stderr.
+    Neither: dask's log lines are held until the command ends, and shown only when it
+    succeeds (:func:`_held_dask_logs`).
     """
     if not quiet and not verbose:
-        yield
+        with _held_dask_logs():
+            yield
         return
     loggers = [logging.getLogger(name) for name in ("dmlfe", "distributed")]
     levels = [lg.level for lg in loggers]

@@ -417,15 +417,19 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
                    "progress, no dask log lines, no dashboard address")
     v.add_argument("--verbose", action="store_true",
                    help="log what dmlfe and dask do (the dmlfe and distributed loggers at "
-                   "INFO, on stderr)")
+                   "INFO, on stderr, as they come, those of a local cluster's workers "
+                   "included); without it, dask's log lines are shown when a command "
+                   "succeeds and left out when it fails")
 
 
 def client_from_args(args: argparse.Namespace) -> Any:
     """:func:`get_client` for the flags of :func:`add_cluster_arguments`."""
-    extra = {"silence_logs": logging.INFO} if getattr(args, "verbose", False) else {}
-    if getattr(args, "quiet", False):
-        # no dask log lines: a worker's "Compute Failed" would precede the one-line error
-        extra = {"silence_logs": logging.CRITICAL}
+    # Unless --verbose, the workers of a local cluster do not log: their lines (a
+    # worker's "Compute Failed" with its traceback) would precede the one-line error, and
+    # those of other processes cannot be held back as this process's are
+    # (dmlfe.cli._held_dask_logs).
+    extra = {"silence_logs": logging.INFO if getattr(args, "verbose", False)
+             else logging.CRITICAL}
     return get_client(scheduler=args.scheduler, cluster=args.cluster, n_workers=args.workers,
                       announce=not args.quiet, connect_timeout=args.connect_timeout,
                       worker_timeout=args.worker_timeout, **extra)
@@ -453,7 +457,8 @@ def _seconds(s: str) -> float:
 
 
 def describe_cluster_fault(exc: BaseException, where: str) -> str | None:
-    """One line for the loss of the scheduler or of workers mid-run; None otherwise.
+    """One line for the loss of the scheduler or of workers mid-run, or of a worker
+    while it starts; None otherwise.
 
     Parameters
     ----------
@@ -483,6 +488,12 @@ def describe_cluster_fault(exc: BaseException, where: str) -> str | None:
                 "profile) or use more workers; nothing was written")
     lost = (isinstance(exc, FutureCancelledError)
             and exc.reason in ("scheduler-connection-lost", "lost dependencies"))
+    if isinstance(exc, RuntimeError) and str(exc) in ("Nanny failed to start.",
+                                                      "Worker failed to start."):
+        # distributed's words for a worker process that ended before it was up
+        return (f"a dask worker of {where} died while starting (killed, out of memory, or "
+                "a failing preload or setup? --verbose shows the workers' log lines); "
+                "nothing was written")
     if lost or isinstance(exc, CommClosedError):
         return (f"lost the connection to the dask scheduler of {where} mid-run (it stopped, "
                 "was killed or the network failed); start it again and re-run the "

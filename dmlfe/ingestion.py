@@ -574,7 +574,8 @@ def _ingest_text(source, format, opts, vec_opts, stream, writer, report, provena
         provenance["reader_options"] = _jsonable(corpus.params())
     else:
         _say(progress, f"staging {format} corpus from {source}")
-        staged = stage(stream, writer.tmp_path / "staging", chunk_rows, progress)
+        staged = stage(stream, writer.tmp_path / "staging", chunk_rows, progress,
+                       _source_words(source))
         if staged.n_docs == 0:  # pragma: no cover - _nonempty refused it already
             raise InputError(_no_documents_message(source, report))
         specs = [("parquet", str(p)) for p in staged.parts]
@@ -835,7 +836,7 @@ def _append_numeric(store, src, batches, writer, report, entry_source, name, cli
 def _append_text(store, vectorizer, stream, writer, report, entry_source, name, client,
                  progress) -> dict:
     chunk_rows = writer.chunk_rows
-    staged = stage(stream, writer.tmp_path / "staging", chunk_rows, progress)
+    staged = stage(stream, writer.tmp_path / "staging", chunk_rows, progress, name, fixed=True)
     new = sorted(set(staged.label_counts) - set(store.label_names))
     if new:
         raise _new_label_error(name, new, staged.label_counts, store)

@@ -5,6 +5,7 @@ listens on, symbolic links as outputs, bad seeds, outputs checked before the wor
 
 from __future__ import annotations
 
+import logging
 import re
 import signal
 import time
@@ -473,3 +474,77 @@ def test_required_encryption_is_checked_for_real(tmp_path, capsys):
     err = one_error_line(capsys.readouterr().err, "cluster")
     assert "require-encryption is true but no TLS certificates are set" in err
     assert not (tmp_path / "never.zarr").exists()
+
+
+# --------------------------------------------------------------------------- log lines
+def _damaged_store(path: Path) -> Path:
+    import numpy as np
+    import scipy.sparse as sp
+    from conftest import write_store
+
+    rng = np.random.default_rng(0)
+    X = sp.random(64, 9, density=0.4, format="csr", random_state=0)
+    Y = (rng.random((64, 3)) < 0.5).astype(np.uint8)
+    store = write_store(path, X, Y, np.array(["train"] * 64), chunk_rows=16)
+    (store / "X/data/c/0").unlink()
+    return store
+
+
+def test_without_quiet_a_failing_command_ends_with_its_error_and_no_dask_lines(tmp_path,
+                                                                               capfd):
+    """The local workers' "Compute Failed" (other processes: seen on the file
+    descriptor) and this process's dask lines do not come before the error."""
+    store = _damaged_store(tmp_path / "s.zarr")
+    capfd.readouterr()
+    rc = main(["fit", str(store), "--method", "pca", "--dim", "2", "--out",
+               str(tmp_path / "m"), "--workers", "2"])
+    assert rc == 2
+    lines = [t for t in capfd.readouterr().err.splitlines() if t.strip()]
+    assert lines[-1].startswith("dmlfe fit: error: store ") and "X/data" in lines[-1], lines
+    assert [t for t in lines[:-1] if not t.startswith("dask dashboard: ")] == [], lines
+
+
+def test_dask_lines_are_held_and_shown_only_when_the_command_succeeds():
+    import io
+
+    from dmlfe.cli import _output
+
+    sink = io.StringIO()
+    handler = logging.StreamHandler(sink)
+    top = logging.getLogger("distributed")
+    top.addHandler(handler)
+    log = logging.getLogger("distributed.worker")
+    try:
+        with _output(False, False):
+            log.warning("a line of a command that succeeds")
+            assert sink.getvalue() == ""  # held while the command runs
+        assert "a line of a command that succeeds" in sink.getvalue()
+        with pytest.raises(RuntimeError), _output(False, False):
+            log.warning("a line of a command that fails")
+            raise RuntimeError("failed")
+        assert "a line of a command that fails" not in sink.getvalue()
+        log.warning("after the command")  # the handlers are as they were
+        assert "after the command" in sink.getvalue()
+    finally:
+        top.removeHandler(handler)
+
+
+# --------------------------------------------------------------------------- start
+def test_a_worker_killed_while_starting_is_one_line_exit_2(tmp_path, capfd):
+    import dask
+
+    killer = tmp_path / "killer.py"
+    killer.write_text("import os\nimport signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    out = tmp_path / "s.zarr"
+    capfd.readouterr()
+    with dask.config.set({"distributed.worker.preload": [str(killer)]}):
+        rc = main(["ingest", "--format", "synthetic", "--n-docs", "30", "--out", str(out),
+                   "--workers", "1", "--quiet"])
+    assert rc == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert err == [
+        "dmlfe ingest: error: a dask worker of the local cluster died while starting "
+        "(killed, out of memory, or a failing preload or setup? --verbose shows the "
+        "workers' log lines); nothing was written"], err
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]

@@ -14,8 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from dmlfe import staging
 from dmlfe.cli import main
+from dmlfe.errors import InputError
 from dmlfe.readers import base
+from dmlfe.readers.base import TextBatch
 from dmlfe.readers.tabular import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -556,3 +559,90 @@ def test_a_batch_cluster_starts_with_the_security_and_the_shared_folder(tmp_path
     assert seen["protocol"] == "tls://" and seen["shared_temp_directory"] == str(private)
     assert seen["security"].require_encryption
     assert "BEGIN" in seen["security"].tls_worker_key  # in memory: jobqueue writes it out
+
+
+# --------------------------------------------------------------------------- part budget
+def test_a_part_over_the_text_budget_is_refused_with_the_chunk_rows_that_fit(
+        tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(staging, "MAX_PART_BYTES", 1000)
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_bytes(b"".join(jsonl_line(f"w{i:02d} " * 25) for i in range(30)))  # 100 each
+    out = tmp_path / "s.zarr"
+    rc = main(["ingest", str(corpus), "--format", "jsonl", "--out", str(out), "--quiet",
+               "--chunk-rows", "15"])
+    assert rc == 2
+    err = one_error_line(capsys.readouterr().err, "ingest")
+    assert f"{corpus}: documents 1 to 15 (counted from 1) hold more than 1,000" in err
+    assert "--chunk-rows 15 documents" in err and "MAX_PART_BYTES" in err
+    assert "ingest with --chunk-rows 10 or fewer" in err
+    nothing_left(tmp_path, out)
+    # the advice is right: ten documents of 100 characters fit
+    assert main(["ingest", str(corpus), "--format", "jsonl", "--out", str(out), "--quiet",
+                 "--chunk-rows", "10"]) == 0
+
+
+def test_an_append_over_the_text_budget_is_refused(tmp_path, capsys, monkeypatch):
+    first = tmp_path / "a.jsonl"
+    first.write_bytes(b"".join(jsonl_line(f"w{i:02d} " * 25) for i in range(4)))
+    store = tmp_path / "s.zarr"
+    assert main(["ingest", str(first), "--format", "jsonl", "--out", str(store), "--quiet",
+                 "--chunk-rows", "8"]) == 0
+    monkeypatch.setattr(staging, "MAX_PART_BYTES", 500)
+    more = tmp_path / "more.jsonl"
+    more.write_bytes(b"".join(jsonl_line(f"v{i:02d} " * 25) for i in range(8)))
+    capsys.readouterr()
+    assert main(["ingest", str(more), "--format", "jsonl", "--append", str(store),
+                 "--quiet"]) == 2
+    err = one_error_line(capsys.readouterr().err, "ingest")
+    assert f"{more}: documents 1 to 8" in err
+    assert "fixed at 8 documents" in err and "--chunk-rows 5 or fewer" in err
+
+
+def test_the_part_budget_is_checked_while_the_part_is_gathered():
+    """The stream is abandoned once the gathered text passes the budget: long before the
+    part of 1,000 documents is complete."""
+    pulled = []
+
+    def stream():
+        for i in range(1000):
+            pulled.append(i)
+            yield TextBatch(ids=[str(i)], texts=["x" * 100], labels=[[]])
+
+    with pytest.raises(InputError, match=r"here: documents 1 to 11 .* --chunk-rows 10 or"):
+        list(staging.rebatch(stream(), 1000, "here", max_bytes=1000))
+    assert len(pulled) == 11
+    # at the budget, parts are cut as asked
+    parts = list(staging.rebatch(stream(), 10, "here", max_bytes=1000))
+    assert [len(p) for p in parts] == [10] * 100
+
+
+def test_readers_hand_over_batches_of_about_one_line_of_text(tmp_path, low_limit):
+    """A reader's batch stops growing at MAX_LINE_BYTES characters: the documents a part
+    gathers arrive in pieces that the part budget can stop."""
+    corpus = tmp_path / "c.jsonl"
+    doc = jsonl_line("y" * (LIMIT // 4))
+    corpus.write_bytes(doc * 20)
+    sizes = [len(b) for b in read_jsonl(corpus, batch_size=1000)]
+    assert sum(sizes) == 20 and max(sizes) == 4
+
+
+def test_a_parquet_cell_above_the_limit_is_refused_with_file_row_and_field(
+        tmp_path, capsys, low_limit):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = ["fine", "w " * LIMIT, "also fine"]
+    path = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"text": texts, "labels": [["a"], ["b"], ["a"]]}), path)
+    out = tmp_path / "s.zarr"
+    assert main(["ingest", str(path), "--format", "parquet", "--out", str(out),
+                 "--quiet"]) == 2
+    err = one_error_line(capsys.readouterr().err, "ingest")
+    assert f"{path}, row 1: field 'text' holds {2 * LIMIT:,} bytes" in err
+    assert "MAX_LINE_BYTES" in err
+    nothing_left(tmp_path, out)
+    # a cell at the limit is read
+    ok = tmp_path / "ok.parquet"
+    pq.write_table(pa.table({"text": ["fine", "w" * LIMIT], "labels": [["a"], ["b"]]}), ok)
+    assert main(["ingest", str(ok), "--format", "parquet", "--out",
+                 str(tmp_path / "ok.zarr"), "--quiet"]) == 0

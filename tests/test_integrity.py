@@ -266,6 +266,32 @@ def test_store_without_record_opens_and_says_so(tmp_path, cluster_client, capsys
     rc, err, _ = run_cli(fit_argv(store, tmp_path / "model", cluster_client.scheduler.address),
                          capsys)
     assert rc == 0, err
+    assert err == [unrecorded_warning("fit", store)], err
+
+
+def unrecorded_warning(command: str, store: Path) -> str:
+    return (f"dmlfe {command}: warning: store {store} has no integrity record (it was written "
+            "before dmlfe recorded checksums): damage such as a deleted label chunk cannot be "
+            f"detected (it reads as documents without labels); run dmlfe verify {store} "
+            "--record on an intact copy to add one")
+
+
+def test_fit_and_transform_of_a_store_without_record_warn_in_one_line(tmp_path,
+                                                                      cluster_client, capsys):
+    """What cannot be detected is said: a deleted label chunk of an old store."""
+    store = make_legacy(make_store(tmp_path / "s.zarr"))
+    _delete("obsm/Y/c/2/0")(store)
+    address = cluster_client.scheduler.address
+    rc, err, _ = run_cli(fit_argv(store, tmp_path / "model", address), capsys)
+    assert rc == 0 and err == [unrecorded_warning("fit", store)], err
+    rc, err, _ = run_cli(["transform", str(tmp_path / "model"), str(store), "--out",
+                          str(tmp_path / "emb.zarr"), "--scheduler", address, "--quiet"],
+                         capsys)
+    assert rc == 0 and err == [unrecorded_warning("transform", store)], err
+    # a store with its record says nothing
+    rec = make_store(tmp_path / "r.zarr")
+    rc, err, _ = run_cli(fit_argv(rec, tmp_path / "model2", address), capsys)
+    assert rc == 0 and err == [], err
 
 
 def test_verify_without_record_finds_a_deleted_indices_chunk(tmp_path, capsys):
@@ -341,3 +367,25 @@ def test_verify_names_a_missing_group_zarr_json(tmp_path, capsys):
     (store / "obsm" / "zarr.json").unlink()
     rc, _, out = run_cli(["verify", str(store)], capsys)
     assert rc == 2 and "obsm: its group zarr.json" in out
+
+
+# --------------------------------------------------------------------------- stats cache
+@pytest.mark.parametrize("damage, named", [
+    (_delete("obsm/Y/c/2/0"), "obsm/Y: chunk c/2/0"),
+    (_truncate("X/indices/c/0"), "X/indices: chunk c/0"),
+])
+def test_a_cache_hit_is_not_served_for_a_damaged_store(tmp_path, damage, named,
+                                                       cluster_client, capsys):
+    """The second fit's statistics come from the cache (no chunk read): the chunk files
+    are still checked against the record."""
+    store = make_store(tmp_path / "s.zarr")
+    address = cluster_client.scheduler.address
+    rc, err, _ = run_cli(fit_argv(store, tmp_path / "m1", address), capsys)
+    assert rc == 0, err
+    assert any(Path(str(store) + ".stats").iterdir())  # the cache was filled
+    damage(store)
+    rc, err, _ = run_cli(fit_argv(store, tmp_path / "m2", address), capsys)
+    assert rc == 2, err
+    assert len(err) == 1 and err[0].startswith("dmlfe fit: error: "), err
+    assert str(store) in err[0] and named in err[0], err[0]
+    assert not (tmp_path / "m2").exists()

@@ -65,6 +65,14 @@ def open_by_content(path: str | os.PathLike[str]) -> tuple[IO[bytes], str | None
     return _DECOMPRESSORS[kind](path, "rb"), kind
 
 
+def batch_full(n_docs: int, n_chars: int, batch_size: int) -> bool:
+    """Whether a text reader hands over the batch it gathers: at ``batch_size``
+    documents, or earlier once their texts hold :data:`MAX_LINE_BYTES` characters, so
+    that one batch never holds much more text than one line may (staging then bounds a
+    part by :data:`dmlfe.staging.MAX_PART_BYTES` while gathering it)."""
+    return n_docs >= batch_size or n_chars >= MAX_LINE_BYTES
+
+
 def line_too_long(where: str, limit: int, what: str = "line") -> DataFormatError:
     """The error for a line (or ``what``) above ``limit`` bytes; ``where`` names the file
     and the line."""

@@ -483,11 +483,13 @@ def _documents(
 
 def _batches(docs: Iterable[_Doc], batch_size: int) -> Iterator[TextBatch]:
     buf: list[_Doc] = []
+    chars = 0
     for doc in docs:
         buf.append(doc)
-        if len(buf) == batch_size:
+        chars += len(doc[1])
+        if base.batch_full(len(buf), chars, batch_size):
             yield _to_batch(buf)
-            buf = []
+            buf, chars = [], 0
     if buf:
         yield _to_batch(buf)
 

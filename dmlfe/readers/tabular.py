@@ -27,13 +27,16 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dmlfe.errors import DmlfeError, MissingPathError
+from dmlfe.readers import base
 from dmlfe.readers.base import (
     DataFormatError,
     IngestReport,
     TextBatch,
+    batch_full,
     file_lines,
 )
 
@@ -209,7 +212,8 @@ class _Converter:
 
 
 class _Batcher:
-    """Collects documents and hands out full batches of ``batch_size``."""
+    """Collects documents and hands out batches of ``batch_size`` (or fewer documents
+    holding much text: :func:`~dmlfe.readers.base.batch_full`)."""
 
     def __init__(self, batch_size: int, with_splits: bool) -> None:
         if batch_size < 1:
@@ -223,15 +227,17 @@ class _Batcher:
         self.texts: list[str] = []
         self.labels: list[list[str]] = []
         self.splits: list[str] = []
+        self.chars = 0
 
     def add(self, doc: tuple[str, str, list[str], str | None]) -> TextBatch | None:
         doc_id, text, labels, split = doc
         self.ids.append(doc_id)
         self.texts.append(text)
+        self.chars += len(text)
         self.labels.append(labels)
         if self.with_splits:
             self.splits.append(split)  # type: ignore[arg-type]
-        return self.flush() if len(self.ids) >= self.batch_size else None
+        return self.flush() if batch_full(len(self.ids), self.chars, self.batch_size) else None
 
     def flush(self) -> TextBatch | None:
         if not self.ids:
@@ -377,6 +383,27 @@ def _parquet_files(p: Path) -> list[Path]:
 _PARQUET_ERRORS = (pa.ArrowException, OSError, ValueError, EOFError)
 
 
+def _check_cells(rb: pa.RecordBatch, f: Path, row: int, columns: dict[str, str]) -> None:
+    """Refuse a string cell above :data:`dmlfe.readers.base.MAX_LINE_BYTES` (read at
+    call time), as a JSON Lines file refuses such a line: before the batch becomes
+    Python strings, so that it is never copied."""
+    limit = base.MAX_LINE_BYTES
+    for name in columns:
+        col = rb.column(name)
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
+                or pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type)):
+            continue
+        lengths = pc.binary_length(col)
+        if (longest := pc.max(lengths).as_py()) is None or longest <= limit:
+            continue
+        i = pc.index(pc.greater(lengths, limit), True).as_py()
+        raise DataFormatError(
+            f"{f}, row {row + i}: field {name!r} holds {lengths[i].as_py():,} bytes, longer "
+            f"than {limit:,}, the longest text dmlfe reads "
+            "(dmlfe.readers.base.MAX_LINE_BYTES); is it a document?"
+        )
+
+
 def _parquet_columns(
     f: Path, columns: dict[str, str], batch_size: int
 ) -> Iterator[tuple[int, dict[str, list]]]:
@@ -400,6 +427,7 @@ def _parquet_columns(
                         f"{param}=..."
                     )
             for rb in pf.iter_batches(batch_size=batch_size, columns=list(columns)):
+                _check_cells(rb, f, row, columns)
                 data = {name: rb.column(name).to_pylist() for name in columns}
                 yield rb.num_rows, data
                 row += rb.num_rows
@@ -453,7 +481,8 @@ def read_parquet(
     DataFormatError
         A missing column (the message lists the columns present), a value of the
         wrong type or a repeated id (file and 0-based row within the file named), or
-        a file that is not Parquet or is damaged.
+        a file that is not Parquet or is damaged, and a string cell longer than
+        :data:`dmlfe.readers.base.MAX_LINE_BYTES` (file, row and field named).
     MissingPathError
         When the path does not exist.
     """

@@ -560,6 +560,10 @@ def load_or_compute_stats(
         except OSError:  # an unreadable folder: the save below says so
             pass
     found = load_stats(cache_dir, params, need_xtx=need_xtx, need_xtwx=need_xtwx)
+    if found is not None and isinstance(source, Store):
+        # a hit reads no chunk: a chunk deleted or cut short since the statistics were
+        # saved would go unnoticed (and a later read of the store would fail or differ)
+        source.check_chunk_files()
     if found is not None:
         log.info("reusing statistics %s from %s", key, cache_dir)
         found.from_cache = True
@@ -568,6 +572,8 @@ def load_or_compute_stats(
     stats = None
     if isinstance(source, Store) and row_mask is None and subset is None:
         stats = _extended(source, params, Path(cache_dir), read, kwargs)
+        if stats is not None:  # the old rows' part came from the cache
+            source.check_chunk_files()
     if stats is None:
         stats = fresh()
         stats.rows_read = stats.n

@@ -458,6 +458,32 @@ class Store:
 
         return store_vectorizer(self.attrs, idf, vocab, f"the store {self.path}")
 
+    def check_chunk_files(self) -> bool:
+        """Compare every chunk file's size with the store's integrity record (one
+        ``stat`` each, no data read): what a use that reads no chunk (statistics from
+        the cache) checks first.
+
+        Returns
+        -------
+        bool
+            False when the store has no record (then nothing can be checked).
+
+        Raises
+        ------
+        StoreError
+            A chunk file is missing or of another size than was written; the line names
+            the store, the array and the chunk.
+        """
+        o = _opened(self._root, self._uid)
+        if o.record is None:
+            return False
+        problems = integrity.stat_problems(self.path, o.record)
+        if problems:
+            name, what = problems[0].split(": ", 1)
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise integrity.damaged(self.path, name, what + more)
+        return True
+
     def integrity(self) -> str:
         """One line on the store's integrity record, for ``dmlfe info``.
 
@@ -469,16 +495,11 @@ class Store:
         StoreError
             A chunk file is missing or of another size than was written.
         """
-        o = _opened(self._root, self._uid)
-        if o.record is None:
+        if not self.check_chunk_files():
             return ("no checksums recorded (a store written before dmlfe recorded them: a "
                     "deleted chunk would read as zeros); add them with: dmlfe verify "
                     f"{self.path} --record")
-        problems = integrity.stat_problems(self.path, o.record)
-        if problems:
-            name, what = problems[0].split(": ", 1)
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise integrity.damaged(self.path, name, what + more)
+        o = _opened(self._root, self._uid)
         return (f"CRC-32 checksums of {o.record.n_chunks} chunks in {len(o.record.arrays)} "
                 "arrays recorded; every chunk file is there at its recorded size; the "
                 f"CRC-32s are checked as chunks are read (dmlfe verify {self.path}: all)")
