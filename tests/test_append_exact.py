@@ -16,6 +16,7 @@ from pathlib import Path
 import dask
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from conftest import append_corpus
 
 import dmlfe
@@ -168,3 +169,15 @@ def test_gram_cache_opt_out_size_guard_and_damage(tmp_path, monkeypatch) -> None
         again = dmlfe.MVMD(n_components=2, route="dual").fit(str(grown))
     np.testing.assert_allclose(again.components_, ref.components_, rtol=0, atol=1e-12)
     np.testing.assert_array_equal(np.load(npy), np.load(io.BytesIO(data)))  # replaced
+
+
+@pytest.mark.parametrize("n_old", [0, 7, 30])
+def test_gram_extended_in_memory_equals_numpy(n_old) -> None:
+    rng = np.random.default_rng(n_old)
+    X = sp.random(30, 50, density=0.2, random_state=n_old, format="csr")
+    X.data = rng.random(X.nnz)
+    D = X.toarray()
+    G = gram_module.gram_extended(D[:n_old] @ D[:n_old].T, X)
+    np.testing.assert_allclose(G, D @ D.T, rtol=1e-13, atol=1e-13)
+    with pytest.raises(ValueError, match="covers 31 rows but X has only 30"):
+        gram_module.gram_extended(np.zeros((31, 31)), X)

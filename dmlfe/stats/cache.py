@@ -24,6 +24,12 @@ place, the ``.json`` last, so an entry is only ever seen complete; a reader chec
 ``.npz`` against its ``.json`` (the last of two concurrent writers wins). An entry that
 cannot be read or fails a check is ignored with a RuntimeWarning, recomputed and
 replaced. :func:`clean` removes a store's cache folder.
+
+The dual route's n x n Gram of a view's rows is saved in the same folder
+(:func:`load_or_compute_gram`): ``<key>.gram.npy`` (float64, C order, so it can be
+memory-mapped) and ``<key>.gram.json``, keyed by the store's fingerprint and the view's
+selection, written and checked the same way, up to :data:`MAX_GRAM_CACHE_BYTES`. After
+an append the Gram of the earlier version is extended by the appended rows' products.
 """
 
 from __future__ import annotations

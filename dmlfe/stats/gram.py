@@ -8,6 +8,10 @@ pass maps them back to D-space components P = X^T alpha (D x d, C order: the lay
 which the sparse product writes it, and the one projecting with X P reads), adding one
 row block at a time into P on the driver.
 
+After an append, :func:`gram_extended` makes the Gram of all rows from the Gram of the
+rows before it (saved beside the store: :func:`dmlfe.stats.cache.load_or_compute_gram`)
+with the appended rows' products only.
+
 Memory: the driver holds G, n^2 x 8 bytes, and
 the solver one or two matrices of the same size; the map back returns D x d x 8 bytes
 (0.8 GB per 100 components at D = 2^20) and holds one row block of X besides.
@@ -112,8 +116,9 @@ def _new_tiles(out: np.ndarray, n: int, new_block: Any, bounds: Any, tiles: Any)
 
 
 def _bounds(blocks: list[Any]) -> list[tuple[int, int]]:
-    stops = np.cumsum([int(b.shape[0]) for b in blocks])
-    return [(int(a), int(b)) for a, b in zip((0, *stops[:-1]), stops, strict=True)]
+    """The [start, stop) rows of each block of a list, in order."""
+    edges = np.cumsum([0, *(int(b.shape[0]) for b in blocks)])
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
 
 
 def extend_gram(G: np.ndarray | None, old_blocks: list[Any], new_block: Any) -> np.ndarray:
@@ -165,6 +170,8 @@ def gram_extended(G: np.ndarray, X: Any, *, client: Any = None,
     n, total = int(G.shape[0]), int(X.shape[0])
     if n > total:
         raise ValueError(f"the Gram covers {n} rows but X has only {total}")
+    if n == total:  # no row of the view was appended
+        return np.array(G)
     if not is_dask(X):
         X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
         return extend_gram(G, [X[:n]] if n else [], X[n:])
