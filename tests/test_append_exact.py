@@ -181,3 +181,28 @@ def test_gram_extended_in_memory_equals_numpy(n_old) -> None:
     np.testing.assert_allclose(G, D @ D.T, rtol=1e-13, atol=1e-13)
     with pytest.raises(ValueError, match="covers 31 rows but X has only 30"):
         gram_module.gram_extended(np.zeros((31, 31)), X)
+
+
+def test_gram_and_graph_of_a_view_survive_an_append_of_other_documents(tmp_path,
+                                                                      monkeypatch) -> None:
+    grown, _, new = append_corpus(tmp_path)
+    kw = dict(n_components=2, split="train")
+    first = dmlfe.MVMD(route="dual", **kw).fit(str(grown))
+    lpp = dmlfe.LPP(**kw).fit(str(grown))
+    tests_only = tmp_path / "tests_only.jsonl"
+    tests_only.write_text("".join(line + "\n" for line in new.read_text().splitlines()
+                                  if '"split": "test"' in line))
+    dmlfe.append(grown, tests_only, **APPEND)
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("searched again")
+
+    monkeypatch.setattr(stats_cache, "gram_matrix", no_search)
+    monkeypatch.setattr(stats_cache, "gram_extended", no_search)
+    again = dmlfe.MVMD(route="dual", **kw).fit(str(grown))
+    assert again.n_passes_ == 2  # the gather and the map back: the Gram came from the cache
+    np.testing.assert_array_equal(again.components_, first.components_)
+    from dmlfe.graph import knn
+    monkeypatch.setattr(knn, "knn_graph", no_search)
+    lpp_again = dmlfe.LPP(**kw).fit(str(grown))
+    np.testing.assert_array_equal(lpp_again.components_, lpp.components_)

@@ -103,3 +103,25 @@ def test_parameters_that_depend_on_every_row_are_recomputed(stores) -> None:
                        cache=False).fit(str(whole))
     assert refit.rows_read_ == 200
     np.testing.assert_allclose(refit.eigenvalues_[:2], fresh.eigenvalues_[:2], rtol=1e-10)
+
+
+def test_an_append_of_other_documents_keeps_the_views_key(stores, tmp_path) -> None:
+    grown, _, new = stores
+    train = open_store(grown).subset("train")
+    before = train.content_fingerprint
+    assert before == open_store(grown).fingerprint == open_store(grown).history()[0]["fingerprint"]
+    load_or_compute_stats(train, need_xtx=True)
+    # only test documents appended: the training view's documents are the same
+    tests_only = tmp_path / "tests_only.jsonl"
+    tests_only.write_text("".join(line + "\n" for line in new.read_text().splitlines()
+                                  if '"split": "test"' in line))
+    dmlfe.append(grown, tests_only)
+    store = open_store(grown)
+    assert store.fingerprint != before
+    assert store.subset("train").content_fingerprint == before
+    assert store.content_fingerprint == store.fingerprint  # its last rows were appended
+    assert store.subset("test").content_fingerprint == store.fingerprint
+    again = load_or_compute_stats(store.subset("train"), need_xtx=True)
+    assert again.from_cache and again.rows_read == 0
+    fit = dmlfe.MDDM(n_components=2, split="train", variant="p").fit(str(grown))
+    assert fit.rows_read_ == 0

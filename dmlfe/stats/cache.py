@@ -12,7 +12,7 @@ Each entry is a pair of files named by ``key`` = a hash of its parameters:
 * ``<key>.npz``  -- n, sum_x, sum_y, xty, yty and, when computed, xtx and xtwx
   (float64, written with ``allow_pickle=False`` and read back the same way);
 * ``<key>.json`` -- the parameters in clear (data identity: the store's
-  ``fingerprint``; the view's selection (split); block_fn route; label map; dmlfe
+  ``content_fingerprint``; the view's selection (split); block_fn route; label map; dmlfe
   version; cache format), which of X^T X / X^T W X are present, and the names,
   shapes and sha256 digest of the arrays the ``.npz`` must hold.
 
@@ -27,7 +27,7 @@ replaced. :func:`clean` removes a store's cache folder.
 
 The dual route's n x n Gram of a view's rows is saved in the same folder
 (:func:`load_or_compute_gram`): ``<key>.gram.npy`` (float64, C order, so it can be
-memory-mapped) and ``<key>.gram.json``, keyed by the store's fingerprint and the view's
+memory-mapped) and ``<key>.gram.json``, keyed by the view's content fingerprint and
 selection, written and checked the same way, up to :data:`MAX_GRAM_CACHE_BYTES`. After
 an append the Gram of the earlier version is extended by the appended rows' products.
 """
@@ -484,7 +484,7 @@ def load_or_compute_stats(
     source : str, PathLike, Store, dask array, scipy.sparse matrix or ndarray
         A store path or an opened :class:`dmlfe.store.Store` (or a view of one: its
         ``selection`` is part of the key). X and Y are read from the store and the
-        cache goes to ``<store>.stats/``, keyed by the store's ``fingerprint``. Or X
+        cache goes to ``<store>.stats/``, keyed by the view's ``content_fingerprint``. Or X
         itself: then Y is required and the cache is used only when ``cache_dir`` is
         given.
     Y : array-like, optional
@@ -530,7 +530,7 @@ def load_or_compute_stats(
         raise ValueError("split= applies to a store path; subset the Store itself instead")
     if isinstance(source, Store):
         X, Y = (source.X, source.Y) if read is None else read
-        identity = source.fingerprint if cache else None
+        identity = source.content_fingerprint if cache else None
         split, view_subset = _view_selection(source)
         if subset is None:
             subset = view_subset
@@ -611,11 +611,12 @@ MAX_GRAM_CACHE_BYTES = 2**31
 
 def gram_params(store: Store) -> dict[str, Any]:
     """The parameters that name the Gram of a store view's rows in the cache: the
-    store's fingerprint and the view's split and row subset (the Gram depends on X
-    only, not on the labels nor on the method)."""
+    view's :attr:`~dmlfe.store.Store.content_fingerprint` and its split and row subset
+    (the Gram depends on X only, not on the labels nor on the method)."""
     split, subset = _view_selection(store)
     return {"cache_format": CACHE_FORMAT, "dmlfe_version": __version__, "kind": "gram",
-            "data": store.fingerprint, "split": _split_list(split), "subset": subset}
+            "data": store.content_fingerprint, "split": _split_list(split),
+            "subset": subset}
 
 
 def _gram_paths(directory: Path, params: dict[str, Any]) -> tuple[Path, Path]:
@@ -690,7 +691,7 @@ def load_or_compute_gram(store: Store, X: Any, *, client: Any = None, progress: 
     ----------
     store : Store
         The view whose rows ``X`` holds, in order (its split and row subset are part of
-        the key, with the store's fingerprint).
+        the key, with its content fingerprint).
     X : dask array of CSR row blocks, scipy.sparse matrix or ndarray
         The view's rows (read to the driver or not).
     client, progress

@@ -378,6 +378,32 @@ class Store:
         return history(self)
 
     @property
+    def content_fingerprint(self) -> dict:
+        """The identity of the documents in view: the store's :attr:`fingerprint` as it
+        was right after the ingest or append that added the last of them (its
+        :func:`history` entry's).
+
+        Appends only add rows at the end and never change stored rows, so an append that
+        adds none of the view's documents (test documents, for a view of the training
+        split) leaves it as it was, and a result cached under it (statistics, the dual
+        route's Gram, a K-NN graph) still holds for the view. An empty view has the
+        store's own fingerprint.
+        """
+        last = -1
+        for r0, r1, rows in self._blocks:
+            if rows is None:
+                if r1 > r0:
+                    last = max(last, r1 - 1)
+            elif len(rows):
+                last = max(last, r0 + int(np.max(rows)))
+        if last < 0:
+            return self.fingerprint
+        for entry in self.history():
+            if int(entry["rows"][1]) > last:
+                return entry["fingerprint"]
+        return self.fingerprint
+
+    @property
     def feature_kind(self) -> str:
         """How the columns are defined: "names" (a vocabulary), "hashing" or "numbered"."""
         if self._meta.get("has_feature_names"):
