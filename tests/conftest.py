@@ -116,55 +116,6 @@ def write_store(path, X, Y, splits, chunk_rows: int = 16, label_names=None):
                           feature_names=[f"f{j}" for j in range(X.shape[1])])
 
 
-LABELS = ["alpha", "beta", "gamma", "delta"]
-WORDS = [f"w{i:03d}" for i in range(300)]
-
-
-def corpus_docs(seed: int, n: int, start: int, split: str) -> list[dict]:
-    """``n`` JSON Lines documents (ids d<start>, d<start+1>, ...) of Zipf-drawn words
-    with one or two of four labels, all in ``split``."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    p = 1.0 / np.arange(1, len(WORDS) + 1)
-    p /= p.sum()
-    out = []
-    for k in range(n):
-        words = rng.choice(WORDS, size=int(rng.integers(3, 30)), p=p)
-        labs = sorted(rng.choice(LABELS, size=int(rng.integers(1, 3)), replace=False).tolist())
-        out.append({"id": f"d{start + k}", "text": " ".join(words), "labels": labs,
-                    "split": split})
-    return out
-
-
-def write_jsonl(path: Path, docs: list[dict]) -> Path:
-    import json
-
-    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
-    return path
-
-
-def append_corpus(folder: Path, n_features: int = 512) -> tuple[Path, Path, Path]:
-    """(grown, whole, new-docs file) under ``folder``: ``grown`` is ingested from the
-    first documents (150 train, 40 test) and is to be appended to from the new-docs file
-    (50 train, 15 test); ``whole`` holds all documents at once, in the same order, with
-    the first documents' training split named "first" and its idf learned on them, as
-    ``grown``'s (an append keeps the idf)."""
-    import dmlfe
-
-    first = corpus_docs(1, 150, 0, "train") + corpus_docs(2, 40, 150, "test")
-    more = corpus_docs(3, 50, 190, "train") + corpus_docs(4, 15, 240, "test")
-    a = write_jsonl(folder / "a.jsonl", first)
-    b = write_jsonl(folder / "b.jsonl", more)
-    opts = dict(chunk_rows=32, vectorizer="hashing", n_features=n_features,
-                fit_split="train", id_field="id", split_field="split")
-    grown = dmlfe.ingest(a, "jsonl", folder / "grown.zarr", **opts)
-    marked = [{**d, "split": "first"} if d["split"] == "train" else d for d in first]
-    ab = write_jsonl(folder / "ab.jsonl", marked + more)
-    whole = dmlfe.ingest(ab, "jsonl", folder / "whole.zarr", **{**opts, "fit_split": "first"})
-    return Path(grown), Path(whole), b
-
-
 class CountingScheduler:
     """Synchronous scheduler that counts how many times dask computes (xarray's idiom)."""
 

@@ -5,7 +5,7 @@ dual route's Gram, cached beside the store, is extended by the appended rows' pr
 only (never the old x old block again).
 
 References: the fresh fit on the ``whole`` store (same rows in the same order, see
-:func:`conftest.append_corpus`) and X X^T computed densely with numpy.
+:func:`test_incremental_stats.grown_and_whole`) and X X^T computed densely with numpy.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import dask
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import append_corpus
+from test_incremental_stats import grown_and_whole
 
 import dmlfe
 from dmlfe.estimators import make_estimator
@@ -53,7 +53,7 @@ def _estimator(method: str, route: str, **kw):
 def appended(tmp_path_factory) -> tuple[Path, Path, np.ndarray]:
     """(grown, whole, X of whole): every case fitted on ``grown`` before the append (the
     caches filled for the earlier version), then the append."""
-    grown, whole, new = append_corpus(tmp_path_factory.mktemp("append_exact"))
+    grown, whole, new = grown_and_whole(tmp_path_factory.mktemp("append_exact"))
     with dask.config.set(scheduler="threads"):
         for method, route in CASES:
             _estimator(method, route).fit(str(grown))
@@ -95,7 +95,7 @@ def _gram_files(store: Path) -> list[Path]:
 
 
 def test_dual_gram_is_extended_by_the_appended_rows_only(tmp_path, monkeypatch) -> None:
-    grown, whole, new = append_corpus(tmp_path)
+    grown, whole, new = grown_and_whole(tmp_path)
     first = dmlfe.PCA(n_components=3, route="dual").fit(str(grown))
     assert len(_gram_files(grown)) == 1 and first.n_passes_ == 4  # gather, stats, G, map
     dmlfe.append(grown, new, **APPEND)
@@ -134,7 +134,7 @@ def test_dual_gram_is_extended_by_the_appended_rows_only(tmp_path, monkeypatch) 
 
 
 def test_gram_is_extended_on_a_cluster(tmp_path, cluster_client) -> None:
-    grown, whole, new = append_corpus(tmp_path)
+    grown, whole, new = grown_and_whole(tmp_path)
     kw = dict(n_components=3, route="dual", client=cluster_client)
     dmlfe.MDDM(split="train", **kw).fit(str(grown))
     old = open_store(grown).subset("train")
@@ -154,7 +154,7 @@ def test_gram_is_extended_on_a_cluster(tmp_path, cluster_client) -> None:
 
 
 def test_gram_cache_opt_out_size_guard_and_damage(tmp_path, monkeypatch) -> None:
-    grown, _, _ = append_corpus(tmp_path)
+    grown, _, _ = grown_and_whole(tmp_path)
     dmlfe.MVMD(n_components=2, route="dual", cache=False).fit(str(grown))
     assert _gram_files(grown) == []  # cache=False: nothing beside the store
     monkeypatch.setattr(stats_cache, "MAX_GRAM_CACHE_BYTES", 8 * 189 * 189)
@@ -185,7 +185,7 @@ def test_gram_extended_in_memory_equals_numpy(n_old) -> None:
 
 def test_gram_and_graph_of_a_view_survive_an_append_of_other_documents(tmp_path,
                                                                       monkeypatch) -> None:
-    grown, _, new = append_corpus(tmp_path)
+    grown, _, new = grown_and_whole(tmp_path)
     kw = dict(n_components=2, split="train")
     first = dmlfe.MVMD(route="dual", **kw).fit(str(grown))
     lpp = dmlfe.LPP(**kw).fit(str(grown))

@@ -7,23 +7,63 @@ sums computed with numpy from the stored rows.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import append_corpus
 
 import dmlfe
 from dmlfe.stats.cache import load_or_compute_stats
 from dmlfe.store import open_store
 
+LABELS = ["alpha", "beta", "gamma", "delta"]
+WORDS = [f"w{i:03d}" for i in range(300)]
 APPEND = {"id_field": "id", "split_field": "split"}
+
+
+def _docs(seed: int, n: int, start: int, split: str) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, len(WORDS) + 1)
+    p /= p.sum()
+    out = []
+    for k in range(n):
+        words = rng.choice(WORDS, size=int(rng.integers(3, 30)), p=p)
+        labs = sorted(rng.choice(LABELS, size=int(rng.integers(1, 3)), replace=False).tolist())
+        out.append({"id": f"d{start + k}", "text": " ".join(words), "labels": labs,
+                    "split": split})
+    return out
+
+
+def _write(path: Path, docs: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    return path
 
 
 @pytest.fixture
 def stores(tmp_path: Path) -> tuple[Path, Path, Path]:
-    """(grown, whole, new-docs file): see :func:`conftest.append_corpus`."""
-    return append_corpus(tmp_path)
+    """See :func:`grown_and_whole`."""
+    return grown_and_whole(tmp_path)
+
+
+def grown_and_whole(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(grown, whole, new-docs file) under ``tmp_path``: ``grown`` is ingested from the
+    first documents (150 train, 40 test) and is to be appended to from the new-docs file
+    (50 train, 15 test); ``whole`` holds all documents at once, in the same order, with
+    its idf learned on the first documents' training split, as ``grown``'s."""
+    first = _docs(1, 150, 0, "train") + _docs(2, 40, 150, "test")
+    more = _docs(3, 50, 190, "train") + _docs(4, 15, 240, "test")
+    a = _write(tmp_path / "a.jsonl", first)
+    b = _write(tmp_path / "b.jsonl", more)
+    opts = dict(chunk_rows=32, vectorizer="hashing", n_features=512, fit_split="train",
+                **APPEND)
+    grown = dmlfe.ingest(a, "jsonl", tmp_path / "grown.zarr", **opts)
+    # the whole corpus with the first documents' training split marked apart, so that
+    # its idf comes from the same documents as grown's (an append keeps the idf)
+    marked = [{**d, "split": "first"} if d["split"] == "train" else d for d in first]
+    ab = _write(tmp_path / "ab.jsonl", marked + more)
+    whole = dmlfe.ingest(ab, "jsonl", tmp_path / "whole.zarr", **{**opts, "fit_split": "first"})
+    return Path(grown), Path(whole), b
 
 
 def _raw(store_path: Path, split: str | list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -103,25 +143,3 @@ def test_parameters_that_depend_on_every_row_are_recomputed(stores) -> None:
                        cache=False).fit(str(whole))
     assert refit.rows_read_ == 200
     np.testing.assert_allclose(refit.eigenvalues_[:2], fresh.eigenvalues_[:2], rtol=1e-10)
-
-
-def test_an_append_of_other_documents_keeps_the_views_key(stores, tmp_path) -> None:
-    grown, _, new = stores
-    train = open_store(grown).subset("train")
-    before = train.content_fingerprint
-    assert before == open_store(grown).fingerprint == open_store(grown).history()[0]["fingerprint"]
-    load_or_compute_stats(train, need_xtx=True)
-    # only test documents appended: the training view's documents are the same
-    tests_only = tmp_path / "tests_only.jsonl"
-    tests_only.write_text("".join(line + "\n" for line in new.read_text().splitlines()
-                                  if '"split": "test"' in line))
-    dmlfe.append(grown, tests_only)
-    store = open_store(grown)
-    assert store.fingerprint != before
-    assert store.subset("train").content_fingerprint == before
-    assert store.content_fingerprint == store.fingerprint  # its last rows were appended
-    assert store.subset("test").content_fingerprint == store.fingerprint
-    again = load_or_compute_stats(store.subset("train"), need_xtx=True)
-    assert again.from_cache and again.rows_read == 0
-    fit = dmlfe.MDDM(n_components=2, split="train", variant="p").fit(str(grown))
-    assert fit.rows_read_ == 0

@@ -2,7 +2,7 @@
 
 The graph is searched once per data set and reused by every graph method (MOPE, MESD,
 LPP/OLPP, SSMOPE): its neighbour lists are saved beside the store like the statistics
-cache (``<store>.graph/``), keyed by the view's content fingerprint, its selection and K.
+cache (``<store>.graph/``), keyed by the store's fingerprint, its selection and K.
 
 Search. X arrives in row blocks (CSR). One task per pair (row block b, row block c)
 computes the squared euclidean distances ||x_i - x_j||^2 = ||x_i||^2 + ||x_j||^2 -
@@ -421,8 +421,8 @@ def load_or_compute_graph(store: Any, n_neighbors: int, *, client: Any = None,
                           random_state: int = 0) -> KNNGraph:
     """The K-NN graph of a store (view): from ``<store>.graph/`` or searched and saved.
 
-    The key is the view's content fingerprint (unchanged by an append of none of its
-    documents), its selection (split, rows), K and whether the
+    The key is the view's content fingerprint (unchanged by appends that add none of
+    its documents), its selection (split, rows), K and whether the
     search is exact (``method`` resolved for this n; an approximate one also by its
     seed); the record (``<key>.json``) names the parameters, the sha256 of the arrays
     and, for an approximate graph, its measured recall. An entry that does not match

@@ -12,7 +12,7 @@ Each entry is a pair of files named by ``key`` = a hash of its parameters:
 * ``<key>.npz``  -- n, sum_x, sum_y, xty, yty and, when computed, xtx and xtwx
   (float64, written with ``allow_pickle=False`` and read back the same way);
 * ``<key>.json`` -- the parameters in clear (data identity: the store's
-  ``content_fingerprint``; the view's selection (split); block_fn route; label map; dmlfe
+  ``fingerprint``; the view's selection (split); block_fn route; label map; dmlfe
   version; cache format), which of X^T X / X^T W X are present, and the names,
   shapes and sha256 digest of the arrays the ``.npz`` must hold.
 
@@ -375,18 +375,6 @@ def _stale_temporaries_in(directory: Path) -> list[Path]:
     return found
 
 
-def _split_list(split: str | Sequence[str] | None) -> list[str] | None:
-    """A split selection as it is keyed: None or a list of names."""
-    return None if split is None else ([split] if isinstance(split, str) else list(split))
-
-
-def _view_selection(store: Store) -> tuple[Any, dict[str, Any] | None]:
-    """The split and the row subset (``take``/``since``) of a store view, as keyed."""
-    selection = store.selection or {}
-    subset = {k: selection[k] for k in ("rows", "since") if k in selection} or None
-    return selection.get("split"), subset
-
-
 # --------------------------------------------------------------------------- #
 # The reuse-or-compute entry point
 # --------------------------------------------------------------------------- #
@@ -402,22 +390,6 @@ def _describe(fn: Any, description: Any, cache_on: bool, fn_name: str, arg: str)
     return description
 
 
-def _earlier(store: Store, params: dict[str, Any],
-             load: Callable[[dict[str, Any]], Any], what: str) -> tuple[dict[str, Any], Any] | None:
-    """The newest earlier version of ``store`` whose entry ``load(params)`` finds, with
-    ``params`` naming that version's fingerprint instead: (its history entry, the entry);
-    None when no earlier version has one (the log says so when there were appends)."""
-    entries = store.history()
-    for entry in reversed(entries[:-1]):
-        found = load({**params, "data": entry["fingerprint"]})
-        if found is not None:
-            return entry, found
-    if len(entries) > 1:
-        log.info("%s of %s computed from all its rows: none cached for an earlier version "
-                 "with the same parameters", what, store.path)
-    return None
-
-
 def _extended(store: Store, params: dict[str, Any], cache_dir: Path,
               read: tuple[Any, Any] | None, kwargs: dict[str, Any]) -> SufficientStats | None:
     """Statistics of ``store`` (a view) from those cached for an earlier version of it
@@ -430,12 +402,18 @@ def _extended(store: Store, params: dict[str, Any], cache_dir: Path,
     documents), the earlier entries were saved under other parameters and nothing
     matches: the caller's full pass says so in the log.
     """
-    earlier = _earlier(store, params, lambda p: load_stats(
-        cache_dir, p, need_xtx=kwargs["need_xtx"], need_xtwx=kwargs["need_xtwx"]),
-        "statistics")
-    if earlier is None:
+    entries = store.history()
+    for entry in reversed(entries[:-1]):
+        earlier = {**params, "data": entry["fingerprint"]}
+        found = load_stats(cache_dir, earlier, need_xtx=kwargs["need_xtx"],
+                           need_xtwx=kwargs["need_xtwx"])
+        if found is not None:
+            break
+    else:
+        if len(entries) > 1:
+            log.info("statistics of %s computed from all its rows: none cached for an "
+                     "earlier version with the same parameters", store.path)
         return None
-    entry, found = earlier
     stop = int(entry["rows"][1])
     tail = store.since(stop)
     if found.n + tail.n_docs != store.n_docs:
@@ -484,7 +462,9 @@ def load_or_compute_stats(
     source : str, PathLike, Store, dask array, scipy.sparse matrix or ndarray
         A store path or an opened :class:`dmlfe.store.Store` (or a view of one: its
         ``selection`` is part of the key). X and Y are read from the store and the
-        cache goes to ``<store>.stats/``, keyed by the view's ``content_fingerprint``. Or X
+        cache goes to ``<store>.stats/``, keyed by the view's ``content_fingerprint``
+        (an append that adds none of its documents keeps the key; one that adds some
+        extends the entry of the earlier version by the appended documents). Or X
         itself: then Y is required and the cache is used only when ``cache_dir`` is
         given.
     Y : array-like, optional
@@ -531,9 +511,10 @@ def load_or_compute_stats(
     if isinstance(source, Store):
         X, Y = (source.X, source.Y) if read is None else read
         identity = source.content_fingerprint if cache else None
-        split, view_subset = _view_selection(source)
-        if subset is None:
-            subset = view_subset
+        selection = source.selection or {}
+        split = selection.get("split")
+        if subset is None and ("rows" in selection or "since" in selection):
+            subset = {k: selection[k] for k in ("rows", "since") if k in selection}
         if cache and cache_dir is None:
             cache_dir = stats_dir_for(source.path)
     else:
@@ -564,7 +545,7 @@ def load_or_compute_stats(
         "cache_format": CACHE_FORMAT,
         "dmlfe_version": __version__,
         "data": identity,
-        "split": _split_list(split),
+        "split": None if split is None else ([split] if isinstance(split, str) else list(split)),
         "subset": subset,
         "route": route_desc,
         "labels": labels_desc,
@@ -607,6 +588,36 @@ def load_or_compute_stats(
 #: a Gram of up to 16,384 documents, which covers the dual route's default
 #: ``max_dual_samples``. A larger Gram is computed at each fit and not saved.
 MAX_GRAM_CACHE_BYTES = 2**31
+
+
+def _split_list(split: str | Sequence[str] | None) -> list[str] | None:
+    """A split selection as it is keyed: None or a list of names."""
+    return None if split is None else ([split] if isinstance(split, str) else list(split))
+
+
+def _view_selection(store: Store) -> tuple[Any, dict[str, Any] | None]:
+    """The split and the row subset (``take``/``since``) of a store view, as keyed."""
+    selection = store.selection or {}
+    subset = {k: selection[k] for k in ("rows", "since") if k in selection} or None
+    return selection.get("split"), subset
+
+
+def _earlier(store: Store, params: dict[str, Any],
+             load: Callable[[dict[str, Any]], Any], what: str) -> tuple[dict[str, Any], Any] | None:
+    """The newest version of ``store`` before the one ``params["data"]`` names (the view's
+    content fingerprint) whose entry ``load(params)`` finds, with ``params`` naming that
+    version's fingerprint instead: (its history entry, the entry); None when no earlier
+    version has one (the log says so when there is one)."""
+    prints = [e["fingerprint"] for e in store.history()]
+    current = prints.index(params["data"]) if params["data"] in prints else len(prints) - 1
+    for entry in reversed(store.history()[:current]):
+        found = load({**params, "data": entry["fingerprint"]})
+        if found is not None:
+            return entry, found
+    if current > 0:
+        log.info("%s of %s computed from all its rows: none cached for an earlier version "
+                 "with the same parameters", what, store.path)
+    return None
 
 
 def gram_params(store: Store) -> dict[str, Any]:

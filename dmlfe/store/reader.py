@@ -373,21 +373,17 @@ class Store:
         """
         return fingerprint_of(self.path, self._meta)
 
-    def history(self) -> list[dict]:
-        """The store's ingest and appends, oldest first (see :func:`history`)."""
-        return history(self)
-
     @property
     def content_fingerprint(self) -> dict:
-        """The identity of the documents in view: the store's :attr:`fingerprint` as it
-        was right after the ingest or append that added the last of them (its
-        :func:`history` entry's).
+        """The identity of the documents in view: the :attr:`fingerprint` the store had
+        right after the ingest or append that added the last of them (its
+        :func:`history` entry).
 
         Appends only add rows at the end and never change stored rows, so an append that
-        adds none of the view's documents (test documents, for a view of the training
-        split) leaves it as it was, and a result cached under it (statistics, the dual
-        route's Gram, a K-NN graph) still holds for the view. An empty view has the
-        store's own fingerprint.
+        adds none of the view's documents (test documents appended to a store whose
+        training split is in view) leaves it as it was, and results computed for the view
+        (statistics, K-NN graphs, pipeline stages) stay valid. An empty view has the
+        store's fingerprint.
         """
         last = -1
         for r0, r1, rows in self._blocks:
@@ -396,12 +392,15 @@ class Store:
                     last = max(last, r1 - 1)
             elif len(rows):
                 last = max(last, r0 + int(np.max(rows)))
-        if last < 0:
-            return self.fingerprint
-        for entry in self.history():
-            if int(entry["rows"][1]) > last:
-                return entry["fingerprint"]
+        if last >= 0:
+            for entry in history(self):
+                if entry["rows"][0] <= last < entry["rows"][1]:
+                    return dict(entry["fingerprint"])
         return self.fingerprint
+
+    def history(self) -> list[dict]:
+        """The store's ingest and appends, oldest first (see :func:`history`)."""
+        return history(self)
 
     @property
     def feature_kind(self) -> str:
