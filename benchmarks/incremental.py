@@ -8,10 +8,20 @@ the grown store (``cache=False``: every row read), each in a fresh process. The 
 eigenvalues and components are compared with the fresh fit's.
 
 Cases: MDDM ``variant="p"`` (X^T Y at any D) on the hashed store, PCA on the feature
-route (X^T X) on a second store hashed to ``--small-features``.
+route (X^T X) on a second store hashed to ``--small-features``, and MVMD on the dual
+route (the n x n Gram cached beside the store, extended by the appended rows' products)
+on R10: the ModApte training stories with one of the ten most frequent topics
+(``--r10-train``, default all 6,490), hashed to ``--features`` with the idf of the
+training split, then the first ``--r10-append`` (65) test stories appended; the refit and
+the fresh fit both use all rows. The stories are written as JSON Lines from the
+Reuters reader's batches (:func:`dmlfe.readers.reuters.read_reuters21578` with
+``modapte=True, top_n=10``: the texts and labels ``--format reuters21578 --modapte
+--top-n 10`` stores), because the store must hold the training stories only.
 
     python benchmarks/incremental.py                       # 200,000 + 2,000 at 2^20
     python benchmarks/incremental.py --docs 20000 --append 200 --repeat 1
+    python benchmarks/incremental.py --docs 2000 --append 20 --r10-train 300 \
+        --r10-append 20 --repeat 1                          # a check that it runs
 """
 
 from __future__ import annotations
@@ -28,11 +38,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
-from _measure import OUT, emit, measured, run_case_child  # noqa: E402
+from _measure import DATA, OUT, emit, measured, run_case_child  # noqa: E402
 
 WORK = OUT / "incremental-work"
+REUTERS = DATA / "reuters21578" / "reuters21578.tar.gz"
 CASES = {"mddm_p": ("MDDM", {"variant": "p"}, "big"),
-         "pca_feature": ("PCA", {"route": "feature"}, "small")}
+         "pca_feature": ("PCA", {"route": "feature"}, "small"),
+         "mvmd_dual": ("MVMD", {"route": "dual"}, "r10")}
 
 
 def child(case: dict) -> None:
@@ -65,11 +77,39 @@ def write_jsonl(corpus, start: int, stop: int, path: Path) -> None:
                                     "labels": part.labels[i], "split": part.splits[i]}) + "\n")
 
 
+def write_r10(train: Path, test: Path, n_train: int, n_test: int) -> None:
+    """The first ``n_train`` (0: all) R10 training stories and the first ``n_test`` test
+    stories as JSON Lines, from the Reuters reader's batches; test stories keep only the
+    topics the written training stories have (all ten in the full set)."""
+    from dmlfe.readers.reuters import read_reuters21578
+
+    left = {"train": n_train or None, "test": n_test}
+    topics: set[str] = set()
+    with open(train, "w", encoding="utf-8") as ftr, open(test, "w", encoding="utf-8") as fte:
+        for batch in read_reuters21578(REUTERS, modapte=True, top_n=10):
+            for i, split in enumerate(batch.splits):
+                labels = batch.labels[i]
+                if split == "test":
+                    labels = [lab for lab in labels if lab in topics]
+                if left[split] == 0 or not labels:
+                    continue
+                if split == "train":
+                    topics.update(labels)
+                left[split] = None if left[split] is None else left[split] - 1
+                f = ftr if split == "train" else fte
+                f.write(json.dumps({"id": batch.ids[i], "text": batch.texts[i],
+                                    "labels": labels, "split": split}) + "\n")
+            if left["train"] == 0 and left["test"] == 0:
+                break
+
+
 def forget_version(store: Path, n_docs: int) -> None:
-    """Remove the cache entries of the store's version with ``n_docs`` documents."""
+    """Remove the cache entries (statistics, the dual route's Gram) of the store's
+    version with ``n_docs`` documents."""
     for meta in Path(str(store) + ".stats").glob("*.json"):
         if json.loads(meta.read_text())["params"]["data"]["shape"][0] == n_docs:
-            meta.with_suffix(".npz").unlink(missing_ok=True)
+            gram = meta.name.endswith(".gram.json")
+            meta.with_suffix(".npy" if gram else ".npz").unlink(missing_ok=True)
             meta.unlink()
 
 
@@ -81,6 +121,10 @@ def main() -> None:
     ap.add_argument("--small-features", type=int, default=2**12)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--r10-train", type=int, default=0,
+                    help="R10 training stories in the dual-route case (0: all 6,490)")
+    ap.add_argument("--r10-append", type=int, default=65,
+                    help="R10 test stories appended in the dual-route case")
     ap.add_argument("--case", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.case:
@@ -101,13 +145,18 @@ def main() -> None:
                                 "load_average_start": os.getloadavg()},
                     "date": time.strftime("%Y-%m-%d"), "docs": args.docs,
                     "appended": args.append, "workers": args.workers, "cases": {}}
-    stores = {"big": args.features, "small": args.small_features}
+    r10_train, r10_test = WORK / "r10-train.jsonl", WORK / "r10-test.jsonl"
+    write_r10(r10_train, r10_test, args.r10_train, args.r10_append)
+    stores = {"big": (first, args.features), "small": (first, args.small_features),
+              "r10": (r10_train, args.features)}
+    sources = {"big": more, "small": more, "r10": r10_test}
+    totals = {"big": total, "small": total}
     paths = {}
-    for kind, n_features in stores.items():
+    for kind, (source, n_features) in stores.items():
         path = WORK / f"{kind}.zarr"
         rec: dict = {}
         with measured(rec):
-            dmlfe.ingest(first, "jsonl", path, vectorizer="hashing", n_features=n_features,
+            dmlfe.ingest(source, "jsonl", path, vectorizer="hashing", n_features=n_features,
                          id_field="id", split_field="split", fit_split="train",
                          chunk_rows=20_000)
         result[f"ingest_{kind}"] = rec
@@ -120,14 +169,15 @@ def main() -> None:
     for kind, path in paths.items():
         rec = {}
         with measured(rec):
-            dmlfe.append(path, more, id_field="id", split_field="split")
+            dmlfe.append(path, sources[kind], id_field="id", split_field="split")
         result[f"append_{kind}"] = rec
+        totals[kind] = dmlfe.open_store(path).n_docs
     for case, (_, _, kind) in CASES.items():
         runs = {"refit": [], "fresh": []}
         for r in range(args.repeat):
             for mode in ("refit", "fresh"):
                 if mode == "refit":  # extend the earlier statistics again each time
-                    forget_version(paths[kind], total)
+                    forget_version(paths[kind], totals[kind])
                 save = str(WORK / f"{case}-{mode}.npy") if r == 0 else None
                 runs[mode].append(run_case_child(
                     script, {"case": case, "store": str(paths[kind]),

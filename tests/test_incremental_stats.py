@@ -42,9 +42,15 @@ def _write(path: Path, docs: list[dict]) -> Path:
 
 @pytest.fixture
 def stores(tmp_path: Path) -> tuple[Path, Path, Path]:
-    """(grown, whole, new-docs file): ``grown`` is ingested from the first documents and
-    then appended to (training and test documents), ``whole`` from all documents at once
-    but with its idf learned on the first documents' training split, as ``grown``'s."""
+    """See :func:`grown_and_whole`."""
+    return grown_and_whole(tmp_path)
+
+
+def grown_and_whole(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(grown, whole, new-docs file) under ``tmp_path``: ``grown`` is ingested from the
+    first documents (150 train, 40 test) and is to be appended to from the new-docs file
+    (50 train, 15 test); ``whole`` holds all documents at once, in the same order, with
+    its idf learned on the first documents' training split, as ``grown``'s."""
     first = _docs(1, 150, 0, "train") + _docs(2, 40, 150, "test")
     more = _docs(3, 50, 190, "train") + _docs(4, 15, 240, "test")
     a = _write(tmp_path / "a.jsonl", first)

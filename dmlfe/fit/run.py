@@ -37,7 +37,7 @@ from dmlfe.solvers.krylov import block_width
 from dmlfe.solvers.matrix_free import solve_matrix_free
 from dmlfe.solvers.nspace import MEMORY_FRACTION, capacity, nspace_bytes
 from dmlfe.solvers.result import EigenResult, flip_signs_inplace
-from dmlfe.stats.cache import load_or_compute_stats
+from dmlfe.stats.cache import load_or_compute_gram, load_or_compute_stats
 from dmlfe.stats.gram import gram_matrix, transpose_product
 from dmlfe.stats.pass_ import compute_stats
 from dmlfe.stats.sufficient import SufficientStats
@@ -82,7 +82,9 @@ class FittedProjection:
     eigenvalue_total: float | None = None
     #: documents the fit read from the data, each counted once: all of them, except
     #: where the statistics alone make the fit and came from the cache (0) or from the
-    #: cache of an earlier version of an appended store (the appended documents)
+    #: cache of an earlier version of an appended store (the appended documents); on the
+    #: dual route every document, as the map back X^T alpha reads every row even when
+    #: the Gram comes from the cache
     rows_read: int | None = None
 
     def attributes(self) -> dict[str, Any]:
@@ -164,12 +166,14 @@ def build_template(plan: FitPlan, stats: SufficientStats,
 
 def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
                      client: Any = None, progress: bool = False,
-                     gram: np.ndarray | None = None
+                     gram: np.ndarray | None = None, gram_passes: int = 0
                      ) -> tuple[EigenResult, dict[str, Any]]:
     """The dual route: Gram pass -> n-space solve on the driver -> map-back pass.
 
     ``gram``: X X^T when the caller has it (an incremental fit extends it block by
-    block): no Gram pass then. The solve works in it, so it is overwritten.
+    block; the Gram cache beside a store): no Gram pass then, but ``gram_passes``, the
+    passes the caller made for it, are counted. The solve works in it, so it is
+    overwritten. The map back reads every row of X whatever the Gram's origin.
     Returns the solution and the method's parameters as its builder recorded them.
     """
     spec = plan.spec
@@ -208,7 +212,7 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
     res = EigenResult(components=flip_signs_inplace(comps), eigenvalues=sol.eigenvalues,
                       n_components=sol.n_components, n_genuine=sol.n_genuine,
                       solver=sol.solver, regularization=sol.regularization,
-                      n_passes=2 if gram is None else 1,
+                      n_passes=1 + (1 if gram is None else gram_passes),
                       converged=sol.converged, trace=sol.trace, columns=columns)
     return res, dict(built[0].params)
 
@@ -364,8 +368,13 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
         # the dual route builds its templates in the row space (solve_dual_route)
         template = None if plan.route == "dual" else build_template(plan, stats, rmap)
     if template is None:
+        gram_passes = 0
+        if gram is None and cache and data.store is not None:
+            # saved beside the statistics; after an append only the new rows' products
+            gram, gram_passes = load_or_compute_gram(data.store, data.X, client=client,
+                                                     progress=progress)
         res, params = solve_dual_route(plan, data, stats, client=client, progress=progress,
-                                       gram=gram)
+                                       gram=gram, gram_passes=gram_passes)
         centred = plan.spec.centred
     else:
         res = solve(plan, template, data, stats, client=client, rmap=rmap, tiled=tiled)

@@ -24,6 +24,12 @@ place, the ``.json`` last, so an entry is only ever seen complete; a reader chec
 ``.npz`` against its ``.json`` (the last of two concurrent writers wins). An entry that
 cannot be read or fails a check is ignored with a RuntimeWarning, recomputed and
 replaced. :func:`clean` removes a store's cache folder.
+
+The dual route's n x n Gram of a view's rows is saved in the same folder
+(:func:`load_or_compute_gram`): ``<key>.gram.npy`` (float64, C order, so it can be
+memory-mapped) and ``<key>.gram.json``, keyed by the view's content fingerprint and
+selection, written and checked the same way, up to :data:`MAX_GRAM_CACHE_BYTES`. After
+an append the Gram of the earlier version is extended by the appended rows' products.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ import scipy.sparse as sp
 from dmlfe._version import __version__
 from dmlfe.compute import BlockFn, is_dask
 from dmlfe.errors import MissingPathError
+from dmlfe.stats.gram import gram_extended, gram_matrix
 from dmlfe.stats.pass_ import LabelFn, compute_stats
 from dmlfe.stats.sufficient import SufficientStats
 from dmlfe.store import Store, open_store
@@ -588,3 +595,186 @@ def load_or_compute_stats(
             stacklevel=2,
         )
     return stats
+
+
+# --------------------------------------------------------------------------- #
+# The dual route's Gram
+# --------------------------------------------------------------------------- #
+#: The largest document Gram (n x n float64, 8 n^2 bytes) saved beside a store: 2 GiB,
+#: a Gram of up to 16,384 documents, which covers the dual route's default
+#: ``max_dual_samples``. A larger Gram is computed at each fit and not saved.
+MAX_GRAM_CACHE_BYTES = 2**31
+
+
+def _split_list(split: str | Sequence[str] | None) -> list[str] | None:
+    """A split selection as it is keyed: None or a list of names."""
+    return None if split is None else ([split] if isinstance(split, str) else list(split))
+
+
+def _view_selection(store: Store) -> tuple[Any, dict[str, Any] | None]:
+    """The split and the row subset (``take``/``since``) of a store view, as keyed."""
+    selection = store.selection or {}
+    subset = {k: selection[k] for k in ("rows", "since") if k in selection} or None
+    return selection.get("split"), subset
+
+
+def _earlier(store: Store, params: dict[str, Any],
+             load: Callable[[dict[str, Any]], Any], what: str) -> tuple[dict[str, Any], Any] | None:
+    """The newest version of ``store`` before the one ``params["data"]`` names (the view's
+    content fingerprint) whose entry ``load(params)`` finds, with ``params`` naming that
+    version's fingerprint instead: (its history entry, the entry); None when no earlier
+    version has one (the log says so when there is one)."""
+    prints = [e["fingerprint"] for e in store.history()]
+    current = prints.index(params["data"]) if params["data"] in prints else len(prints) - 1
+    for entry in reversed(store.history()[:current]):
+        found = load({**params, "data": entry["fingerprint"]})
+        if found is not None:
+            return entry, found
+    if current > 0:
+        log.info("%s of %s computed from all its rows: none cached for an earlier version "
+                 "with the same parameters", what, store.path)
+    return None
+
+
+def gram_params(store: Store) -> dict[str, Any]:
+    """The parameters that name the Gram of a store view's rows in the cache: the
+    view's :attr:`~dmlfe.store.Store.content_fingerprint` and its split and row subset
+    (the Gram depends on X only, not on the labels nor on the method)."""
+    split, subset = _view_selection(store)
+    return {"cache_format": CACHE_FORMAT, "dmlfe_version": __version__, "kind": "gram",
+            "data": store.content_fingerprint, "split": _split_list(split),
+            "subset": subset}
+
+
+def _gram_paths(directory: Path, params: dict[str, Any]) -> tuple[Path, Path]:
+    key = stats_key(params)
+    return directory / f"{key}.gram.npy", directory / f"{key}.gram.json"
+
+
+def save_gram(G: np.ndarray, directory: str | os.PathLike[str], params: dict[str, Any]) -> Path:
+    """Write the Gram ``G`` as ``<key>.gram.npy`` (float64, C order: it can be memory
+    mapped) + ``<key>.gram.json`` under ``directory``; return the ``.npy``.
+
+    Written as :func:`save_stats` writes statistics: each file to a temporary sibling
+    renamed into place, the record last, with the digest of the values.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    npy_path, json_path = _gram_paths(directory, params)
+    G = np.ascontiguousarray(G, dtype=np.float64)
+    meta = {"key": stats_key(params), "params": _canonical(params), "n": int(G.shape[0]),
+            "sha256": _digest({"gram": G}),
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "dmlfe_version": __version__}
+    text = json.dumps(meta, indent=2, sort_keys=True).encode("utf-8")
+    json_path.unlink(missing_ok=True)  # as in save_stats: no old record beside new values
+    write_atomically(npy_path, lambda f: np.save(f, G, allow_pickle=False))
+    write_atomically(json_path, lambda f: f.write(text))
+    return npy_path
+
+
+def load_gram(directory: str | os.PathLike[str], params: dict[str, Any]) -> np.ndarray | None:
+    """The saved Gram for ``params`` as a read-only memory map; None when absent or
+    unusable (an unreadable record or array, another shape or dtype than the record's,
+    values that do not match its digest: ignored with a RuntimeWarning naming the file)."""
+    npy_path, json_path = _gram_paths(Path(directory), params)
+    if not json_path.is_file() or not npy_path.is_file():
+        return None
+    try:
+        try:
+            meta = json.loads(json_path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise _BadEntry(f"unreadable ({exc})") from None
+        if not isinstance(meta, dict) or meta.get("params") != _canonical(params) or \
+                not isinstance(meta.get("n"), int) or not isinstance(meta.get("sha256"), str):
+            raise _BadEntry("its record lacks 'n' or 'sha256', or names other parameters")
+        try:
+            G = np.load(npy_path, mmap_mode="r", allow_pickle=False)
+        except ValueError as exc:  # not an .npy, truncated
+            raise _BadEntry(f"unreadable ({exc})") from None
+        n = meta["n"]
+        if G.shape != (n, n) or G.dtype != np.float64:
+            raise _BadEntry(f"it holds a {G.dtype} array of shape {G.shape}, its record a "
+                            f"float64 {n} x {n} Gram")
+        if _digest({"gram": G}) != meta["sha256"]:
+            raise _BadEntry("its values do not match the digest in its record (the files "
+                            "of two different writes, or a damaged file)")
+    except FileNotFoundError:
+        return None  # being replaced right now: a miss
+    except (_BadEntry, OSError) as exc:
+        warnings.warn(f"ignoring unreadable Gram cache entry {npy_path}: {exc}; recomputing "
+                      "(the entry is replaced)", RuntimeWarning, stacklevel=3)
+        return None
+    return G
+
+
+def load_or_compute_gram(store: Store, X: Any, *, client: Any = None, progress: bool = False,
+                         cache_dir: str | os.PathLike[str] | None = None
+                         ) -> tuple[np.ndarray, int]:
+    """The dual route's Gram G = X X^T of a store view's rows, from the cache beside the
+    store, extended from an earlier version's, or computed; and the passes over X made.
+
+    Parameters
+    ----------
+    store : Store
+        The view whose rows ``X`` holds, in order (its split and row subset are part of
+        the key, with its content fingerprint).
+    X : dask array of CSR row blocks, scipy.sparse matrix or ndarray
+        The view's rows (read to the driver or not).
+    client, progress
+        As in :func:`dmlfe.stats.gram.gram_matrix`.
+    cache_dir : path, optional
+        Default ``<store>.stats``, beside the statistics.
+
+    Returns
+    -------
+    G : ndarray (n, n)
+        A new array of the caller's (the solve may overwrite it).
+    passes : int
+        0 when G was saved for this version; 1 otherwise: a Gram pass, or, when the
+        Gram of an earlier version of the store (before an append) is saved, the pass
+        that multiplies the appended rows of the view with all its rows
+        (:func:`dmlfe.stats.gram.gram_extended`: the old x old block is not computed
+        again). A Gram of more than :data:`MAX_GRAM_CACHE_BYTES` is neither read nor
+        saved.
+    """
+    n = int(X.shape[0])
+    if 8 * n * n > MAX_GRAM_CACHE_BYTES:
+        log.info("the %d x %d Gram of %s is above MAX_GRAM_CACHE_BYTES: computed, not saved",
+                 n, n, store.path)
+        return gram_matrix(X, client=client, progress=progress), 1
+    directory = Path(stats_dir_for(store.path) if cache_dir is None else cache_dir)
+    params = gram_params(store)
+    for path in _gram_paths(directory, params):  # a killed save of this entry left these
+        try:
+            remove_stale(path)
+        except OSError:
+            pass
+    found = load_gram(directory, params)
+    if found is not None:
+        log.info("reusing the Gram %s from %s", stats_key(params), directory)
+        return np.array(found), 0
+    G = None
+    earlier = _earlier(store, params, lambda p: load_gram(directory, p), "the Gram")
+    if earlier is not None:
+        entry, old = earlier
+        stop = int(entry["rows"][1])
+        new = store.since(stop).n_docs
+        if old.shape[0] + new == n:
+            G = gram_extended(old, X, client=client, progress=progress)
+            log.info("Gram of %s: %d cached rows (as of row %d) extended by %d", store.path,
+                     old.shape[0], stop, new)
+        else:
+            warnings.warn(
+                f"the Gram cached for {store.path} as of row {stop} covers {old.shape[0]} "
+                f"documents but the view holds {n - new} before that row; computing it "
+                "again from all rows", RuntimeWarning, stacklevel=2)
+        del old
+    if G is None:
+        G = gram_matrix(X, client=client, progress=progress)
+    try:
+        log.info("saved the Gram to %s", save_gram(G, directory, params))
+    except OSError as exc:
+        warnings.warn(f"could not save the Gram to {directory} ({exc}); it will be computed "
+                      "again next time", RuntimeWarning, stacklevel=2)
+    return G, 1

@@ -8,6 +8,10 @@ pass maps them back to D-space components P = X^T alpha (D x d, C order: the lay
 which the sparse product writes it, and the one projecting with X P reads), adding one
 row block at a time into P on the driver.
 
+After an append, :func:`gram_extended` makes the Gram of all rows from the Gram of the
+rows before it (saved beside the store: :func:`dmlfe.stats.cache.load_or_compute_gram`)
+with the appended rows' products only.
+
 Memory: the driver holds G, n^2 x 8 bytes, and
 the solver one or two matrices of the same size; the map back returns D x d x 8 bytes
 (0.8 GB per 100 components at D = 2^20) and holds one row block of X besides.
@@ -101,6 +105,22 @@ def gram_matrix(X: Any, *, client: Any = None, progress: bool = False,
     return G
 
 
+def _new_tiles(out: np.ndarray, n: int, new_block: Any, bounds: Any, tiles: Any) -> np.ndarray:
+    """Place the tiles X_i X_new^T (each with its rows ``bounds``) and the new block's
+    own tile into ``out``, whose first ``n`` x ``n`` block already holds the old Gram."""
+    for (start, stop), tile in zip(bounds, tiles, strict=True):
+        out[start:stop, n:] = tile
+        out[n:, start:stop] = tile.T
+    out[n:, n:] = _tile(new_block, None)
+    return out
+
+
+def _bounds(blocks: list[Any]) -> list[tuple[int, int]]:
+    """The [start, stop) rows of each block of a list, in order."""
+    edges = np.cumsum([0, *(int(b.shape[0]) for b in blocks)])
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
 def extend_gram(G: np.ndarray | None, old_blocks: list[Any], new_block: Any) -> np.ndarray:
     """The Gram of the old rows followed by ``new_block``'s, from the old rows' Gram ``G``.
 
@@ -125,15 +145,51 @@ def extend_gram(G: np.ndarray | None, old_blocks: list[Any], new_block: Any) -> 
     out = np.empty((n + m, n + m))
     if G is not None:
         out[:n, :n] = G
-    start = 0
-    for block in old_blocks:
-        stop = start + int(block.shape[0])
-        tile = _tile(block, new_block)
-        out[start:stop, n:] = tile
-        out[n:, start:stop] = tile.T
-        start = stop
-    out[n:, n:] = _tile(new_block, None)
-    return out
+    return _new_tiles(out, n, new_block, _bounds(old_blocks),
+                      (_tile(block, new_block) for block in old_blocks))
+
+
+def gram_extended(G: np.ndarray, X: Any, *, client: Any = None,
+                  progress: bool = False) -> np.ndarray:
+    """G = X X^T from ``G``, the Gram of the first ``len(G)`` rows of ``X`` (a store's
+    rows before an append): the rows after them are multiplied with every row, the old
+    x old block is copied, never computed again (O(n m) products for m new rows).
+
+    ``G`` may be a read-only memory map; the result is a new array. In memory this is
+    :func:`extend_gram`; for a dask X the new rows are read to the driver (they are few)
+    and each tile of an old row block with them is computed where the block is, in one
+    pass (each row block of X read once) whose tiles are placed as they arrive.
+
+    Parameters
+    ----------
+    G : ndarray (n, n)
+    X : dask array of CSR row blocks, scipy.sparse matrix or ndarray (N >= n rows)
+    client : distributed.Client, optional
+    progress : bool
+    """
+    n, total = int(G.shape[0]), int(X.shape[0])
+    if n > total:
+        raise ValueError(f"the Gram covers {n} rows but X has only {total}")
+    if n == total:  # no row of the view was appended
+        return np.array(G)
+    if not is_dask(X):
+        X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
+        return extend_gram(G, [X[:n]] if n else [], X[n:])
+    X = check_row_blocks(X)
+    new = to_float_block(run(X[n:], desc="reading the appended rows", progress=progress,
+                             client=client)[0])
+    out = np.empty((total, total))
+    out[:n, :n] = G
+    if n == 0:
+        return _new_tiles(out, 0, new, [], [])
+    old = check_row_blocks(X[:n])
+    edges = np.cumsum((0, *old.chunks[0]))
+    tiles: list[np.ndarray] = []
+    shared = delayed(new, pure=True)  # one copy in the graph, not one per tile
+    # the tiles come back one at a time, in order; n x m floats in all
+    run(*[delayed(_tile)(b, shared) for b in old.to_delayed().ravel()], desc="Gram extension",
+        progress=progress, client=client, fold=tiles.append)
+    return _new_tiles(out, n, new, list(zip(edges[:-1], edges[1:], strict=True)), tiles)
 
 
 def _threaded_matvecs(out: np.ndarray, xt: sp.csc_matrix, ab: np.ndarray, threads: int
