@@ -34,8 +34,12 @@ def test_ctrl_c_during_a_fit_on_a_local_cluster_prints_one_line(store, tmp_path)
     cmd = [sys.executable, "-m", "dmlfe.cli", "fit", str(store), "--method", "lpp",
            "--dim", "5", "--out", str(tmp_path / "m"), "--workers", "2"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # started as a shell starts a foreground command: SIGINT at its default action, whatever
+    # this test process has (an ignored SIGINT would be inherited, and Python would then
+    # install no KeyboardInterrupt handler in the command)
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True, env=env)
+                         start_new_session=True, env=env,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(p.stderr), daemon=True)
     reader.start()
