@@ -402,20 +402,12 @@ def _extended(store: Store, params: dict[str, Any], cache_dir: Path,
     documents), the earlier entries were saved under other parameters and nothing
     matches: the caller's full pass says so in the log.
     """
-    entries = store.history()
-    current = [e["fingerprint"] for e in entries].index(params["data"]) \
-        if params["data"] in [e["fingerprint"] for e in entries] else len(entries) - 1
-    for entry in reversed(entries[:current]):
-        earlier = {**params, "data": entry["fingerprint"]}
-        found = load_stats(cache_dir, earlier, need_xtx=kwargs["need_xtx"],
-                           need_xtwx=kwargs["need_xtwx"])
-        if found is not None:
-            break
-    else:
-        if current > 0:
-            log.info("statistics of %s computed from all its rows: none cached for an "
-                     "earlier version with the same parameters", store.path)
+    earlier = _earlier(store, params, lambda p: load_stats(
+        cache_dir, p, need_xtx=kwargs["need_xtx"], need_xtwx=kwargs["need_xtwx"]),
+        "statistics")
+    if earlier is None:
         return None
+    entry, found = earlier
     stop = int(entry["rows"][1])
     tail = store.since(stop)
     if found.n + tail.n_docs != store.n_docs:
@@ -521,10 +513,8 @@ def load_or_compute_stats(
     if isinstance(source, Store):
         X, Y = (source.X, source.Y) if read is None else read
         identity = source.content_fingerprint if cache else None
-        selection = source.selection or {}
-        split = selection.get("split")
-        if subset is None and ("rows" in selection or "since" in selection):
-            subset = {k: selection[k] for k in ("rows", "since") if k in selection}
+        split, view_subset = _view_selection(source)
+        subset = view_subset if subset is None else subset
         if cache and cache_dir is None:
             cache_dir = stats_dir_for(source.path)
     else:
@@ -555,7 +545,7 @@ def load_or_compute_stats(
         "cache_format": CACHE_FORMAT,
         "dmlfe_version": __version__,
         "data": identity,
-        "split": None if split is None else ([split] if isinstance(split, str) else list(split)),
+        "split": _split_list(split),
         "subset": subset,
         "route": route_desc,
         "labels": labels_desc,
@@ -624,9 +614,10 @@ def _earlier(store: Store, params: dict[str, Any],
     content fingerprint) whose entry ``load(params)`` finds, with ``params`` naming that
     version's fingerprint instead: (its history entry, the entry); None when no earlier
     version has one (the log says so when there is one)."""
-    prints = [e["fingerprint"] for e in store.history()]
+    entries = store.history()
+    prints = [e["fingerprint"] for e in entries]
     current = prints.index(params["data"]) if params["data"] in prints else len(prints) - 1
-    for entry in reversed(store.history()[:current]):
+    for entry in reversed(entries[:current]):
         found = load({**params, "data": entry["fingerprint"]})
         if found is not None:
             return entry, found
