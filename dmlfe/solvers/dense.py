@@ -284,8 +284,12 @@ def thin_svd(F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         U, s, _ = sla.svd(F, full_matrices=False, check_finite=True)
     else:
         Us, s, _ = sla.svd(F[rows], full_matrices=False, check_finite=True)
+        # the order and the sign rule on the used rows alone: the zero rows neither
+        # hold a column's largest entry nor move the first of equal ones
+        w, Us = _descending(s * s, Us)
         U = np.zeros((F.shape[0], Us.shape[1]))
-        U[rows] = Us
+        U[rows] = flip_signs(Us)
+        return w, U
     w, U = _descending(s * s, U)
     return w, flip_signs(U)
 

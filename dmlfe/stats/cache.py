@@ -52,7 +52,7 @@ from dmlfe.compute import BlockFn, is_dask
 from dmlfe.errors import MissingPathError
 from dmlfe.stats.gram import gram_extended, gram_matrix
 from dmlfe.stats.pass_ import LabelFn, compute_stats
-from dmlfe.stats.sufficient import SufficientStats
+from dmlfe.stats.sufficient import SPARSE_ROWS_FRACTION, SufficientStats
 from dmlfe.store import Store, open_store
 from dmlfe.tempfiles import (
     recover_swap,
@@ -65,9 +65,11 @@ from dmlfe.tempfiles import (
 log = logging.getLogger(__name__)
 
 #: Bumped whenever the meaning or layout of a saved entry changes.
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 
 _ARRAYS = ("sum_x", "sumsq_x", "sum_y", "xty", "yty", "xtx", "xtwx")
+#: The arrays with a row (and, for the D x D ones, a column) per feature.
+_FEATURE_ROWS = ("sum_x", "sumsq_x", "xty", "xtx", "xtwx")
 
 
 # --------------------------------------------------------------------------- #
@@ -144,10 +146,14 @@ def save_stats(
     npz_path = directory / f"{key}.npz"
     json_path = directory / f"{key}.json"
     arrays = {"n": np.asarray(stats.n, dtype=np.int64)}
+    rows = stats.used_columns(SPARSE_ROWS_FRACTION)
+    if rows is not None:
+        arrays["rows"] = rows.astype(np.int64)
     for name in _ARRAYS:
         value = getattr(stats, name, None)
         if value is not None:
-            arrays[name] = np.ascontiguousarray(value, dtype=np.float64)
+            arrays[name] = np.ascontiguousarray(_used_part(name, value, rows, stats.n_features),
+                                                dtype=np.float64)
     meta = {
         "key": key,
         "params": _canonical(params),
@@ -168,6 +174,25 @@ def save_stats(
     write_atomically(npz_path, lambda f: np.savez(f, **arrays))
     write_atomically(json_path, lambda f: f.write(text))
     return npz_path
+
+
+def _used_part(name: str, a: np.ndarray, rows: np.ndarray | None, d: int) -> np.ndarray:
+    """The used features' rows (and columns, of a D x D array) of a D-long array: every
+    other entry is zero (:meth:`SufficientStats.used_columns`), so an entry of hashed
+    text keeps only what its documents touched."""
+    if rows is None or name not in _FEATURE_ROWS or a.shape[0] != d:
+        return a
+    return a[np.ix_(rows, rows)] if a.ndim == 2 and name in ("xtx", "xtwx") else a[rows]
+
+
+def _all_rows(a: np.ndarray, rows: np.ndarray, d: int, square: bool) -> np.ndarray:
+    """The D-long array whose used rows (and columns) are ``a``; zero elsewhere."""
+    out = np.zeros((d, d) if square else (d, *a.shape[1:]), dtype=np.float64)
+    if square:
+        out[np.ix_(rows, rows)] = a
+    else:
+        out[rows] = a
+    return out
 
 
 class _BadEntry(Exception):
@@ -200,7 +225,7 @@ def _read_arrays(npz_path: Path, meta: dict[str, Any]) -> SufficientStats:
     try:
         # our own file handle: np.load leaves its own open when the zip is damaged
         with open(npz_path, "rb") as f, np.load(f, allow_pickle=False) as z:
-            arrays = {name: np.array(z[name]) for name in z.files}
+            arrays = {name: z[name] for name in z.files}  # each read into a new array
     except FileNotFoundError:
         raise
     except Exception as exc:  # noqa: BLE001 - truncated/garbage zip: BadZipFile, EOFError...
@@ -214,8 +239,18 @@ def _read_arrays(npz_path: Path, meta: dict[str, Any]) -> SufficientStats:
         raise _BadEntry("its arrays do not match the digest in its record (the files of "
                         "two different writes, or a damaged file)")
     d, q, n = meta["n_features"], meta["n_labels"], meta["n"]
-    shapes = {"n": (), "sum_x": (d,), "sumsq_x": (d,), "sum_y": (q,), "xty": (d, q), "yty": (q, q),
-              "xtx": (d, d), "xtwx": (d, d)}
+    rows = arrays.pop("rows", None)
+    m = d
+    if rows is not None:
+        if (rows.ndim != 1 or rows.dtype.kind not in "iu"
+                or (rows.size and (rows[0] < 0 or rows[-1] >= d
+                                   or np.any(np.diff(rows) <= 0)))):
+            raise _BadEntry(f"its used-feature rows are not increasing indices below D={d}")
+        m = int(rows.size)
+    shapes = {"n": (), "sum_x": (m,), "sumsq_x": (m,), "sum_y": (q,), "xty": (m, q), "yty": (q, q),
+              "xtx": (m, m), "xtwx": (m, m)}
+    if "xty" in arrays and arrays["xty"].shape[0] == 0:
+        shapes["xty"] = (0, q)  # not computed (need_xty=False)
     missing = [k for k in ("n", "sum_x", "sum_y", "xty", "yty") if k not in arrays]
     if missing:
         raise _BadEntry(f"it lacks the arrays {missing}")
@@ -233,6 +268,10 @@ def _read_arrays(npz_path: Path, meta: dict[str, Any]) -> SufficientStats:
         if bool(meta.get(flag, False)) != (name in arrays):
             raise _BadEntry(f"its record says {flag}={meta.get(flag)} but the archive "
                             f"{'has' if name in arrays else 'lacks'} {name}")
+    if rows is not None:
+        for name in _FEATURE_ROWS:
+            if name in arrays and arrays[name].shape[0] == m:
+                arrays[name] = _all_rows(arrays[name], rows, d, name in ("xtx", "xtwx"))
     return SufficientStats(
         n=n,
         sum_x=arrays["sum_x"].astype(np.float64, copy=False),
@@ -428,10 +467,11 @@ def _extended(store: Store, params: dict[str, Any], cache_dir: Path,
         X, Y = tail.X, tail.Y
     else:  # the view's rows in memory: the appended ones are its last
         X, Y = (a[a.shape[0] - tail.n_docs:] for a in read)
-    part = compute_stats(X, Y, **kwargs)
+    part = compute_stats(X, Y, dense_xty=False, **kwargs)
     log.info("statistics of %s: %d cached documents (as of row %d) and %d read", store.path,
              found.n, stop, part.n)
-    stats = found.merge(part)
+    found += part  # in place: the loaded arrays are this fit's own
+    stats = found
     stats.rows_read = part.n
     return stats
 

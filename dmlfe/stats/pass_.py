@@ -40,7 +40,7 @@ from dmlfe.compute import (
     tree_reduce,
 )
 from dmlfe.stats.outer import dense_crossprod, dense_crossprod_with, weighted_crossprod
-from dmlfe.stats.sufficient import SufficientStats
+from dmlfe.stats.sufficient import SufficientStats, add_into
 
 #: Rows per slice when an in-memory X is reduced on the driver.
 IN_MEMORY_ROWS = 65_536
@@ -158,19 +158,6 @@ def _block_partial(
     return part
 
 
-def _add_into(out: np.ndarray, m: Any) -> None:
-    """out += m in place (m dense or sparse; out C-ordered)."""
-    if not sp.issparse(m):
-        out += m
-        return
-    m = sp.csr_matrix(m)
-    if not m.has_canonical_format:  # unique coordinates make the indexed += exact
-        m = m.copy()
-        m.sum_duplicates()
-    rows = np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
-    out.reshape(-1)[rows * m.shape[1] + m.indices] += m.data
-
-
 def sum_partials(items: list[Any]) -> Any:
     """items[0] + items[1] + ... in that order (each entry's sum is the pairwise one,
     bit for bit), sparse while the sum can stay sparse, else into ONE dense accumulator
@@ -189,7 +176,7 @@ def sum_partials(items: list[Any]) -> Any:
     # 0 + a == a exactly: starting from zeros keeps every entry's order of additions
     acc = np.zeros(shape, dtype=np.float64)
     for m in items:
-        _add_into(acc, m)
+        add_into(acc, m)
     return acc
 
 
@@ -202,17 +189,20 @@ def _combine(*parts: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _finalise(part: dict[str, Any]) -> SufficientStats:
+def _finalise(part: dict[str, Any], dense_xty: bool = True) -> SufficientStats:
     def dense(m: Any) -> np.ndarray:
         m = m.toarray() if sp.issparse(m) else m
         return np.ascontiguousarray(m, dtype=np.float64)
+
+    def xty(m: Any) -> Any:
+        return sp.csr_matrix(m, dtype=np.float64) if sp.issparse(m) and not dense_xty else dense(m)
 
     stats = SufficientStats(
         n=int(part["n"]),
         sum_x=dense(part["sum_x"]).ravel(),
         sum_y=dense(part["sum_y"]).ravel(),
         # not computed: zero rows (SufficientStats.centred_xty refuses them)
-        xty=dense(part["xty"]) if "xty" in part else np.zeros((0, len(part["sum_y"]))),
+        xty=xty(part["xty"]) if "xty" in part else np.zeros((0, len(part["sum_y"]))),
         yty=dense(part["yty"]),
         xtx=dense(part["xtx"]) if "xtx" in part else None,
         xtwx=dense(part["xtwx"]) if "xtwx" in part else None,
@@ -246,6 +236,7 @@ def compute_stats(
     split_every: int | None = None,
     progress: bool = False,
     need_xty: bool = True,
+    dense_xty: bool = True,
 ) -> SufficientStats:
     """Raw sufficient statistics of (X, Y) in one pass.
 
@@ -286,6 +277,10 @@ def compute_stats(
         reaches the labels through the n x n Gram, and a dense D x q X^T Y is D x q x 8
         bytes of fresh memory, a visible part of a dual fit at D = 2^20 in a fresh
         process.
+    dense_xty : bool
+        False leaves ``stats.xty`` a scipy CSR matrix when the pass left it sparse (a
+        few appended documents at huge D), to be added into dense statistics in place
+        (``stats += part``) without a D x q array of its own.
 
     Returns
     -------
@@ -311,7 +306,7 @@ def compute_stats(
             rows = slice_rows(n_out, IN_MEMORY_BLOCK_BYTES)
         return _compute_in_memory(
             X, Y, row_mask, rows, need_xtx, block_fn, max_dense_features, label_fn,
-            need_xtwx, need_xty
+            need_xtwx, need_xty, dense_xty=dense_xty
         )
 
     x_blocks = X.to_delayed().ravel()
@@ -337,7 +332,7 @@ def compute_stats(
     # made dense on the driver: a dense D x q X^T Y is D x q x 8 bytes, and sending it
     # was a large part of a hashed-text statistics pass (benchmarks/scale.py)
     return _finalise(compute_one(total, client=client, progress=progress,
-                                 desc="statistics pass"))
+                                 desc="statistics pass"), dense_xty)
 
 
 def slice_rows(width: int | None, max_bytes: int) -> int:
@@ -355,6 +350,7 @@ def _compute_in_memory(
     row_mask: Any,
     slice_size: int,
     *block_args: Any,
+    dense_xty: bool = True,
 ) -> SufficientStats:
     if sp.issparse(X):
         X = sp.csr_matrix(X)
@@ -371,4 +367,4 @@ def _compute_in_memory(
         part = _block_partial(X[start:stop], Y[start:stop], mb, *block_args)
         acc = part if acc is None else _combine(acc, part)
     assert acc is not None
-    return _finalise(acc)
+    return _finalise(acc, dense_xty)

@@ -13,13 +13,33 @@ Xc^T Y'c = 2 Xc^T Yc and Y'c^T Y'c = 4 Yc^T Yc (centring removes the shift).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 #: Leave out the columns that are empty in the fit data (the solver's blocks and the
 #: stored components) when at most this fraction of D is used: below it the D x k arrays
 #: shrink enough to pay for renumbering the columns of every row block.
 USED_COLUMNS_FRACTION = 0.9
+
+#: Work on the used features' rows only (centring, in-place addition, the cache's saved
+#: arrays) when they are at most this fraction of D: hashed text leaves most of 2^20 empty,
+#: and every D-long array would otherwise be read and written whole.
+SPARSE_ROWS_FRACTION = 0.5
+
+
+def add_into(out: np.ndarray, m: Any) -> None:
+    """out += m in place (m dense or sparse; out C-ordered)."""
+    if not sp.issparse(m):
+        out += m
+        return
+    m = sp.csr_matrix(m)
+    if not m.has_canonical_format:  # unique coordinates make the indexed += exact
+        m = m.copy()
+        m.sum_duplicates()
+    rows = np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
+    out.reshape(-1)[rows * m.shape[1] + m.indices] += m.data
 
 
 @dataclass
@@ -91,7 +111,14 @@ class SufficientStats:
                 f"these statistics hold X^T Y for {self.xty.shape[0]} of their "
                 f"{self.n_features} features (computed with need_xty=False); recompute "
                 "them with need_xty=True")
-        return self.xty - np.outer(self.sum_x, self.sum_y) / self.n
+        rows = self.used_columns(SPARSE_ROWS_FRACTION)
+        if rows is None:
+            return self.xty - np.outer(self.sum_x, self.sum_y) / self.n
+        # an unused feature's row is 0 - 0 = 0: only the used rows are computed, the
+        # same operations entry by entry, so the result is identical
+        out = np.zeros(self.xty.shape)  # fresh pages, written only where used
+        out[rows] = self.xty[rows] - np.outer(self.sum_x[rows], self.sum_y) / self.n
+        return out
 
     def centred_yty(self) -> np.ndarray:
         """Yc^T Yc = Y^T H Y (q x q), 0/1 label coding."""
@@ -154,6 +181,7 @@ class SufficientStats:
                 f"cannot add statistics of {other.n_features} features and {other.n_labels} "
                 f"labels to statistics of {self.n_features} features and {self.n_labels} "
                 "labels: both must describe the same columns")
+        rows = other.used_columns(SPARSE_ROWS_FRACTION) if inplace else None
         for key in self._SUMS:
             a, b = getattr(self, key), getattr(other, key)
             if a is None or b is None:
@@ -162,6 +190,17 @@ class SufficientStats:
                 raise ValueError(f"cannot add statistics whose {key} shapes differ "
                                  f"({a.shape} and {b.shape}); compute both with the same "
                                  "options")
+            elif sp.issparse(b):  # X^T Y of a few appended documents (dense_xty=False)
+                if inplace:
+                    add_into(a, b)
+                else:
+                    setattr(self, key, a + b.toarray())
+            elif inplace and rows is not None and a.shape[0] == self.n_features:
+                # other's unused features add exact zeros: only its used rows change
+                if key in ("xtx", "xtwx"):
+                    a[np.ix_(rows, rows)] += b[np.ix_(rows, rows)]
+                else:
+                    a[rows] += b[rows]
             elif inplace:
                 a += b
             else:
