@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from dmlfe._version import __version__
+from dmlfe._version import __version__ as __version__  # public: in __all__
 
 #: The public names outside the registries -> the module that defines them. The method
 #: registry's estimators (PCA, MVMD, ...) are public through it (:func:`_public_names`).

@@ -122,8 +122,8 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         super().__init_subclass__(**kwargs)
         if cls.__dict__.get("_estimator"):  # an estimator of the registry, not a user's subclass
             cls._written_doc = inspect.cleandoc(cls.__dict__.get("__doc__") or "")
-            _CLASSES[cls._estimator] = cls
             _declare(cls)
+            _CLASSES[cls._estimator] = cls
 
     # ------------------------------------------------------------------ params
     def _spec(self) -> MethodSpec:
