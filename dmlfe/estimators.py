@@ -707,8 +707,7 @@ class MLSI(MultiLabelProjection):
     --------
     >>> import numpy as np
     >>> from dmlfe import MLSI
-    >>> rng = np.random.default_rng(5)
-    >>> X = rng.random((40, 15))
+    >>> X = np.random.default_rng(5).random((40, 15))
     >>> mlsi = MLSI(n_components=4, beta=0.5).fit(X, (X[:, :4] > 0.6).astype(int))
     >>> mlsi.get_feature_names_out()[:2]
     array(['mlsi0', 'mlsi1'], dtype=object)
@@ -874,13 +873,14 @@ class SSMOPE(MultiLabelProjection):
 
     Examples
     --------
+    Rows of Y that are all zero are the unlabelled documents:
+
     >>> import numpy as np
-    >>> from dmlfe import SSMOPE
-    >>> rng = np.random.default_rng(13)
-    >>> X = rng.random((60, 10))
-    >>> Y = (X[:, :3] > 0.5).astype(int)
-    >>> Y[::3] = 0  # every third document unlabelled
-    >>> ssmope = SSMOPE(n_components=2, unsupervised_weight=0.3).fit(X, Y)
+    >>> import dmlfe
+    >>> X = np.random.default_rng(13).random((60, 10))
+    >>> labelled = np.arange(60) % 3 > 0  # every third document unlabelled
+    >>> Y = (X[:, 4:7] > 0.5) & labelled[:, None]
+    >>> ssmope = dmlfe.SSMOPE(n_components=2, unsupervised_weight=0.3).fit(X, Y.astype(int))
     >>> ssmope.transform(X).shape
     (60, 2)
     """
