@@ -529,7 +529,7 @@ def make_estimator(method: str, **params: Any) -> MultiLabelProjection:
 
 
 def __getattr__(name: str) -> Any:
-    # the estimator classes (dmlfe.estimators.PCA, ...) are made from the registry
+    # the class of a method registered without one (a plug-in's), made from the registry
     try:
         return estimator_class(name)
     except AttributeError:
