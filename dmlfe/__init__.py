@@ -3,7 +3,7 @@
 Main entry points: :func:`ingest` (corpus -> store), :func:`append` (more documents ->
 the store), :func:`open_store`, and the scikit-learn estimators of the method registry
 (:class:`PCA`, :class:`MVMD`, ..., :class:`MOPE`, :class:`HSL`; ``__all__`` lists every
-one).
+one, from the registry).
 
 The public names are imported on first use (PEP 562): a dask worker that unpickles a
 task of :mod:`dmlfe.stats` then imports what that task needs, not scikit-learn and
@@ -16,14 +16,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from dmlfe._version import __version__
+from dmlfe._version import __version__ as __version__  # public: in __all__
 
-#: public name -> the module that defines it
+#: The public names outside the registries -> the module that defines them. The method
+#: registry's estimators (PCA, MVMD, ...) are public through it (:func:`_public_names`).
 _PUBLIC = {
-    **dict.fromkeys(("CCA", "DMLDA", "LSI", "MDDM", "MLDA", "MLSI", "MVMD", "OPLS", "PCA",
-                     "PLS", "LPP", "OLPP", "MOPE", "MESD", "SSMOPE", "HSL", "KernelMDDM",
-                     "estimator_class", "make_estimator"),
-                    "dmlfe.estimators"),
+    **dict.fromkeys(("estimator_class", "make_estimator"), "dmlfe.estimators"),
     **dict.fromkeys(("PPML", "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA"),
                     "dmlfe.evaluation"),
     **dict.fromkeys(("append", "ingest"), "dmlfe.ingestion"),
@@ -32,26 +30,30 @@ _PUBLIC = {
     "GRROOR": "dmlfe.selection",
     "open_store": "dmlfe.store",
 }
+#: Public modules.
+_MODULES = {"metrics": "dmlfe.metrics"}
 
-__all__ = [
-    "GRROOR", "PPML", "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA",
-    "CCA", "DMLDA", "KernelMDDM", "LSI", "MDDM", "MLDA", "MLSI", "MVMD", "OPLS", "PCA", "PLS",
-    "LPP", "OLPP", "MOPE", "MESD", "SSMOPE", "HSL",
-    "__version__", "append", "estimator_class", "ingest", "load_model", "make_estimator",
-    "metrics",
-    "open_store", "text_pipeline",
-]
+
+def _public_names() -> list[str]:
+    """``__all__``: the fixed names above and every registered method's estimator, read
+    from the method registry when asked for (a method registered there is public at once,
+    and ``import dmlfe`` alone imports no registry)."""
+    from dmlfe.methods.registry import estimator_names
+
+    return ["__version__", *_PUBLIC, *_MODULES, *estimator_names()]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__all__":  # not kept: it follows the registry
+        return _public_names()
     if name in _PUBLIC:
         value = getattr(importlib.import_module(_PUBLIC[name]), name)
-    elif name == "metrics":
-        value = importlib.import_module("dmlfe.metrics")
+    elif name in _MODULES:
+        value = importlib.import_module(_MODULES[name])
     elif name.startswith("_"):  # probes such as __wrapped__: never an estimator
         raise AttributeError(f"module 'dmlfe' has no attribute {name!r}")
     else:
-        # estimators of methods registered after import (dmlfe.methods.registry)
+        # the estimators of the method registry (dmlfe.estimators)
         try:
             value = importlib.import_module("dmlfe.estimators").estimator_class(name)
         except AttributeError:
@@ -61,4 +63,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return sorted({*globals(), *_public_names()})

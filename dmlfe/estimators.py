@@ -1,11 +1,14 @@
-"""scikit-learn estimators over the method family, generated from the method registry.
+"""scikit-learn estimators over the method family, declared by the method registry.
 
-Each estimator class (``dmlfe.PCA``, ``dmlfe.MDDM``, ...) is made from its methods'
-declarations in :mod:`dmlfe.methods.registry` and the common parameters of
-:mod:`dmlfe.fit.params`: its ``__init__`` signature (explicit parameters, as
-scikit-learn's ``get_params`` needs), defaults and docstring. A method registered
-later (:func:`dmlfe.methods.registry.register_method`) gets its class the same way,
-through :func:`estimator_class`, ``make_estimator`` or ``dmlfe.estimators.<Name>``.
+Each estimator (``dmlfe.PCA``, ``dmlfe.MDDM``, ...) is a class written at the end of this
+module: its description and ``Examples``, and ``_estimator``, the registry's name for it.
+Everything else comes from its methods' declarations in :mod:`dmlfe.methods.registry` and
+the common parameters of :mod:`dmlfe.fit.params`, once, through
+:class:`MultiLabelProjection`'s subclass hook: its ``__init__`` signature (explicit
+parameters, as scikit-learn's ``get_params`` needs), defaults and the docstring's
+Parameters. A method registered without a class (a plug-in's,
+:func:`dmlfe.methods.registry.register_method`) gets one made the same way, through
+:func:`estimator_class`, ``make_estimator`` or ``dmlfe.estimators.<Name>``.
 
 ``fit`` = validate every parameter -> open the data once (:func:`dmlfe.fit.fit_data`)
 -> :func:`dmlfe.fit.plan_fit` (route, solver, statistics; pure, each with a reason)
@@ -35,8 +38,8 @@ from dmlfe.fit.params import COMMON, N_COMPONENTS
 from dmlfe.fit.plan import DataShape, FitPlan
 from dmlfe.methods.registry import (
     MethodSpec,
-    all_methods,
     estimator_methods,
+    estimator_names,
     resolve_method,
 )
 from dmlfe.model_files import save_model
@@ -103,12 +106,24 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     columns. :meth:`save` writes a fitted model; :func:`dmlfe.load_model` reads it.
     """
 
-    #: Registry estimator name (the class name); set on each generated class.
+    #: Registry estimator name (the class name), set in each estimator's class body; the
+    #: class then takes its signature, parameters and docstring from the registry.
     _estimator: ClassVar[str] = ""
     #: Every parameter of the class, in signature order.
     _declared: ClassVar[tuple[Param, ...]] = ()
+    #: The registry's methods the class was declared from (a re-registration redeclares it).
+    _specs: ClassVar[tuple[MethodSpec, ...]] = ()
+    #: The docstring written in the class body: its description and ``Examples``.
+    _written_doc: ClassVar[str] = ""
     #: scikit-learn checks this class fails on purpose -> why (see dmlfe.validation).
     _xfail_checks: ClassVar[dict[str, str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("_estimator"):  # an estimator of the registry, not a user's subclass
+            cls._written_doc = inspect.cleandoc(cls.__dict__.get("__doc__") or "")
+            _declare(cls)
+            _CLASSES[cls._estimator] = cls
 
     # ------------------------------------------------------------------ params
     def _spec(self) -> MethodSpec:
@@ -369,18 +384,7 @@ _SOLVED = frozenset({f"{f.name}_" for f in fields(FittedProjection)}
                     | {"_components", "_component_columns", "rows_read_"})
 
 
-# --------------------------------------------------------------------------- generation
-#: scikit-learn estimator checks that cannot apply, per class, with the reason
-#: (read by :func:`dmlfe.validation.expected_failed_checks`).
-_CCA_TARGET = ("scikit-learn's checks take any estimator named CCA for its own "
-               "cross-decomposition CCA and pass a continuous 2-column target; dmlfe.CCA "
-               "takes 0/1 labels (or 1-D class labels) and refuses it")
-_XFAIL_CHECKS: dict[str, dict[str, str]] = {
-    "CCA": {"check_transformer_general": _CCA_TARGET,
-            "check_transformer_data_not_an_array": _CCA_TARGET},
-}
-
-
+# --------------------------------------------------------------------------- declaration
 def _variant_param(specs: list[MethodSpec]) -> Param:
     values = tuple(s.variant for s in specs)
     owner = specs[0].estimator
@@ -416,9 +420,13 @@ def declared_params(specs: list[MethodSpec]) -> tuple[Param, ...]:
     return (n_components, *variant, *own.values(), *common)
 
 
-def _docstring(specs: list[MethodSpec], declared: tuple[Param, ...]) -> str:
-    lines = [specs[0].summary or f"{specs[0].name} ({specs[0].reference}).", "",
-             "Parameters", "----------"]
+def _docstring(specs: tuple[MethodSpec, ...], declared: tuple[Param, ...],
+               written: str) -> str:
+    """The class body's description (or the registry's summary), the Parameters from the
+    registry, and the class body's Examples (or a generated one)."""
+    description, _, examples = written.partition("Examples\n--------\n")
+    lines = [description.strip() or specs[0].summary
+             or f"{specs[0].name} ({specs[0].reference}).", "", "Parameters", "----------"]
     for p in declared:
         kind, _, text = p.doc.partition("\n")
         if "default" not in kind and p.default is not None:
@@ -426,14 +434,18 @@ def _docstring(specs: list[MethodSpec], declared: tuple[Param, ...]) -> str:
         lines.append(f"{p.name} : {kind}")
         lines += [f"    {t.strip()}" for t in text.splitlines() if t.strip()]
     lines += ["", "See :class:`dmlfe.estimators.MultiLabelProjection` for the fitted "
-              "attributes.", "", *_example(specs[0].estimator)]
+              "attributes.", ""]
+    if examples:
+        lines += ["Examples", "--------", examples.rstrip()]
+    else:
+        lines += _example(specs[0].estimator)
     return "\n".join(lines)
 
 
 def _example(estimator: str) -> list[str]:
-    """The ``Examples`` section of a generated docstring: a fit on a tiny matrix in memory,
-    run as a doctest (tests/test_doctests.py); its output is shapes only, which no BLAS
-    changes."""
+    """The ``Examples`` section of a class without one in its body (a method registered
+    by a plug-in): a fit on a tiny matrix in memory, run as a doctest
+    (tests/test_doctests.py); its output is shapes only, which no BLAS changes."""
     return ["Examples", "--------",
             "A store path, or a dask array of CSR row blocks with ``Y``, is fitted the same "
             "way:", "",
@@ -449,9 +461,15 @@ def _example(estimator: str) -> list[str]:
             "2"]
 
 
-def _make_class(estimator: str) -> type[MultiLabelProjection]:
-    specs = estimator_methods(estimator)
-    declared = declared_params(specs)
+def _declare(cls: type[MultiLabelProjection]) -> None:
+    """Give an estimator class its ``__init__`` (explicit parameters, as scikit-learn's
+    ``get_params`` reads them), ``_declared`` and docstring from its registered methods."""
+    specs = tuple(estimator_methods(cls._estimator))
+    if not specs:
+        raise TypeError(f"class {cls.__name__}: no registered method has estimator "
+                        f"{cls._estimator!r}; register it first "
+                        "(dmlfe.methods.registry.register_method)")
+    declared = declared_params(list(specs))
     kinds = [inspect.Parameter.POSITIONAL_OR_KEYWORD] + [inspect.Parameter.KEYWORD_ONLY] * (
         len(declared) - 1)
     signature = inspect.Signature(
@@ -459,38 +477,46 @@ def _make_class(estimator: str) -> type[MultiLabelProjection]:
         + [inspect.Parameter(p.name, kind, default=p.default)
            for p, kind in zip(declared, kinds, strict=True)])
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self: MultiLabelProjection, *args: Any, **kwargs: Any) -> None:
         bound = signature.bind(self, *args, **kwargs)
         bound.apply_defaults()
         for key, value in list(bound.arguments.items())[1:]:
             setattr(self, key, value)
 
     __init__.__signature__ = signature  # scikit-learn's get_params reads it
-    __init__.__qualname__ = f"{estimator}.__init__"
-    return type(estimator, (MultiLabelProjection,), {
-        "__init__": __init__, "__doc__": _docstring(specs, declared), "__module__": __name__,
-        "__qualname__": estimator, "_estimator": estimator, "_declared": declared,
-        "_xfail_checks": _XFAIL_CHECKS.get(estimator, {})})
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    __init__.__module__ = cls.__module__
+    cls.__init__ = __init__
+    cls._specs, cls._declared = specs, declared
+    cls.__doc__ = _docstring(specs, declared, cls._written_doc)
 
 
-_CLASSES: dict[str, tuple[tuple[MethodSpec, ...], type[MultiLabelProjection]]] = {}
+#: Estimator name -> its class: the classes written below and those made for methods
+#: registered without one (:func:`estimator_class`).
+_CLASSES: dict[str, type[MultiLabelProjection]] = {}
 
 
 def estimator_class(estimator: str) -> type[MultiLabelProjection]:
-    """The estimator class of a registered estimator name (``"MVMD"``, ``"MDDM"``...)."""
+    """The estimator class of a registered estimator name (``"MVMD"``, ``"MDDM"``...).
+
+    dmlfe's own estimators are the classes written in this module; a method registered
+    without one (a plug-in's) gets a class made here, ``dmlfe.estimators.<Name>``.
+    """
     specs = tuple(estimator_methods(estimator))
     if not specs:
         raise AttributeError(f"dmlfe has no estimator {estimator!r}")
-    made = _CLASSES.get(estimator)
-    if made is None or made[0] != specs:  # (re)registered since: make it anew
-        made = _CLASSES[estimator] = (specs, _make_class(estimator))
-    return made[1]
+    cls = _CLASSES.get(estimator)
+    if cls is None:  # the hook of MultiLabelProjection declares and records it
+        cls = type(estimator, (MultiLabelProjection,), {
+            "__module__": __name__, "__qualname__": estimator, "_estimator": estimator})
+    elif cls._specs != specs:  # (re)registered since: its parameters and docstring anew
+        _declare(cls)
+    return cls
 
 
 def estimator_classes() -> dict[str, type[MultiLabelProjection]]:
     """Class name -> class, for every registered method's estimator."""
-    names = dict.fromkeys(s.estimator for s in all_methods().values())
-    return {name: estimator_class(name) for name in names}
+    return {name: estimator_class(name) for name in estimator_names()}
 
 
 def make_estimator(method: str, **params: Any) -> MultiLabelProjection:
@@ -503,7 +529,7 @@ def make_estimator(method: str, **params: Any) -> MultiLabelProjection:
 
 
 def __getattr__(name: str) -> Any:
-    # the estimator classes (dmlfe.estimators.PCA, ...) are made from the registry
+    # the class of a method registered without one (a plug-in's), made from the registry
     try:
         return estimator_class(name)
     except AttributeError:
@@ -512,3 +538,370 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(estimator_classes()))
+
+
+# --------------------------------------------------------------------------- the estimators
+# Each class body holds what the registry does not: the description and the Examples. The
+# Parameters section and __init__ are added by MultiLabelProjection's subclass hook.
+class PCA(MultiLabelProjection):
+    """Principal component analysis on centred X (mvmd eq. 10-11; mope eq. 1).
+
+    Unsupervised: Y is accepted and ignored by the objective.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dmlfe import PCA
+    >>> X = np.random.default_rng(0).random((50, 10))
+    >>> pca = PCA(n_components=3).fit(X)
+    >>> pca.transform(X).shape
+    (50, 3)
+    >>> np.allclose(pca.components_ @ pca.components_.T, np.eye(3))  # orthonormal rows
+    True
+    """
+
+    _estimator = "PCA"
+
+
+class LSI(MultiLabelProjection):
+    """Latent semantic indexing: PCA's objective on uncentred X (mope eq. 2).
+
+    Examples
+    --------
+    Documents x terms as a sparse matrix, projected without centring:
+
+    >>> import scipy.sparse as sp
+    >>> from dmlfe import LSI
+    >>> X = sp.random(40, 30, density=0.2, format="csr", random_state=0)
+    >>> lsi = LSI(n_components=5).fit(X)
+    >>> lsi.transform(X).shape, lsi.centred_
+    ((40, 5), False)
+    """
+
+    _estimator = "LSI"
+
+
+class MDDM(MultiLabelProjection):
+    """Multi-label dimensionality reduction via dependence maximisation (mddm section 3).
+
+    variant='p': orthonormal projection, eigenvectors of Xc^T Yc B Yc^T Xc (mddm eq. 5-7;
+    the thin SVD of Xc^T Yc for the linear label kernel). variant='f': uncorrelated
+    features, generalised problem with mu Xc^T Xc + (1 - mu) I (mddm eq. 16-17).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dmlfe import MDDM
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.random((60, 12))
+    >>> Y = (X[:, :3] > 0.5).astype(int)  # three labels
+    >>> MDDM(n_components=2).fit(X, Y).solver_  # variant 'p', linear kernel: X^T Y alone
+    'thin_svd'
+    >>> mddm_f = MDDM(n_components=2, variant="f", mu=0.5).fit(X, Y)
+    >>> mddm_f.transform(X).shape
+    (60, 2)
+    """
+
+    _estimator = "MDDM"
+
+
+class MVMD(MultiLabelProjection):
+    """Maximum variance and maximum dependence (mvmd eq. 30-37).
+
+    Eigenvectors of G = (1 - beta) Xc^T Xc + beta Xc^T Yc Yc^T Xc with +-1 label coding.
+
+    Examples
+    --------
+    ``beta=0`` leaves the variance term alone, which is PCA's:
+
+    >>> import numpy as np
+    >>> import dmlfe
+    >>> rng = np.random.default_rng(1)
+    >>> X = rng.random((80, 10))
+    >>> Y = (X[:, :2] + rng.random((80, 2)) > 1).astype(int)
+    >>> mvmd = dmlfe.MVMD(n_components=3, beta=0.0).fit(X, Y)
+    >>> np.allclose(mvmd.eigenvalues_, dmlfe.PCA(n_components=3).fit(X).eigenvalues_)
+    True
+    >>> dmlfe.MVMD(n_components=3, beta=0.7).fit(X, Y).transform(X).shape
+    (80, 3)
+    """
+
+    _estimator = "MVMD"
+
+
+#: Why CCA is left out of two of scikit-learn's checks (dmlfe.validation reads it).
+_CCA_TARGET = ("scikit-learn's checks take any estimator named CCA for its own "
+               "cross-decomposition CCA and pass a continuous 2-column target; dmlfe.CCA "
+               "takes 0/1 labels (or 1-D class labels) and refuses it")
+
+
+class CCA(MultiLabelProjection):
+    """Regularised canonical correlation analysis (mvmd eq. 40; mope eq. 14).
+
+    Examples
+    --------
+    1-D class labels are one 0/1 label column per class:
+
+    >>> import numpy as np
+    >>> from dmlfe import CCA
+    >>> rng = np.random.default_rng(2)
+    >>> X = rng.random((90, 8))
+    >>> y = rng.integers(0, 3, size=90)  # three classes
+    >>> cca = CCA(n_components=2, gamma_x=0.1).fit(X, y)
+    >>> cca.transform(X).shape
+    (90, 2)
+    >>> bool(cca.eigenvalues_[0] <= 1.0)  # a squared canonical correlation
+    True
+    """
+
+    _estimator = "CCA"
+    _xfail_checks = {"check_transformer_general": _CCA_TARGET,
+                     "check_transformer_data_not_an_array": _CCA_TARGET}
+
+
+class PLS(MultiLabelProjection):
+    """Partial least squares directions (mope eq. 15).
+
+    Eigenvectors of Xc^T Yc Yc^T Xc, by the thin SVD of Xc^T Yc.
+
+    Examples
+    --------
+    At most q directions, the rank of Xc^T Yc:
+
+    >>> import numpy as np
+    >>> from dmlfe import PLS
+    >>> rng = np.random.default_rng(3)
+    >>> X = rng.random((50, 20))
+    >>> Y = (rng.random((50, 4)) > 0.7).astype(int)
+    >>> pls = PLS().fit(X, Y)  # the default n_components is a share of the spectrum
+    >>> bool(pls.n_components_ <= 4), pls.solver_
+    (True, 'thin_svd')
+    """
+
+    _estimator = "PLS"
+
+
+class OPLS(MultiLabelProjection):
+    """Orthonormalised PLS (mope section 2.2.2).
+
+    Xc^T Yc (Yc^T Yc)^-1 Yc^T Xc against Xc^T Xc + gamma_x I.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dmlfe
+    >>> X = np.random.default_rng(4).random((70, 9))
+    >>> Y = np.column_stack([X[:, 0] > 0.5, X[:, 1] + X[:, 2] > 1]).astype(int)
+    >>> opls = dmlfe.OPLS(n_components=2, gamma_x=1e-3).fit(X, Y)
+    >>> opls.transform(X[:5]).shape
+    (5, 2)
+    """
+
+    _estimator = "OPLS"
+
+
+class MLSI(MultiLabelProjection):
+    """Multi-label latent semantic indexing (mvmd eq. 39).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dmlfe import MLSI
+    >>> X = np.random.default_rng(5).random((40, 15))
+    >>> mlsi = MLSI(n_components=4, beta=0.5).fit(X, (X[:, :4] > 0.6).astype(int))
+    >>> mlsi.get_feature_names_out()[:2]
+    array(['mlsi0', 'mlsi1'], dtype=object)
+    """
+
+    _estimator = "MLSI"
+
+
+class MLDA(MultiLabelProjection):
+    """Multi-label LDA with label-correlation weights (mvmd eq. 41-44).
+
+    X and Y uncentred.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dmlfe import MLDA
+    >>> y = np.repeat([0, 1, 2], 20)  # 1-D class labels
+    >>> X = np.random.default_rng(6).random((60, 6)) + y[:, None]
+    >>> mlda = MLDA(n_components=2).fit(X, y)
+    >>> mlda.transform(X).shape, mlda.centred_
+    ((60, 2), False)
+    """
+
+    _estimator = "MLDA"
+
+
+class DMLDA(MultiLabelProjection):
+    """Direct multi-label LDA (mvmd eq. 45-47); X and Y uncentred.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> import dmlfe
+    >>> X = sp.random(60, 25, density=0.3, format="csr", random_state=7)
+    >>> Y = np.eye(3, dtype=int)[np.arange(60) % 3]  # one label a document
+    >>> dmlda = dmlfe.DMLDA(n_components=2, gamma_xy=0.1).fit(X, Y)
+    >>> dmlda.transform(X).shape
+    (60, 2)
+    """
+
+    _estimator = "DMLDA"
+
+
+class KernelMDDM(MultiLabelProjection):
+    """Kernel MDDM on relation features (mddm sections 3.1.2 and 3.2.2).
+
+    variant='p': Q H L H Q c = lambda Q c (mddm eq. 13); variant='f':
+    Q H L H Q c = lambda (mu Q Q + (1 - mu) Q) c (eq. 20), Q the kernel of the
+    prototypes; see dmlfe.methods.kernel_mddm for the reading with p < n prototypes.
+    Always the relation route; the similarity must give a positive semi-definite
+    kernel (linear, cosine, gaussian).
+
+    Examples
+    --------
+    The components weigh the similarities to the prototypes (every document here):
+
+    >>> import numpy as np
+    >>> from dmlfe import KernelMDDM
+    >>> rng = np.random.default_rng(8)
+    >>> X = rng.random((40, 10))
+    >>> kmddm = KernelMDDM(n_components=2).fit(X, (X[:, :2] > 0.5).astype(int))
+    >>> kmddm.route_, kmddm.similarity, kmddm.components_.shape
+    ('relation', 'gaussian', (2, 40))
+    """
+
+    _estimator = "KernelMDDM"
+
+
+class LPP(MultiLabelProjection):
+    """Locality preserving projections (mope section 2.1.1).
+
+    max tr(P^T X^T W X P) s.t. P^T (X^T D(W) X + reg I) P = I, W the document K-NN
+    graph. Unsupervised.
+
+    Examples
+    --------
+    W <= D(W), so every eigenvalue is at most 1:
+
+    >>> import numpy as np
+    >>> from dmlfe import LPP
+    >>> X = np.random.default_rng(9).random((50, 8))
+    >>> lpp = LPP(n_components=3, n_neighbors=5, feature_weight="gaussian").fit(X)
+    >>> lpp.transform(X).shape
+    (50, 3)
+    >>> bool(np.all(lpp.eigenvalues_ <= 1 + 1e-9))
+    True
+    """
+
+    _estimator = "LPP"
+
+
+class OLPP(MultiLabelProjection):
+    """Orthogonal LPP (mope section 2.1).
+
+    min tr(P^T X^T L X P) s.t. P^T P = I, L = D(W) - W. Unsupervised.
+
+    Examples
+    --------
+    Its eigenvalues (of -X^T L X) are negative: ``n_components`` is a number, not a share:
+
+    >>> import numpy as np
+    >>> import dmlfe
+    >>> X = np.random.default_rng(10).random((45, 7))
+    >>> olpp = dmlfe.OLPP(n_components=2).fit(X)
+    >>> np.allclose(olpp.components_ @ olpp.components_.T, np.eye(2))
+    True
+    >>> bool(olpp.eigenvalues_.max() < 0)
+    True
+    """
+
+    _estimator = "OLPP"
+
+
+class MOPE(MultiLabelProjection):
+    """Multi-output proximity-based embeddings (mope section 3.3).
+
+    A = Psi(W, G) on the document K-NN graph, G a label proximity of scheme 1-3
+    (eq. 34-42), Psi eq. 43.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dmlfe import MOPE
+    >>> rng = np.random.default_rng(11)
+    >>> X = rng.random((60, 10))
+    >>> Y = (X[:, :3] > 0.5).astype(int)
+    >>> mope = MOPE(n_components=3, scheme=2, label_similarity="cosine",
+    ...             combination="hadamard", constraint="orthogonal").fit(X, Y)
+    >>> np.allclose(mope.components_ @ mope.components_.T, np.eye(3))  # B_p = I
+    True
+    """
+
+    _estimator = "MOPE"
+
+
+class MESD(MultiLabelProjection):
+    """Multi-label extension via sample duplication (mope section 3.2).
+
+    FDA, LFDA, MMC or OLPP-R, by adjusting the template (eq. 32-33); no sample is
+    duplicated.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dmlfe import MESD
+    >>> X = np.random.default_rng(12).random((60, 8))
+    >>> Y = np.column_stack([X[:, 0] > 0.5, X[:, 1] > 0.3, X[:, 2] > 0.7]).astype(int)
+    >>> mesd = MESD(n_components=2, base="lfda", weighting="weighted").fit(X, Y)
+    >>> mesd.transform(X).shape
+    (60, 2)
+    """
+
+    _estimator = "MESD"
+
+
+class SSMOPE(MultiLabelProjection):
+    """Semi-supervised MOPE (mope section 3.4, eq. 44).
+
+    OLPP on all documents plus MOPE on the labelled ones (rows of Y not all zero, less
+    the store split ``unlabelled_split``).
+
+    Examples
+    --------
+    Rows of Y that are all zero are the unlabelled documents:
+
+    >>> import numpy as np
+    >>> import dmlfe
+    >>> X = np.random.default_rng(13).random((60, 10))
+    >>> labelled = np.arange(60) % 3 > 0  # every third document unlabelled
+    >>> Y = (X[:, 4:7] > 0.5) & labelled[:, None]
+    >>> ssmope = dmlfe.SSMOPE(n_components=2, unsupervised_weight=0.3).fit(X, Y.astype(int))
+    >>> ssmope.transform(X).shape
+    (60, 2)
+    """
+
+    _estimator = "SSMOPE"
+
+
+class HSL(MultiLabelProjection):
+    """Hypergraph spectral learning (mope Table 1; Sun, Ji & Ye 2008).
+
+    max tr(P^T X^T S_h X P) s.t. P^T (X^T X + reg I) P = I (labels as hyperedges).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dmlfe import HSL
+    >>> X = np.random.default_rng(14).random((50, 9))
+    >>> Y = (X[:, 3:6] > 0.4).astype(int)
+    >>> hsl = HSL(n_components=2, hypergraph="clique").fit(X, Y)
+    >>> hsl.transform(X).shape
+    (50, 2)
+    """
+
+    _estimator = "HSL"

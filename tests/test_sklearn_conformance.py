@@ -16,11 +16,11 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import dmlfe
 from dmlfe.errors import InputError
-from dmlfe.methods.registry import all_methods
+from dmlfe.methods.registry import estimator_names
 from dmlfe.validation import expected_failed_checks
 
-PROJECTIONS = ("PCA", "LSI", "MDDM", "MVMD", "CCA", "PLS", "OPLS", "MLSI", "MLDA", "DMLDA",
-               "KernelMDDM", "MOPE", "MESD", "LPP", "OLPP", "SSMOPE", "HSL")
+#: Every registered method's estimator: a method added to the registry is checked at once.
+PROJECTIONS = tuple(estimator_names())
 # MLkNN: the checks fit on 10 documents, and ML-kNN needs more than k. BinaryRelevance:
 # a given estimator, as its default cross-validates C per label (25 fits a label).
 CLASSIFIERS = (dmlfe.MultiLabelRidge(), dmlfe.MLkNN(k=3),
@@ -45,8 +45,7 @@ def test_sklearn_estimator_checks(estimator, check):
 
 
 def test_every_public_estimator_is_checked():
-    names = {s.estimator for s in all_methods().values()}
-    assert names == set(PROJECTIONS)
+    assert {"PCA", "MVMD", "KernelMDDM", "MOPE", "HSL"} <= set(PROJECTIONS)
     checked = {type(c).__name__ for c in CLASSIFIERS}
     assert checked | set(NOT_YET_CHECKED) == set(dmlfe.evaluation.__all__)
     assert not checked & set(NOT_YET_CHECKED)

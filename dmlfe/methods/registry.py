@@ -4,12 +4,15 @@ A :class:`MethodSpec` says everything the rest of dmlfe needs to know about a me
 its name and aliases, its builder (a pure function statistics -> trace template), its
 parameters (defaults are the builder's own keyword defaults; constraints, docs and
 command-line flags are declared here), which statistics it needs, and which
-estimator class carries it. The estimator classes (:mod:`dmlfe.estimators`), their
-docstrings, ``make_estimator``, the ``dmlfe fit --method`` choices and flags and the
-pipeline configuration's parameter lists are all generated from these declarations.
+estimator class carries it. The estimator classes' signatures and Parameters
+(:mod:`dmlfe.estimators`), ``make_estimator``, ``dmlfe.__all__``, the ``dmlfe fit --method``
+choices and flags and the pipeline configuration's parameter lists are all generated from
+these declarations.
 
 Adding a method = writing its builder and calling :func:`register_method` (below, for
-dmlfe's own methods).
+dmlfe's own methods); its estimator class is made from the registration, unless a class
+with ``_estimator`` set to its name is written in :mod:`dmlfe.estimators` (for its
+description and examples).
 """
 
 from __future__ import annotations
@@ -104,7 +107,9 @@ class MethodSpec:
     variant : str or None
         Value of the estimator's ``variant`` parameter that selects this method.
     summary : str
-        One paragraph for the estimator's docstring.
+        The estimator's description, for a method registered without an estimator class
+        of its own (a plug-in's); dmlfe's own are written in their classes
+        (:mod:`dmlfe.estimators`).
     estimator_defaults : dict
         The estimator's own defaults for common parameters (e.g. KernelMDDM's route).
     check_params : callable, optional
@@ -239,6 +244,12 @@ def get_method(name: str) -> MethodSpec:
     return found
 
 
+def estimator_names() -> list[str]:
+    """Every registered method's estimator class name, in registration order (the public
+    estimators of ``dmlfe.__all__``)."""
+    return list(dict.fromkeys(s.estimator for s in all_methods().values()))
+
+
 def estimator_methods(estimator: str) -> list[MethodSpec]:
     """The methods an estimator class carries, in registration order."""
     return [s for s in all_methods().values() if s.estimator == estimator]
@@ -327,86 +338,58 @@ def _kernel_checks(params: dict[str, Any]) -> None:
                          f"solver={params['solver']!r} is not available")
 
 
-_MDDM_SUMMARY = (
-    "Multi-label dimensionality reduction via dependence maximisation (mddm section 3).\n\n"
-    "variant='p': orthonormal projection, eigenvectors of Xc^T Yc B Yc^T Xc (mddm eq. 5-7;\n"
-    "the thin SVD of Xc^T Yc for the linear label kernel). variant='f': uncorrelated\n"
-    "features, generalised problem with mu Xc^T Xc + (1 - mu) I (mddm eq. 16-17).")
-_KMDDM_SUMMARY = (
-    "Kernel MDDM on relation features (mddm sections 3.1.2 and 3.2.2).\n\n"
-    "variant='p': Q H L H Q c = lambda Q c (mddm eq. 13); variant='f':\n"
-    "Q H L H Q c = lambda (mu Q Q + (1 - mu) Q) c (eq. 20), Q the kernel of the\n"
-    "prototypes; see dmlfe.methods.kernel_mddm for the reading with p < n prototypes.\n"
-    "Always the relation route; the similarity must give a positive semi-definite\n"
-    "kernel (linear, cosine, gaussian).")
 _KMDDM_DEFAULTS = {"route": "relation", "similarity": "gaussian"}
 
 
 for _spec in (
     MethodSpec("pca", pca, centred=True, needs_xtx=True, operator_form=True, lowrank_only=False,
                needs_weighted_xtx=False, labels="01", generalized=False,
-               reference="mvmd eq. 10-11; mope eq. 1", supervised=False,
-               summary="Principal component analysis on centred X (mvmd eq. 10-11; mope eq. 1)."
-                       "\n\nUnsupervised: Y is accepted and ignored by the objective."),
+               reference="mvmd eq. 10-11; mope eq. 1", supervised=False),
     MethodSpec("lsi", lsi, centred=False, needs_xtx=True, operator_form=True, lowrank_only=False,
                needs_weighted_xtx=False, labels="01", generalized=False, reference="mope eq. 2",
-               supervised=False,
-               summary="Latent semantic indexing: PCA's objective on uncentred X (mope eq. 2)."),
+               supervised=False),
     MethodSpec("mddm_p", mddm_p, centred=True, needs_xtx=False, operator_form=True,
                lowrank_only=True, needs_weighted_xtx=False, labels="01", generalized=False,
                reference="mddm eq. 5-7, section 3.3; mvmd eq. 17-18",
                parameters=(LABEL_KERNEL, RBF_GAMMA), aliases=("mddmp",), estimator="MDDM",
-               variant="p", summary=_MDDM_SUMMARY, lowrank_form=_psd_label_kernel),
+               variant="p", lowrank_form=_psd_label_kernel),
     MethodSpec("mddm_f", mddm_f, centred=True, needs_xtx=True, operator_form=False,
                lowrank_only=False, needs_weighted_xtx=False, labels="01", generalized=True,
                reference="mddm eq. 16-17; mvmd eq. 19-20",
                parameters=(MU, LABEL_KERNEL, RBF_GAMMA), aliases=("mddmf",), estimator="MDDM",
-               variant="f", summary=_MDDM_SUMMARY),
+               variant="f"),
     MethodSpec("mvmd", mvmd, centred=True, needs_xtx=True, operator_form=True,
                lowrank_only=False, needs_weighted_xtx=False, labels="01", generalized=False,
-               reference="mvmd eq. 30-37", parameters=(BETA,),
-               summary="Maximum variance and maximum dependence (mvmd eq. 30-37): eigenvectors "
-                       "of\nG = (1 - beta) Xc^T Xc + beta Xc^T Yc Yc^T Xc with +-1 label "
-                       "coding."),
+               reference="mvmd eq. 30-37", parameters=(BETA,)),
     MethodSpec("cca", cca, centred=True, needs_xtx=True, operator_form=False, lowrank_only=False,
                needs_weighted_xtx=False, labels="01", generalized=True,
-               reference="mvmd eq. 40; mope eq. 14", parameters=(GAMMA_X, GAMMA_Y),
-               summary="Regularised canonical correlation analysis (mvmd eq. 40; mope eq. 14)."),
+               reference="mvmd eq. 40; mope eq. 14", parameters=(GAMMA_X, GAMMA_Y)),
     MethodSpec("pls", pls, centred=True, needs_xtx=False, operator_form=True, lowrank_only=True,
                needs_weighted_xtx=False, labels="01", generalized=False,
-               reference="mope eq. 15",
-               summary="Partial least squares directions: eigenvectors of Xc^T Yc Yc^T Xc\n"
-                       "(mope eq. 15), by the thin SVD of Xc^T Yc."),
+               reference="mope eq. 15"),
     MethodSpec("opls", opls, centred=True, needs_xtx=True, operator_form=False,
                lowrank_only=False, needs_weighted_xtx=False, labels="01", generalized=True,
-               reference="mope section 2.2.2", parameters=(GAMMA_X,),
-               summary="Orthonormalised PLS (mope section 2.2.2): Xc^T Yc (Yc^T Yc)^-1 Yc^T Xc "
-                       "against\nXc^T Xc + gamma_x I."),
+               reference="mope section 2.2.2", parameters=(GAMMA_X,)),
     MethodSpec("mlsi", mlsi, centred=True, needs_xtx=True, operator_form=False,
                lowrank_only=False, needs_weighted_xtx=False, labels="01", generalized=True,
-               reference="mvmd eq. 39", parameters=(BETA, GAMMA_X, GAMMA_XY_POSITIVE),
-               summary="Multi-label latent semantic indexing (mvmd eq. 39)."),
+               reference="mvmd eq. 39", parameters=(BETA, GAMMA_X, GAMMA_XY_POSITIVE)),
     MethodSpec("mlda", mlda, centred=False, needs_xtx=False, operator_form=False,
                lowrank_only=False, needs_weighted_xtx=True, labels="mlda_weighted",
                generalized=True, reference="mvmd eq. 41-44, 47", parameters=(GAMMA_XY,),
-               nspace=mlda_nspace,
-               summary="Multi-label LDA with label-correlation weights (mvmd eq. 41-44); X "
-                       "and Y\nuncentred."),
+               nspace=mlda_nspace),
     MethodSpec("dmlda", dmlda, centred=False, needs_xtx=True, operator_form=False,
                lowrank_only=False, needs_weighted_xtx=True, labels="01", generalized=True,
-               reference="mvmd eq. 45-47", parameters=(GAMMA_XY,),
-               summary="Direct multi-label LDA (mvmd eq. 45-47); X and Y uncentred."),
+               reference="mvmd eq. 45-47", parameters=(GAMMA_XY,)),
     MethodSpec("kmddm_p", kernel_mddm_p, centred=True, needs_xtx=False, operator_form=False,
                lowrank_only=False, needs_weighted_xtx=False, labels="01", generalized=True,
                reference="mddm eq. 10-14 (section 3.1.2)", parameters=(LABEL_KERNEL, RBF_GAMMA),
                needs_kernel=True, aliases=("kmddmp",), estimator="KernelMDDM", variant="p",
-               summary=_KMDDM_SUMMARY, estimator_defaults=_KMDDM_DEFAULTS,
-               check_params=_kernel_checks),
+               estimator_defaults=_KMDDM_DEFAULTS, check_params=_kernel_checks),
     MethodSpec("kmddm_f", kernel_mddm_f, centred=True, needs_xtx=True, operator_form=False,
                lowrank_only=False, needs_weighted_xtx=False, labels="01", generalized=True,
                reference="mddm eq. 18-20 (section 3.2.2)",
                parameters=(MU, LABEL_KERNEL, RBF_GAMMA), needs_kernel=True,
-               aliases=("kmddmf",), estimator="KernelMDDM", variant="f", summary=_KMDDM_SUMMARY,
+               aliases=("kmddmf",), estimator="KernelMDDM", variant="f",
                estimator_defaults=_KMDDM_DEFAULTS, check_params=_kernel_checks),
 ):
     register_method(_spec)
@@ -485,27 +468,19 @@ _GRAPH_KW = dict(centred=False, needs_xtx=True, operator_form=False, lowrank_onl
                  needs_weighted_xtx=False, labels="01", needs_graph=True)
 for _spec in (
     MethodSpec("lpp", lpp, generalized=True, reference="mope section 2.1; Table 1",
-               parameters=(*_GRAPH, REG), supervised=False, **_GRAPH_KW,
-               summary="Locality preserving projections: max tr(P^T X^T W X P) s.t. "
-                       "P^T (X^T D(W) X + reg I) P = I,\nW the document K-NN graph (mope "
-                       "section 2.1.1). Unsupervised."),
+               parameters=(*_GRAPH, REG), supervised=False, **_GRAPH_KW),
     MethodSpec("olpp", olpp, generalized=False, reference="mope section 2.1; Table 1",
                parameters=(*_GRAPH, REG), supervised=False, check_params=_olpp_checks,
                # its objective -X^T L X has no positive eigenvalue: a threshold on their
                # sum cannot apply, so the default is a number of components
-               estimator_defaults={"n_components": 2}, **_GRAPH_KW,
-               summary="Orthogonal LPP: min tr(P^T X^T L X P) s.t. P^T P = I, L = D(W) - W "
-                       "(mope section 2.1).\nUnsupervised."),
+               estimator_defaults={"n_components": 2}, **_GRAPH_KW),
     MethodSpec("mope", mope, generalized=True, reference="mope section 3.3, eq. 34-43",
                parameters=(*_MOPE_COMMON[:10], Param(
                    "constraint", FROM_BUILDER, one_of(*CONSTRAINTS),
                    "{'orthogonal', 'embedding', 'degree'}\n    B_p = I, X^T X + reg I, or "
                    "X^T D(A) X + reg I.", flag={"choices": list(CONSTRAINTS)}),
                    *_MOPE_COMMON[10:]),
-               check_params=_weighted_sum_beta, **_GRAPH_KW,
-               summary="Multi-output proximity-based embeddings (mope section 3.3): A = "
-                       "Psi(W, G) on the\ndocument K-NN graph, G a label proximity of "
-                       "scheme 1-3 (eq. 34-42), Psi eq. 43."),
+               check_params=_weighted_sum_beta, **_GRAPH_KW),
     MethodSpec("mesd", mesd, generalized=True, reference="mope section 3.2, eq. 32-33",
                parameters=(
                    Param("base", FROM_BUILDER, one_of(*MESD_BASES),
@@ -518,10 +493,7 @@ for _spec in (
                    Param("beta", FROM_BUILDER, interval(0.0, None),
                          "float >= 0\n    Repulsion weight of 'olpp_r' (L = L_s - beta L_r).",
                          flag={"type": float}),
-                   *_GRAPH, REG), **_GRAPH_KW,
-               summary="Multi-label extension via sample duplication (mope section 3.2) of "
-                       "FDA, LFDA, MMC\nor OLPP-R, by adjusting the template (eq. 32-33); "
-                       "no sample is duplicated."),
+                   *_GRAPH, REG), **_GRAPH_KW),
     MethodSpec("ssmope", ssmope, generalized=False, reference="mope section 3.4, eq. 44-45",
                parameters=(Param("unlabelled_split", FROM_BUILDER, optional(split_names),
                                  "str or list of str, optional\n    Store path only: the "
@@ -534,16 +506,11 @@ for _spec in (
                                  "float in [0, 1]\n    lambda of eq. 44 (weight of OLPP over "
                                  "all documents).", flag={"type": float}),
                            *_MOPE_COMMON),
-               check_params=_weighted_sum_beta, **_GRAPH_KW,
-               summary="Semi-supervised MOPE (mope section 3.4, eq. 44): OLPP on all "
-                       "documents plus MOPE\non the labelled ones (rows of Y not all zero, "
-                       "less the store split ``unlabelled_split``)."),
+               check_params=_weighted_sum_beta, **_GRAPH_KW),
     MethodSpec("hsl", hsl, generalized=True, reference="mope Table 1; Sun, Ji & Ye 2008",
                parameters=(Param("hypergraph", FROM_BUILDER, one_of(*HSL_VARIANTS),
                                  "{'clique', 'hypergraph'}\n    Clique expansion or Zhou's "
                                  "hypergraph Laplacian.", flag={"choices": list(HSL_VARIANTS)}),
-                           REG), **_GRAPH_KW,
-               summary="Hypergraph spectral learning: max tr(P^T X^T S_h X P) s.t. "
-                       "P^T (X^T X + reg I) P = I\n(labels as hyperedges)."),
+                           REG), **_GRAPH_KW),
 ):
     register_method(_spec)

@@ -115,6 +115,7 @@ class MethodTable(Directive):
     """``.. dmlfe-methods::`` -- every registered method with its paper and equations."""
 
     def run(self):
+        from dmlfe.estimators import estimator_class
         from dmlfe.fit.plan import _dual_ok  # the planner's own rule
         from dmlfe.methods.registry import all_methods
 
@@ -140,7 +141,8 @@ class MethodTable(Directive):
             else:
                 data = "X^T X" + (", or matrix-free" if spec.operator_form else "")
             params = ", ".join(f"``{p.name}``" for p in spec.parameters) or "--"
-            summary = spec.summary.split("\n\n")[0]  # its first paragraph
+            # the first paragraph of its class's docstring (written there, or the registry's)
+            summary = inspect.getdoc(estimator_class(spec.estimator)).split("\n\n")[0]
             rows.append([names, estimator, summary,
                          "yes" if spec.supervised else "no", data,
                          "yes" if _dual_ok(spec) else "no", params,
