@@ -362,8 +362,10 @@ def _say(progress: bool, msg: str) -> None:
 def _read(spec: ReaderSpec, source: Any, opts: dict, report: IngestReport,
           batch_size: int) -> Any:
     """What reader ``spec`` reads from ``source`` with options ``opts`` (checked first)."""
-    return spec.read(_as_paths(source), report=report, batch_size=batch_size,
-                     **spec.check_options(opts))
+    paths = _as_paths(source)
+    if spec.one_source and len(paths) != 1:
+        raise InputError(f"format {spec.name!r} takes one source path, got {len(paths)}")
+    return spec.read(paths, report=report, batch_size=batch_size, **spec.check_options(opts))
 
 
 def _open_numeric(source, spec: ReaderSpec, opts, report) -> NumericSource:

@@ -248,3 +248,12 @@ def test_a_required_option_is_named_with_its_flag(tmp_path, capsys):
                      str(tmp_path / "m.zarr")]) == 2
     assert "format mulan needs --labels FILE.xml, the MULAN .xml file naming the labels" \
         in capsys.readouterr().err
+
+
+def test_a_one_source_format_refuses_two_paths(tmp_path):
+    a, b = (tmp_path / "a.jsonl", tmp_path / "b.jsonl")
+    for p in (a, b):
+        p.write_text('{"text": "x", "labels": ["l"]}\n', "utf-8")
+    with pytest.raises(InputError, match="format 'jsonl' takes one source path, got 2"):
+        dmlfe.ingest([a, b], "jsonl", tmp_path / "s.zarr")
+    assert not (tmp_path / "s.zarr").exists()

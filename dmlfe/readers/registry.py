@@ -72,7 +72,8 @@ class ReaderSpec:
     appendable : bool
         Whether :func:`dmlfe.append` takes documents in this format.
     one_source : bool
-        Whether the format takes exactly one source path.
+        Whether the format takes exactly one source path (``read`` then gets a list of
+        one).
     required : tuple of str
         Options that must be given.
     path_options : tuple of str
@@ -208,27 +209,21 @@ def readers_with_option(name: str) -> tuple[str, ...]:
 
 
 # ----------------------------------------------------------------------- the built-in ones
-def _one_path(paths: list[Path], name: str) -> Path:
-    if len(paths) != 1:
-        raise InputError(f"format {name!r} takes one source path, got {len(paths)}")
-    return paths[0]
-
-
 def _read_reuters(paths: list[Path], *, report: IngestReport, batch_size: int,
                   **options: Any) -> Iterator[TextBatch]:
-    return read_reuters21578(_one_path(paths, "reuters21578"), batch_size=batch_size,
+    return read_reuters21578(paths[0], batch_size=batch_size,
                              report=report, **options)
 
 
 def _read_jsonl(paths: list[Path], *, report: IngestReport, batch_size: int,
                 **options: Any) -> Iterator[TextBatch]:
-    return read_jsonl(_one_path(paths, "jsonl"), batch_size=batch_size, report=report,
+    return read_jsonl(paths[0], batch_size=batch_size, report=report,
                       **options)
 
 
 def _read_parquet(paths: list[Path], *, report: IngestReport, batch_size: int,
                   **options: Any) -> Iterator[TextBatch]:
-    return read_parquet(_one_path(paths, "parquet"), batch_size=batch_size, report=report,
+    return read_parquet(paths[0], batch_size=batch_size, report=report,
                         **options)
 
 
@@ -300,7 +295,7 @@ _TABULAR = (TEXT_FIELD, LABELS_FIELD, ID_FIELD, SPLIT_FIELD)
 
 for _spec in (
     ReaderSpec("reuters21578", "text", _read_reuters, (MODAPTE, TOP_N), one_source=True,
-               description="the Reuters-21578 .tar.gz or a folder of reut2-*.sgm"),
+               description="the Reuters-21578 .tar.gz or a folder of its .sgm files"),
     ReaderSpec("jsonl", "text", _read_jsonl, _TABULAR, one_source=True,
                first_record_has=jsonl_has_field, suffixes=(".jsonl", ".ndjson", ".json"),
                description="JSON Lines, one document a line (plain, gzip, bzip2 or xz)"),

@@ -250,6 +250,23 @@ class CliReference(Directive):
         return _rst(self, lines)
 
 
+class ReaderTable(Directive):
+    """``.. dmlfe-readers::`` -- every corpus format, from the reader registry
+    (:mod:`dmlfe.readers.registry`): its kind, its options with their flags, what it is."""
+
+    def run(self):
+        from dmlfe.readers.registry import all_readers
+
+        rows = []
+        for spec in all_readers().values():
+            options = [f"``{p.name}``" + (f" (``{p.option}``)" if p.flag else "")
+                       for p in spec.options]
+            rows.append([f"``{spec.name}``", spec.kind, ", ".join(options) or "--",
+                         spec.description])
+        return _rst(self, _list_table(["format", "kind", "options (flag)", "what it reads"],
+                                      rows, "15 10 40 35"))
+
+
 class ClusterProfiles(Directive):
     """``.. dmlfe-cluster-profiles::`` -- each profile in ``cluster_configs/``, in full."""
 
@@ -439,6 +456,7 @@ def setup(app):
     app.add_directive("dmlfe-methods", MethodTable)
     app.add_directive("dmlfe-api", ApiReference)
     app.add_directive("dmlfe-cli", CliReference)
+    app.add_directive("dmlfe-readers", ReaderTable)
     app.add_directive("dmlfe-cluster-profiles", ClusterProfiles)
     app.add_directive("dmlfe-performance", Performance)
     app.connect("autodoc-skip-member", _skip_foreign_member)
