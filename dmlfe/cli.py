@@ -39,7 +39,7 @@ from dmlfe.cluster import (
 from dmlfe.cluster_profiles import check_profile
 from dmlfe.demo import demo_pipeline_path
 from dmlfe.embed import (
-    INPUT_FORMATS,
+    input_formats,
     is_store,
     label_columns,
     label_sets,
@@ -55,7 +55,6 @@ from dmlfe.fit.params import COMPONENTS_DTYPES, MAX_SEED
 from dmlfe.graph.knn import KNN_METHODS
 from dmlfe.ingestion import (
     DEFAULT_CHUNK_ROWS,
-    FORMATS,
     format_options,
     open_append,
     open_ingest,
@@ -71,6 +70,7 @@ from dmlfe.pipeline.config import CLASSIFIERS, METRICS, ClassifierSpec
 from dmlfe.pipeline.runner import make_classifier
 from dmlfe.progress import show_progress
 from dmlfe.projection import embedding_obs, write_embeddings
+from dmlfe.readers.registry import get_reader, reader_names, reader_options
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.stats.cache import clean
 from dmlfe.store import check_export, export_parquet, import_parquet, open_store
@@ -141,51 +141,28 @@ def _add_ingest_flags(p: argparse.ArgumentParser) -> None:
     v.add_argument("--fit-split", default=None,
                    help="learn vocabulary and idf on this split only (e.g. train)")
     r = p.add_argument_group("reader options")
-    r.add_argument("--labels", default=None, help="mulan: the .xml file naming the labels")
-    r.add_argument("--label-map", default=None, metavar="FILE",
-                   help="xmc/svmlight: the label names, one a line (line i names label i; "
-                   "default: the indices)")
-    r.add_argument("--feature-map", default=None, metavar="FILE",
-                   help="xmc/svmlight: the feature names, one a line (default: the indices)")
-    r.add_argument("--zero-based", choices=["auto", "true", "false"], default=None,
-                   help="svmlight: whether feature indices start at 0; auto (default): "
-                   "yes when some line holds feature index 0")
-    r.add_argument("--modapte", action="store_true", default=None,
-                   help="reuters21578: the ModApte split")
-    r.add_argument("--top-n", type=int, default=None,
-                   help="reuters21578: keep the N most frequent topics (10 = R10)")
-    for f in ("text", "labels", "id"):
-        r.add_argument(f"--{f}-field", default=None, help=f"jsonl/parquet: the {f} field")
-    r.add_argument("--split-field", default=None,
-                   help="jsonl/parquet: the split field (default: split, when the first "
-                   "record has it; else the corpus has no splits)")
+    groups = {"reader options": r}
+    for param, group in reader_options():  # each reader's flags, from its declaration
+        if param.flag is not None:
+            if group not in groups:
+                groups[group] = p.add_argument_group(group)
+            groups[group].add_argument(param.option, **param.flag)
     r.add_argument("--split-names", type=_split_names, default=None, metavar="OLD=NEW,...",
                    help="rename splits, e.g. dev=validation,eval=test. A file's name gives "
                    "its documents' split: train or test as a whole word between - _ . "
                    "(Corel5k-train-sparse.arff: train), else the file's stem")
-    s = p.add_argument_group("synthetic corpus")
-    s.add_argument("--n-docs", type=int, default=None, help="number of documents")
-    s.add_argument("--vocab-size", type=int, default=None, help="number of distinct words")
-    s.add_argument("--n-labels", type=int, default=None, help="number of labels")
-    s.add_argument("--seed", type=int, default=None, help="random seed of the corpus")
 
 
-_FLAG_TO_OPTION = {
-    "vectorizer": "vectorizer", "ngram_range": "ngram_range", "min_df": "min_df",
-    "max_df": "max_df", "max_features": "max_features", "sublinear_tf": "sublinear_tf",
-    "norm": "norm", "n_features": "n_features", "fit_split": "fit_split", "labels": "labels",
-    "modapte": "modapte", "top_n": "top_n", "text_field": "text_field",
-    "labels_field": "labels_field", "id_field": "id_field", "split_field": "split_field",
-    "n_docs": "n_docs", "vocab_size": "vocab_size", "n_labels": "n_labels", "seed": "seed",
-    "label_map": "label_map", "feature_map": "feature_map", "zero_based": "zero_based",
-    "split_names": "split_names",
-}
+def _ingest_option_names() -> list[str]:
+    """Every option of :func:`dmlfe.ingest`, of any format: a ``dmlfe ingest`` flag's dest
+    is its option's name."""
+    return sorted(set().union(*(format_options(f) for f in reader_names())))
 
 
 def _ingest_options(args: argparse.Namespace) -> dict[str, Any]:
     opts = {}
-    for flag, opt in _FLAG_TO_OPTION.items():
-        v = getattr(args, flag, None)
+    for opt in _ingest_option_names():
+        v = getattr(args, opt, None)
         if v is not None:
             opts[opt] = None if (opt == "norm" and v == "none") else v
     # named here in the flags' terms; the API's own check names the Python options
@@ -199,11 +176,13 @@ def _ingest_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    if args.format != "synthetic" and not args.source:
+    spec = get_reader(args.format)
+    if spec.needs_source and not args.source:
         raise SystemExit(f"dmlfe ingest: format {args.format!r} needs a SOURCE path")
-    if args.format == "mulan" and not args.labels:
-        raise InputError("format mulan needs --labels FILE.xml, the MULAN .xml file naming "
-                         "the labels (it comes with the .arff files)")
+    for name in spec.required:
+        if getattr(args, name, None) in (None, ""):
+            raise InputError(f"format {args.format} needs {spec.flag_words(name)}, "
+                             f"{spec.option(name).doc.partition(chr(10))[2].strip()}")
     source = args.source if len(args.source) != 1 else args.source[0]
     if args.append is not None:
         return _append(args, source)
@@ -775,7 +754,7 @@ def _add_document_flags(p: argparse.ArgumentParser, store_input: bool = False) -
                    "folder, or a text file with one document per line; - reads lines from "
                    "standard input" + ("; or a store (a folder written by dmlfe ingest)"
                                        if store_input else ""))
-    p.add_argument("--input-format", choices=INPUT_FORMATS, default=None,
+    p.add_argument("--input-format", choices=input_formats(), default=None,
                    help="how to read INPUT (default: from its name; standard input is text)")
     p.add_argument("--text-field", default="text", help="jsonl/parquet: the text field "
                    "(default text)")
@@ -799,7 +778,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "reuters21578 --modapte --top-n 10 --out r10.zarr; dmlfe ingest "
                         "new.jsonl --format jsonl --append r10.zarr --split test")
     pi.add_argument("source", nargs="*", help="corpus file(s); none for --format synthetic")
-    pi.add_argument("--format", required=True, choices=FORMATS, help="the corpus format")
+    pi.add_argument("--format", required=True, choices=reader_names(),
+                    help="the corpus format")
     target = pi.add_mutually_exclusive_group(required=True)
     target.add_argument("--out", help="the store to write (a directory)")
     target.add_argument("--append", metavar="STORE", default=None,

@@ -16,11 +16,26 @@ import numpy as np
 
 from dmlfe.errors import InputError, MissingPathError
 from dmlfe.model_io import check_compatible
-from dmlfe.readers.tabular import read_jsonl, read_parquet
+from dmlfe.readers.base import IngestReport
+from dmlfe.readers.registry import all_readers, get_reader
 from dmlfe.relation import relation_block_rows
 from dmlfe.store import open_store
 
-INPUT_FORMATS = ("jsonl", "parquet", "text")
+#: Documents per batch read (the readers' own default).
+_BATCH_DOCUMENTS = 1000
+
+#: The options a reader needs for raw documents to be read by it: their texts and ids.
+_DOCUMENT_OPTIONS = {"text_field", "labels_field", "id_field"}
+
+
+def input_formats() -> tuple[str, ...]:
+    """The formats raw documents are read in: the text readers with text, labels and id
+    fields (jsonl, parquet), and "text" (one document a line)."""
+    return (*(name for name, spec in all_readers().items()
+              if spec.kind == "text" and _DOCUMENT_OPTIONS <= set(spec.option_names)), "text")
+
+
+INPUT_FORMATS = input_formats()
 
 
 def input_format(source: str) -> str:
@@ -28,9 +43,10 @@ def input_format(source: str) -> str:
     name = Path(source).name.lower()
     for ext in (".gz", ".bz2", ".xz"):
         name = name.removesuffix(ext)
-    if name.endswith((".jsonl", ".ndjson", ".json")):
-        return "jsonl"
-    if name.endswith(".parquet") or (source != "-" and Path(source).is_dir()):
+    for fmt in input_formats()[:-1]:
+        if get_reader(fmt).suffixes and name.endswith(get_reader(fmt).suffixes):
+            return fmt
+    if source != "-" and Path(source).is_dir():
         return "parquet"
     return "text"
 
@@ -52,8 +68,8 @@ def read_documents(source: str | os.PathLike[str], fmt: str | None = None, *,
     """
     source = str(source)
     fmt = fmt or ("text" if source == "-" else input_format(source))
-    if fmt not in INPUT_FORMATS:
-        raise InputError(f"input format {fmt!r} must be one of {', '.join(INPUT_FORMATS)}")
+    if fmt not in input_formats():
+        raise InputError(f"input format {fmt!r} must be one of {', '.join(input_formats())}")
     if source != "-" and not Path(source).exists():
         raise MissingPathError(f"{source} does not exist")
     if fmt == "text":
@@ -64,10 +80,11 @@ def read_documents(source: str | os.PathLike[str], fmt: str | None = None, *,
         return [str(i) for i in range(len(texts))], texts
     if source == "-":
         raise InputError(f"{fmt} documents cannot be read from standard input; give a file")
-    reader = read_jsonl if fmt == "jsonl" else read_parquet
     ids: list[str] = []
     texts: list[str] = []
-    for batch in reader(source, text_field=text_field, labels_field=None, id_field=id_field):
+    for batch in get_reader(fmt).read([Path(source)], report=IngestReport(),
+                                      batch_size=_BATCH_DOCUMENTS, text_field=text_field,
+                                      labels_field=None, id_field=id_field):
         ids += batch.ids
         texts += batch.texts
     return ids, texts

@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import itertools
-import json
 import os
 import shutil
 import sys
@@ -37,24 +36,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 from dask.delayed import delayed
 
 from dmlfe._version import __version__
 from dmlfe.compute import run, tree_reduce
-from dmlfe.errors import DmlfeError, InputError, MissingPathError
-from dmlfe.readers.arff import read_meka, read_mulan
+from dmlfe.errors import InputError, MissingPathError
 from dmlfe.readers.base import (
     IngestReport,
     NumericSource,
     TextBatch,
-    file_lines,
 )
-from dmlfe.readers.reuters import read_reuters21578
-from dmlfe.readers.synthetic import SyntheticCorpus
-from dmlfe.readers.tabular import read_jsonl, read_parquet
-from dmlfe.readers.xmc import read_svmlight, read_xmc
+from dmlfe.readers.registry import ReaderSpec, get_reader, reader_names
 from dmlfe.staging import read_part, stage
 from dmlfe.store import StoreWriter, write_piece
 from dmlfe.vectorize.counts import (
@@ -71,23 +63,12 @@ from dmlfe.vectorize.counts import (
 from dmlfe.vectorize.params import VECTORIZER_VERSION, VectorizerParams
 from dmlfe.vectorize.vocabulary import build_vocabulary, smooth_idf
 
-TEXT_FORMATS = ("reuters21578", "jsonl", "parquet", "synthetic")
-NUMERIC_FORMATS = ("mulan", "meka", "xmc", "svmlight")
+#: The built-in formats' names, kept for code that imports them; the registry
+#: (:func:`dmlfe.readers.registry.reader_names`) also has the readers registered later.
+TEXT_FORMATS = reader_names("text")
+NUMERIC_FORMATS = reader_names("numeric")
 FORMATS = TEXT_FORMATS + NUMERIC_FORMATS
 
-_READER_OPTIONS: dict[str, tuple[str, ...]] = {
-    "reuters21578": ("modapte", "top_n"),
-    "jsonl": ("text_field", "labels_field", "id_field", "split_field"),
-    "parquet": ("text_field", "labels_field", "id_field", "split_field"),
-    "synthetic": (
-        "n_docs", "vocab_size", "n_labels", "mean_doc_length", "mean_labels_per_doc",
-        "test_fraction", "zipf_exponent", "seed",
-    ),
-    "mulan": ("labels",),
-    "meka": (),
-    "xmc": ("label_map", "feature_map"),
-    "svmlight": ("zero_based", "label_map", "feature_map"),
-}
 _VECTORIZER_OPTIONS = (
     "vectorizer", "ngram_range", "min_df", "max_df", "max_features", "sublinear_tf", "norm",
     "lowercase", "n_features", "fit_split",
@@ -102,10 +83,11 @@ DEFAULT_SPLIT_FIELD = "split"
 def format_options(fmt: str) -> set[str]:
     """The options :func:`ingest` accepts for format ``fmt`` (reader, split names and,
     for text formats, vectoriser)."""
-    allowed = set(_READER_OPTIONS[fmt])
-    if fmt != "synthetic":
+    spec = get_reader(fmt)
+    allowed = set(spec.option_names)
+    if spec.needs_source:
         allowed |= set(_SPLIT_OPTIONS)
-    if fmt in TEXT_FORMATS:
+    if spec.kind == "text":
         allowed |= set(_VECTORIZER_OPTIONS)
     return allowed
 
@@ -262,8 +244,7 @@ def open_ingest(
 ) -> OpenedIngest:
     """Open and check an ingest without running it (see :func:`ingest` for the
     parameters and the errors); use it as a context manager and call ``run(client)``."""
-    if format not in FORMATS:
-        raise InputError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
+    spec = get_reader(format)
     if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
         raise InputError(f"chunk_rows must be a positive int, got {chunk_rows!r}")
     allowed = format_options(format)
@@ -273,17 +254,18 @@ def open_ingest(
             f"option(s) {', '.join(unknown)} do not apply to format {format!r}; "
             f"valid options: {', '.join(sorted(allowed)) or 'none'}"
         )
-    reader_opts = {k: v for k, v in options.items() if k in _READER_OPTIONS[format]}
+    reader_opts = {k: v for k, v in options.items() if k in spec.option_names}
     vec_opts = {k: v for k, v in options.items() if k in _VECTORIZER_OPTIONS}
     split_names = _check_split_names(options.get("split_names") or {})
-    if format != "synthetic":
+    if spec.needs_source:
         if source is None or not _as_paths(source):
             raise InputError(f"format {format!r} needs a source path")
         for p in _as_paths(source):
             if not p.exists():
                 raise MissingPathError(f"source {p} does not exist")
-    if format in ("jsonl", "parquet") and reader_opts.get("split_field") is None:
-        if _first_record_has(_as_paths(source)[0], format, DEFAULT_SPLIT_FIELD):
+    if (spec.first_record_has is not None and "split_field" in spec.option_names
+            and reader_opts.get("split_field") is None):
+        if spec.first_record_has(_as_paths(source)[0], DEFAULT_SPLIT_FIELD):
             reader_opts["split_field"] = DEFAULT_SPLIT_FIELD
             _say(progress, f"the records have a {DEFAULT_SPLIT_FIELD!r} field: it names "
                  "their splits (another field: --split-field NAME)")
@@ -299,9 +281,9 @@ def open_ingest(
         "dmlfe_version": __version__,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
-    if format in NUMERIC_FORMATS:
+    if spec.kind == "numeric":
         # Headers, and the first batch of rows, are read before anything is written.
-        src = _open_numeric(source, format, reader_opts, report)
+        src = _open_numeric(source, spec, reader_opts, report)
         batches = _nonempty(_renamed_splits(src.batches(chunk_rows), split_names, source),
                             lambda: _no_rows_message(source))
         return OpenedIngest(
@@ -309,34 +291,18 @@ def open_ingest(
                                                    client, progress),
             StoreWriter(out, chunk_rows=chunk_rows, overwrite=overwrite))
     stream = None
-    if format != "synthetic":
+    if spec.needs_source:
         _say(progress, f"reading {format} corpus from {source}")
-        stream = _nonempty(_renamed_splits(_text_stream(source, format, reader_opts, report,
-                                                        chunk_rows), split_names, source),
+        stream = _nonempty(_renamed_splits(_read(spec, source, reader_opts, report, chunk_rows),
+                                           split_names, source),
                            lambda: _no_documents_message(source, report))
+    else:
+        reader_opts = spec.check_options(reader_opts)
     return OpenedIngest(
-        lambda writer, client: _ingest_text(source, format, reader_opts, vec_opts, stream,
+        lambda writer, client: _ingest_text(source, spec, reader_opts, vec_opts, stream,
                                             writer, report, provenance, chunk_rows, client,
                                             progress),
         StoreWriter(out, chunk_rows=chunk_rows, overwrite=overwrite))
-
-
-def _first_record_has(path: Path, format: str, field: str) -> bool:
-    """Whether the first record of a jsonl or parquet corpus has ``field``; False when
-    it cannot be read (its reader then says why)."""
-    try:
-        if format == "parquet":
-            schema = (pq.ParquetDataset(path).schema if path.is_dir()
-                      else pq.read_schema(path))
-            return field in schema.names
-        for _, raw in file_lines(path, "JSON Lines file"):
-            line = raw.removeprefix(b"\xef\xbb\xbf").strip()
-            if line:
-                rec = json.loads(line)
-                return isinstance(rec, dict) and field in rec
-    except (DmlfeError, OSError, ValueError, pa.ArrowException):
-        return False
-    return False
 
 
 def _nonempty(batches: Iterator, message) -> Iterator:
@@ -393,18 +359,18 @@ def _say(progress: bool, msg: str) -> None:
 # ----------------------------------------------------------------------------- numeric
 
 
-def _open_numeric(source, format, opts, report) -> NumericSource:
+def _read(spec: ReaderSpec, source: Any, opts: dict, report: IngestReport,
+          batch_size: int) -> Any:
+    """What reader ``spec`` reads from ``source`` with options ``opts`` (checked first)."""
     paths = _as_paths(source)
-    if format == "mulan":
-        if not opts.get("labels"):
-            raise InputError("format 'mulan' needs the .xml file naming the labels: "
-                             "labels= (command line: --labels FILE.xml)")
-        src = read_mulan(paths, opts["labels"], report=report)
-    elif format == "meka":
-        src = read_meka(paths, report=report)
-    else:
-        reader = read_xmc if format == "xmc" else read_svmlight
-        src = reader(paths, report=report, **opts)
+    if spec.one_source and len(paths) != 1:
+        raise InputError(f"format {spec.name!r} takes one source path, got {len(paths)}")
+    return spec.read(paths, report=report, batch_size=batch_size, **spec.check_options(opts))
+
+
+def _open_numeric(source, spec: ReaderSpec, opts, report) -> NumericSource:
+    src = _read(spec, source, opts, report, DEFAULT_CHUNK_ROWS)
+    format = spec.name
     # The readers refuse these already; kept so that no store without features or
     # labels is ever written.
     if not src.n_features:
@@ -437,22 +403,13 @@ def _ingest_numeric(src, batches, writer, report, provenance, client, progress) 
 # ----------------------------------------------------------------------------- text
 
 
-def _text_stream(source, format, opts, report, chunk_rows):
-    if format == "reuters21578":
-        return read_reuters21578(Path(source), batch_size=chunk_rows, report=report, **opts)
-    reader = read_jsonl if format == "jsonl" else read_parquet
-    paths = _as_paths(source)
-    if len(paths) != 1:
-        raise InputError(f"format {format!r} takes one source path, got {len(paths)}")
-    return reader(paths[0], batch_size=chunk_rows, report=report, **opts)
-
-
 def load_part(spec: tuple, text: bool = True) -> TextBatch:
-    """Documents of one part: a staged Parquet file, or a synthetic part generated here
-    (without its text when ``text`` is false: the texts are then not to be used)."""
+    """Documents of one part: a staged Parquet file, or a part of a generated corpus
+    (synthetic) generated here (without its text when ``text`` is false: the texts are
+    then not to be used)."""
     if spec[0] == "parquet":
         return read_part(spec[1])
-    if spec[0] == "synthetic":
+    if spec[0] == "generated":
         corpus, index, size = spec[1:]
         return corpus.part(index, size, text=text)
     raise ValueError(f"unknown part kind {spec[0]!r}")
@@ -557,23 +514,23 @@ def _vectorize_pass(specs: list, tmp_path: Path, vocab: dict | None, idf: np.nda
     return results
 
 
-def _ingest_text(source, format, opts, vec_opts, stream, writer, report, provenance, chunk_rows,
-                 client, progress) -> Path:
+def _ingest_text(source, spec: ReaderSpec, opts, vec_opts, stream, writer, report,
+                 provenance, chunk_rows, client, progress) -> Path:
     fit_split = vec_opts.pop("fit_split", None)
     kind = vec_opts.pop("vectorizer", "tfidf")
     if "ngram_range" in vec_opts:
         vec_opts["ngram_range"] = tuple(vec_opts["ngram_range"])
     params = VectorizerParams(kind=kind, **vec_opts)
 
-    if format == "synthetic":
-        corpus = SyntheticCorpus(**opts)
+    if spec.generate is not None:
+        corpus = spec.generate(**opts)
         n_parts = corpus.n_parts(chunk_rows)
-        specs = [("synthetic", corpus, i, chunk_rows) for i in range(n_parts)]
+        specs = [("generated", corpus, i, chunk_rows) for i in range(n_parts)]
         label_names = list(corpus.label_names)
         has_split = True
         provenance["reader_options"] = _jsonable(corpus.params())
     else:
-        _say(progress, f"staging {format} corpus from {source}")
+        _say(progress, f"staging {spec.name} corpus from {source}")
         staged = stage(stream, writer.tmp_path / "staging", chunk_rows, progress,
                        _source_words(source))
         if staged.n_docs == 0:  # pragma: no cover - _nonempty refused it already
@@ -726,28 +683,29 @@ def open_append(
 
     st = open_store(store)
     format = format or st.attrs.get("format")
-    if format not in FORMATS:
-        raise InputError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
-    if format == "synthetic":
-        raise InputError("format 'synthetic' cannot be appended (it generates documents of "
-                         "its own, with ids the store has); write the new documents to a "
-                         "JSON Lines or Parquet file and append that")
+    spec = get_reader(format)
+    if not spec.appendable:
+        why = " (it generates documents of its own, with ids the store has)" \
+            if spec.generate is not None else ""
+        raise InputError(f"format {format!r} cannot be appended{why}; write the new "
+                         "documents to a JSON Lines or Parquet file and append that")
     vec_opts = sorted(set(options) & set(_VECTORIZER_OPTIONS))
     if vec_opts:
         raise InputError(f"vectoriser option(s) {', '.join(vec_opts)} do not apply to an "
                          f"append: new documents are vectorised with the store's own "
                          f"vectoriser ({st.path})")
-    unknown = sorted(set(options) - set(_READER_OPTIONS[format]))
+    unknown = sorted(set(options) - set(spec.option_names))
     if unknown:
         raise TypeError(f"option(s) {', '.join(unknown)} do not apply to format {format!r}; "
-                        f"valid options: {', '.join(_READER_OPTIONS[format]) or 'none'}")
+                        f"valid options: {', '.join(spec.option_names) or 'none'}")
     if split is not None and (not isinstance(split, str) or not split):
         raise InputError(f"split must be a non-empty string, got {split!r}")
     stored_format = st.attrs.get("format", "unknown")
     is_text = "vectorizer" in st.attrs
-    if is_text != (format in TEXT_FORMATS):
-        kinds = "text formats: " + ", ".join(f for f in TEXT_FORMATS if f != "synthetic") \
-            if is_text else "numeric formats: " + ", ".join(NUMERIC_FORMATS)
+    if is_text != (spec.kind == "text"):
+        kinds = "text formats: " + ", ".join(f for f in reader_names("text")
+                                             if get_reader(f).appendable) \
+            if is_text else "numeric formats: " + ", ".join(reader_names("numeric"))
         raise InputError(f"cannot append format {format!r} to the store {st.path}: it holds "
                          f"{'text vectorised' if is_text else 'numeric features'} "
                          f"(ingested from {stored_format}); append documents in one of the "
@@ -760,14 +718,14 @@ def open_append(
             raise MissingPathError(f"source {p} does not exist")
     # the store's own reader options (its id, split, text and label fields) unless given
     kept = (st.attrs.get("reader_options") or {}) if format == stored_format else {}
-    reader_opts = {k: v for k, v in kept.items() if k in _READER_OPTIONS[format]
+    reader_opts = {k: v for k, v in kept.items() if k in spec.option_names
                    and not (split is not None and k == "split_field")} | dict(options)
     report = IngestReport()
     entry_source = {"format": format, "source": [str(p) for p in paths],
                     "reader_options": _jsonable(reader_opts), "split": split}
     name = _source_words(source)
-    if format in NUMERIC_FORMATS:
-        src = _open_numeric(source, format, reader_opts, report)
+    if spec.kind == "numeric":
+        src = _open_numeric(source, spec, reader_opts, report)
         _check_numeric_fits(st, src, name)
         batches = _nonempty(src.batches(st.stored_chunk_rows), lambda: _no_rows_message(source))
         return OpenedIngest(
@@ -777,7 +735,7 @@ def open_append(
             StoreAppender(st))
     vectorizer = st.text_vectorizer()  # StoreError for a store without its idf
     _say(progress, f"reading {format} documents from {name}")
-    stream = _nonempty(_text_stream(source, format, reader_opts, report, st.stored_chunk_rows),
+    stream = _nonempty(_read(spec, source, reader_opts, report, st.stored_chunk_rows),
                        lambda: _no_documents_message(source, report))
     return OpenedIngest(
         lambda writer, client: _append_text(st, vectorizer, _with_split(stream, split), writer,

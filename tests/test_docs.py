@@ -218,3 +218,15 @@ def test_shipped_pipelines_use_declared_keys_only():
                                                          "selection.classifier")):
                 continue  # generated from the registries, checked above
             assert where in PIPELINE_KEYS and key in keys_at(where), f"{path.name}: {where}.{key}"
+
+
+def test_contributing_page_lists_every_registered_reader(site):
+    from dmlfe.readers.registry import all_readers
+
+    page = _page(site, "contributing")
+    text = _text(site, "contributing")
+    for spec in all_readers().values():
+        assert _literal(spec.name) in page, spec.name
+        assert " ".join(spec.description.split()) in text, spec.name
+        for p in spec.options:
+            assert _literal(p.name) in page, (spec.name, p.name)

@@ -49,8 +49,9 @@ from typing import Any
 
 from dmlfe.errors import DmlfeError
 from dmlfe.fit.params import COMMON
-from dmlfe.ingestion import FORMATS, format_options
+from dmlfe.ingestion import format_options
 from dmlfe.methods.registry import all_methods, resolve_method
+from dmlfe.readers.registry import get_reader, reader_names
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.yamlfiles import read_yaml
 
@@ -136,7 +137,7 @@ PIPELINE_KEYS: dict[str, tuple[KeyDoc, ...]] = {
         KeyDoc("name", "string without /", "required", "the data set's name in the "
                "report"),
         KeyDoc("format", "string", "required unless ``store``", "an ingest format: "
-               + ", ".join(FORMATS)),
+               + ", ".join(reader_names())),
         KeyDoc("source", "path or list of paths", "required unless ``store`` or "
                "synthetic", "the corpus file(s), relative to ``data_dir``; MULAN/MEKA "
                "files name their split (``Corel5k-train-sparse.arff``: train)"),
@@ -204,7 +205,6 @@ _DATASET_KEYS = keys_at("datasets[i]")
 _SELECTION_KEYS = keys_at("selection")
 _METHOD_KEYS = keys_at("methods[i]")
 _CLASSIFIER_KEYS = keys_at("classifiers[i]")
-_PATH_OPTIONS = ("labels",)
 
 
 class PipelineConfigError(DmlfeError, ValueError):
@@ -399,13 +399,13 @@ def _dataset(path: Path, i: int, v: Any, data_dir: Path) -> DatasetSpec:
         store = _resolve(path.parent, str(v["store"]))
         return DatasetSpec(name=name, store=store, split=split)
     fmt = v.get("format")
-    if fmt not in FORMATS:
-        raise _err(path, f"{key}.format", f"must be one of {', '.join(FORMATS)} (or give "
+    if fmt not in reader_names():
+        raise _err(path, f"{key}.format", f"must be one of {', '.join(reader_names())} (or give "
                    f"'store: PATH'), got {fmt!r}")
     src = v.get("source")
-    if fmt == "synthetic":
+    if not get_reader(fmt).needs_source:
         if src is not None:
-            raise _err(path, f"{key}.source", "the synthetic corpus takes no source")
+            raise _err(path, f"{key}.source", f"the {fmt} corpus takes no source")
         sources = None
     else:
         if src is None:
@@ -413,7 +413,7 @@ def _dataset(path: Path, i: int, v: Any, data_dir: Path) -> DatasetSpec:
         sources = [_resolve(data_dir, str(s)) for s in _as_list(src)]
     options = dict(_mapping(path, f"{key}.options", v.get("options") or {}))
     _check_keys(path, f"{key}.options", options, dataset_options(fmt))
-    for opt in _PATH_OPTIONS:
+    for opt in get_reader(fmt).path_options:
         if isinstance(options.get(opt), str):
             options[opt] = _resolve(data_dir, options[opt])
     if isinstance(options.get("ngram_range"), list):

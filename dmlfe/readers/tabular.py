@@ -515,3 +515,27 @@ def read_parquet(
             yield batch
     finally:
         conv.finish(report, "parquet")
+
+
+def jsonl_has_field(path: Path, field: str) -> bool:
+    """Whether the first record of a JSON Lines corpus has ``field``; False when it
+    cannot be read (its reader then says why)."""
+    try:
+        for _, raw in _jsonl_lines(path):
+            line = raw.removeprefix(b"\xef\xbb\xbf").strip()
+            if line:
+                rec = json.loads(line)
+                return isinstance(rec, dict) and field in rec
+    except (DmlfeError, OSError, ValueError):
+        return False
+    return False
+
+
+def parquet_has_field(path: Path, field: str) -> bool:
+    """Whether a Parquet corpus (a file or a folder) has column ``field``; False when it
+    cannot be read (its reader then says why)."""
+    try:
+        schema = pq.ParquetDataset(path).schema if path.is_dir() else pq.read_schema(path)
+    except (DmlfeError, OSError, ValueError, pa.ArrowException):
+        return False
+    return field in schema.names

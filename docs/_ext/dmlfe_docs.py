@@ -252,6 +252,23 @@ class CliReference(Directive):
         return _rst(self, lines)
 
 
+class ReaderTable(Directive):
+    """``.. dmlfe-readers::`` -- every corpus format, from the reader registry
+    (:mod:`dmlfe.readers.registry`): its kind, its options with their flags, what it is."""
+
+    def run(self):
+        from dmlfe.readers.registry import all_readers
+
+        rows = []
+        for spec in all_readers().values():
+            options = [f"``{p.name}``" + (f" (``{p.option}``)" if p.flag else "")
+                       for p in spec.options]
+            rows.append([f"``{spec.name}``", spec.kind, ", ".join(options) or "--",
+                         spec.description])
+        return _rst(self, _list_table(["format", "kind", "options (flag)", "what it reads"],
+                                      rows, "15 10 40 35"))
+
+
 class ClusterProfiles(Directive):
     """``.. dmlfe-cluster-profiles::`` -- each profile in ``cluster_configs/``, in full."""
 
@@ -383,9 +400,10 @@ class PipelineKeys(Directive):
     the classifiers' parameters."""
 
     def run(self):
-        from dmlfe.cli import _FLAG_TO_OPTION, build_parser
-        from dmlfe.ingestion import FORMATS, format_options
+        from dmlfe.cli import build_parser
+        from dmlfe.ingestion import format_options
         from dmlfe.pipeline.config import CLASSIFIERS, PIPELINE_KEYS, classifier_params
+        from dmlfe.readers.registry import reader_names
 
         lines: list[str] = []
         for where, keys in PIPELINE_KEYS.items():
@@ -395,8 +413,7 @@ class PipelineKeys(Directive):
                                  [[f"``{k.name}``" if not k.name.startswith("(") else k.name,
                                    k.type, k.default, k.meaning] for k in keys], "15 15 15 55")
             if where == "datasets[i]":
-                lines += self._options(build_parser(), _FLAG_TO_OPTION, FORMATS,
-                                       format_options)
+                lines += self._options(build_parser(), reader_names(), format_options)
         lines += ["Classifier parameters", "^" * 21, "",
                   "A ``classifiers[i]`` (or ``selection.classifier``) mapping may give these "
                   "parameters of its classifier (defaults in parentheses where the pipeline "
@@ -410,9 +427,9 @@ class PipelineKeys(Directive):
         return _rst(self, lines)
 
     @staticmethod
-    def _options(parser, flag_to_option, formats, format_options) -> list[str]:
+    def _options(parser, formats, format_options) -> list[str]:
         """``datasets[i].options``: each ingest option, its formats and the help of its
-        ``dmlfe ingest`` flag."""
+        ``dmlfe ingest`` flag (whose dest is the option's name)."""
         ingest = _subcommands(parser)["ingest"]
         helps = {a.dest: (a.option_strings[0], a.help) for a in ingest._actions
                  if a.option_strings}
@@ -422,9 +439,8 @@ class PipelineKeys(Directive):
                 formats_of.setdefault(opt, []).append(fmt)
         rows = []
         for opt, fmts in sorted(formats_of.items()):
-            flag = next((f for f, o in flag_to_option.items() if o == opt), None)
-            if flag is not None and flag in helps:
-                option, text = helps[flag]
+            if opt in helps:
+                option, text = helps[opt]
                 meaning = f"{text} (``dmlfe ingest {option}``)"
             else:
                 meaning = "see :func:`dmlfe.ingest` (no command-line flag)"
@@ -442,6 +458,7 @@ def setup(app):
     app.add_directive("dmlfe-methods", MethodTable)
     app.add_directive("dmlfe-api", ApiReference)
     app.add_directive("dmlfe-cli", CliReference)
+    app.add_directive("dmlfe-readers", ReaderTable)
     app.add_directive("dmlfe-cluster-profiles", ClusterProfiles)
     app.add_directive("dmlfe-performance", Performance)
     app.connect("autodoc-skip-member", _skip_foreign_member)
