@@ -12,7 +12,7 @@ from typing import Any
 from dmlfe.graph.knn import KNN_METHODS
 from dmlfe.params import Param, anything, boolean, interval, one_of, optional, split_names
 from dmlfe.relation.kernels import DEFAULT_NEIGHBORS, SIMILARITIES, canonical_similarity
-from dmlfe.relation.prototypes import SELECTIONS
+from dmlfe.relation.prototypes import SELECTIONS, fixed_rows
 from dmlfe.solvers.dimension import DEFAULT_THRESHOLD, check_n_components
 
 #: The solvers that make passes over X (or R) of their own.
@@ -28,6 +28,12 @@ COMPONENTS_DTYPES = ("float64", "float32")
 
 def _n_components(name: str, value: Any) -> int | float:
     return check_n_components(value)
+
+
+def _prototype_selection(name: str, value: Any) -> str | tuple[int, ...]:
+    if isinstance(value, str):
+        return one_of(*SELECTIONS)(name, value)
+    return tuple(int(v) for v in fixed_rows(value))
 
 
 def _similarity(name: str, value: Any) -> str:
@@ -112,10 +118,12 @@ COMMON: tuple[Param, ...] = (
           "it."),
     Param("n_prototypes", None, optional(interval(1, None, integer=True)),
           "int, optional\n    Relation route: p; None = every training document."),
-    Param("prototype_selection", "all", one_of(*SELECTIONS),
-          "{'all', 'random', 'stratified', 'kmeans++'}, default 'all'\n    Relation route: how "
-          "the p prototypes are chosen (seeded by ``random_state``,\n    independent of the "
-          "chunking)."),
+    Param("prototype_selection", "all", _prototype_selection,
+          "{'all', 'random', 'stratified', 'kmeans++'} or list of int, default 'all'\n    "
+          "Relation route: how the p prototypes are chosen (seeded by ``random_state``,\n    "
+          "independent of the chunking), or their row positions among the training\n    "
+          "documents (e.g. an earlier fit's ``prototype_indices_``: after an append the\n    "
+          "relation statistics are then extended by the new rows only)."),
     Param("similarity", "linear", _similarity,
           "str, default 'linear'\n    Relation route: 'linear', 'cosine', 'gaussian' (mope eq. "
           "7), 'local_scaling'\n    (eq. 8) or 'inverse_normalized_distance' (eq. 9, alias "

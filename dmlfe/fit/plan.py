@@ -114,7 +114,7 @@ class RelationRequest:
     """How to build the relation features (relation route only)."""
 
     n_prototypes: int
-    selection: str
+    selection: str | tuple[int, ...]
     similarity: str
     tau: float | None
     n_neighbors: int
@@ -330,6 +330,11 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
         require_nndescent()  # a missing extra fails before any pass
     n_proto = params.get("n_prototypes")
     p = shape.n_samples if n_proto is None else int(n_proto)
+    if not isinstance(params["prototype_selection"], str):  # row positions: p of them
+        p = len(params["prototype_selection"])
+        if n_proto is not None and int(n_proto) != p:
+            raise ValueError(f"n_prototypes={n_proto} but prototype_selection names {p} rows: "
+                             "leave n_prototypes out")
     route, route_reason = choose_route(spec, params["route"], params["solver"], shape, p, limits)
     relation = None
     if route == "relation":

@@ -13,6 +13,7 @@ fitted attributes (each with a trailing underscore).
 
 from __future__ import annotations
 
+import logging
 import time
 import warnings
 from dataclasses import dataclass, fields
@@ -42,6 +43,8 @@ from dmlfe.stats.gram import gram_matrix, transpose_product
 from dmlfe.stats.pass_ import compute_stats
 from dmlfe.stats.sufficient import SufficientStats
 from dmlfe.stats.tiled import tiled_stats
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -267,9 +270,17 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
             data.X, data.Y, n_prototypes=r.n_prototypes, selection=r.selection,
             similarity_name=r.similarity, tau=r.tau, n_neighbors=r.n_neighbors,
             random_state=r.random_state, client=client)
+        if data.store is not None and isinstance(r.selection, str) and cache and \
+                len(data.store.history()) > 1:
+            log.info("relation route on %s, a store grown by appends: prototypes chosen "
+                     "(%s) from its %d training documents now, so statistics saved with an "
+                     "earlier version's prototypes are not extended; pass "
+                     "prototype_selection=<an earlier fit's prototype_indices_> to keep "
+                     "them", data.store.path, r.selection, int(data.X.shape[0]))
         if data.store is not None and is_dask(data.X):
             data = data.reblocked(relation_block_rows(rmap.n_prototypes, data.store.chunk_rows))
-        relation = {**rmap.params(), "prototype_selection": r.selection,
+        relation = {**rmap.params(), "prototype_selection":
+                    r.selection if isinstance(r.selection, str) else "rows",
                     "random_state": r.random_state}
     for attempt in range(1 + SHARD_RETRIES):
         tiled = None

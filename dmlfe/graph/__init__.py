@@ -6,7 +6,7 @@ their own beside the statistics pass (``MethodSpec.needs_graph``):
 
 * :mod:`dmlfe.graph.knn` -- the K-NN graph (exact and blockwise up to 10^5 documents,
   NN-descent above, with its recall measured), its weights W (eq. 7-9, cosine) and its
-  cache beside the store;
+  cache beside the store (an exact graph extended by the rows of an append);
 * :mod:`dmlfe.graph.label_similarity` -- the label proximity G of schemes 1-3
   (eq. 34-42) on the graph's sparsity pattern;
 * :mod:`dmlfe.graph.combine` -- Psi(W, G) (eq. 43), G o W, beta G + (1 - beta) W;

@@ -15,6 +15,11 @@ order whichever blocks hold them. The document itself is not its own neighbour; 
 duplicate is (at distance 0). Cost O(n^2) distance evaluations: the exact search is
 meant for n up to about 10^5 (:data:`EXACT_LIMIT`).
 
+After an append to a store, :func:`extend_graph` makes the exact graph of all rows from
+the saved graph of the rows before it with the appended rows' distances only (each
+appended row with every row): an old row's list takes an appended row only when it comes
+before its K-th neighbour in the (distance, index) order.
+
 Approximate search (``method="approximate"``, or ``"auto"`` above :data:`EXACT_LIMIT`
 documents): NN-descent (Dong, Moses & Li 2011) as implemented by pynndescent (the
 optional extra ``dmlfe[ann]``). Chosen because it takes sparse CSR rows as they are
@@ -49,7 +54,9 @@ The n x n matrix W keeps an edge when j is among the K nearest neighbours of i o
 from __future__ import annotations
 
 import json
+import logging
 import os
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -71,8 +78,10 @@ from dmlfe.compute import (
 from dmlfe.errors import InputError, MissingExtraError
 from dmlfe.relation.kernels import DEFAULT_EQ9_TAU, row_sq_norms, sq_distances
 from dmlfe.relation.prototypes import gather_rows
-from dmlfe.stats.cache import _digest, stats_key
+from dmlfe.stats.cache import _digest, earlier_version, stats_key
 from dmlfe.tempfiles import write_atomically
+
+log = logging.getLogger(__name__)
 
 #: Weight functions of the graph's edges.
 FEATURE_WEIGHTS = ("constant", "gaussian", "local_scaling", "eq9", "cosine")
@@ -112,6 +121,10 @@ class KNNGraph:
     n_passes : int
         Passes over X the search made: 1 exact; 3 approximate (X gathered, the recall
         sample gathered and searched exactly); 0 when read from the cache.
+    n_distances : int or None
+        Pairwise distances the exact search computed: n^2 from scratch, m (2 n + m) when
+        a graph of n rows was extended by m appended ones (:func:`extend_graph`), 0 when
+        read from the cache; None for NN-descent.
     """
 
     indices: np.ndarray
@@ -122,6 +135,7 @@ class KNNGraph:
     recall: float | None = None
     recall_sample: int = 0
     n_passes: int = 1
+    n_distances: int | None = None
 
     @property
     def n(self) -> int:
@@ -304,6 +318,77 @@ def exact_neighbours(X: Any, k: int, rows: np.ndarray | None = None, *, client: 
     return d, i, (np.concatenate([r[1] for r in out]) if rows is None else None)
 
 
+def _grow_block(xb: Any, new: sp.csr_matrix, start: int, n_old: int, k: int
+                ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], int]:
+    """One row block of the old rows (first row ``start``) against the appended rows
+    ``new`` (rows ``n_old`` on): the block's rows' k best among them, theirs among the
+    block's rows, and the distances computed (each pair in both orientations, as the
+    search from scratch computes it, so the two agree to the last bit)."""
+    rows_b = start + np.arange(xb.shape[0], dtype=np.int64)
+    rows_new = n_old + np.arange(new.shape[0], dtype=np.int64)
+    return (_pair_candidates(xb, new, rows_b, n_old, k),
+            _pair_candidates(new, xb, rows_new, start, k), 2 * xb.shape[0] * new.shape[0])
+
+
+def extend_graph(graph: KNNGraph, X: Any, *, client: Any = None,
+                 progress: bool = False) -> KNNGraph:
+    """The exact K-NN graph of the rows of X from ``graph``, the exact graph of its first
+    ``graph.n`` rows (a store view before an append: appends only add rows at the end).
+
+    Only products with the appended rows are computed: their lists among all rows, and
+    the old rows' candidates among them, merged into the old lists (an old row's list
+    changes only where an appended row comes before its K-th neighbour); the old x old
+    distances are never computed again. Distances are those of the search from scratch
+    (the same two rows, the same expansion) and lists are ordered by (distance, index),
+    so the result equals :func:`knn_graph`'s exact graph of all rows, ties included.
+    One pass: the appended rows are read to the driver (they are few), then each old row
+    block meets them where it is.
+
+    Parameters
+    ----------
+    graph : KNNGraph
+        Exact (NN-descent lists are searched again instead: their candidates depend on
+        all rows).
+    X : dask array of CSR row blocks, scipy.sparse matrix or ndarray (N >= graph.n rows)
+    client, progress
+        As in :func:`knn_graph`.
+
+    Returns
+    -------
+    KNNGraph
+        ``n_distances`` = m (2 n + m) for m appended rows to n, against N^2 from scratch.
+    """
+    n_old, n, k = graph.n, int(X.shape[0]), graph.k
+    if not graph.exact:
+        raise ValueError("an approximate (NN-descent) graph cannot be extended: search again")
+    if n_old > n:
+        raise ValueError(f"the graph covers {n_old} rows but X has only {n}")
+    if n_old == n:
+        return replace(graph, from_cache=False, n_passes=0, n_distances=0)
+    if is_dask(X):
+        new = _sorted_csr(compute_one(X[n_old:], client=client, progress=progress,
+                                      desc="reading the appended rows"))
+        blocks, starts = row_block_list(X[:n_old])
+        shared = delayed(new, pure=True)  # one copy in the graph, not one per task
+        tasks = [delayed(_grow_block, pure=True)(blocks[b], shared, int(starts[b]), n_old, k)
+                 for b in range(len(blocks)) if starts[b + 1] > starts[b]]
+        parts = compute_one(delayed(list)(tasks), client=client, progress=progress,
+                            desc="K-NN graph extension")
+    else:
+        X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
+        new = _sorted_csr(X[n_old:])
+        parts = [_grow_block(X[:n_old], new, 0, n_old, k)]
+    own = _pair_candidates(new, new, n_old + np.arange(n - n_old, dtype=np.int64), n_old, k)
+    d_old, i_old = _merge((graph.sq_distances, graph.indices),
+                          (np.vstack([p[0][0] for p in parts]),
+                           np.vstack([p[0][1] for p in parts])))
+    d_new, i_new = _merge(own, *[p[1] for p in parts])
+    m = n - n_old
+    return KNNGraph(indices=np.vstack([i_old, i_new]), sq_distances=np.vstack([d_old, d_new]),
+                    sq_norms=np.concatenate([graph.sq_norms, _norms(new)]),
+                    n_distances=sum(p[2] for p in parts) + m * m)
+
+
 def resolve_method(method: str, n: int) -> bool:
     """Whether ``method`` searches exactly for n documents (``"auto"``: n <= EXACT_LIMIT)."""
     if method not in KNN_METHODS:
@@ -401,7 +486,7 @@ def knn_graph(X: Any, n_neighbors: int, *, client: Any = None, progress: bool = 
     k = _check_k(n, n_neighbors)
     if resolve_method(method, n):
         d, i, sq = exact_neighbours(X, k, client=client, progress=progress)
-        return KNNGraph(indices=i, sq_distances=d, sq_norms=sq)
+        return KNNGraph(indices=i, sq_distances=d, sq_norms=sq, n_distances=n * n)
     d, i, sq = approximate_neighbours(X, k, random_state=random_state, client=client)
     g = KNNGraph(indices=i, sq_distances=d, sq_norms=sq, exact=False)
     m = min(int(recall_sample), n)
@@ -416,6 +501,56 @@ def graph_dir_for(store_path: str | os.PathLike[str]) -> Path:
     return p.with_name(p.name + ".graph")
 
 
+def _load_graph(directory: Path, params: dict[str, Any]) -> KNNGraph | None:
+    """The graph saved under ``params`` in ``directory``; None when absent or damaged."""
+    key = stats_key(params)
+    npz, rec = directory / f"{key}.npz", directory / f"{key}.json"
+    if not (npz.exists() and rec.exists()):
+        return None
+    try:
+        meta = json.loads(rec.read_text(encoding="utf-8"))
+        with open(npz, "rb") as f, np.load(f, allow_pickle=False) as z:
+            arrays = {name: np.array(z[name]) for name in z.files}
+        if meta.get("sha256") == _digest(arrays) and \
+                meta.get("params") == json.loads(json.dumps(params, default=str)):
+            return KNNGraph(arrays["indices"], arrays["sq_distances"], arrays["sq_norms"],
+                            from_cache=True, exact=bool(params["exact"]),
+                            recall=meta.get("recall"),
+                            recall_sample=int(meta.get("recall_sample", 0)), n_passes=0,
+                            n_distances=0 if params["exact"] else None)
+    except (OSError, ValueError, KeyError):  # damaged entry: search again
+        pass
+    return None
+
+
+def _extended_graph(store: Any, params: dict[str, Any], directory: Path, client: Any,
+                    progress: bool) -> KNNGraph | None:
+    """The graph of an earlier version of ``store`` (before an append), extended by the
+    rows appended since (:func:`extend_graph`); None when no earlier version's is saved,
+    when it is approximate (NN-descent is run again on all rows: the log says so), or
+    when it does not cover the view's rows before the append (a RuntimeWarning)."""
+    earlier = earlier_version(store, params, lambda p: _load_graph(directory, p),
+                              "the K-NN graph")
+    if earlier is None:
+        return None
+    entry, old = earlier
+    if not old.exact:
+        log.info("the approximate K-NN graph of %s is searched again from all rows after an "
+                 "append: NN-descent lists are not extended (knn_search='exact' extends an "
+                 "exact graph by the appended rows only)", store.path)
+        return None
+    stop = int(entry["rows"][1])
+    new = store.since(stop).n_docs
+    if old.n + new != int(store.X.shape[0]):
+        warnings.warn(f"the K-NN graph saved for {store.path} as of row {stop} covers {old.n} "
+                      f"documents but the view holds {int(store.X.shape[0]) - new} before that "
+                      "row; searching it again from all rows", RuntimeWarning, stacklevel=3)
+        return None
+    log.info("K-NN graph of %s: %d saved rows (as of row %d) extended by %d", store.path,
+             old.n, stop, new)
+    return extend_graph(old, store.X, client=client, progress=progress)
+
+
 def load_or_compute_graph(store: Any, n_neighbors: int, *, client: Any = None,
                           progress: bool = False, cache: bool = True, method: str = "auto",
                           random_state: int = 0) -> KNNGraph:
@@ -426,7 +561,10 @@ def load_or_compute_graph(store: Any, n_neighbors: int, *, client: Any = None,
     search is exact (``method`` resolved for this n; an approximate one also by its
     seed); the record (``<key>.json``) names the parameters, the sha256 of the arrays
     and, for an approximate graph, its measured recall. An entry that does not match
-    them is searched again and replaced.
+    them is searched again and replaced. After an append, the exact graph saved for an
+    earlier version of the store (the newest one saved, found as the statistics cache
+    finds its entries: :func:`dmlfe.stats.cache.earlier_version`) is extended by the
+    appended rows (:func:`extend_graph`); an approximate one is searched again.
     """
     exact = resolve_method(method, int(store.X.shape[0]))
     params = {"graph_format": GRAPH_FORMAT, "data": store.content_fingerprint,
@@ -437,20 +575,14 @@ def load_or_compute_graph(store: Any, n_neighbors: int, *, client: Any = None,
     directory = graph_dir_for(store.path)
     key = stats_key(params)
     npz, rec = directory / f"{key}.npz", directory / f"{key}.json"
-    if cache and npz.exists() and rec.exists():
-        try:
-            meta = json.loads(rec.read_text(encoding="utf-8"))
-            with open(npz, "rb") as f, np.load(f, allow_pickle=False) as z:
-                arrays = {name: np.array(z[name]) for name in z.files}
-            if meta.get("sha256") == _digest(arrays) and \
-                    meta.get("params") == json.loads(json.dumps(params, default=str)):
-                return KNNGraph(arrays["indices"], arrays["sq_distances"], arrays["sq_norms"],
-                                from_cache=True, exact=exact, recall=meta.get("recall"),
-                                recall_sample=int(meta.get("recall_sample", 0)), n_passes=0)
-        except (OSError, ValueError, KeyError):  # damaged entry: search again
-            pass
-    g = knn_graph(store.X, n_neighbors, client=client, progress=progress,
-                  method="exact" if exact else "approximate", random_state=random_state)
+    if cache:
+        found = _load_graph(directory, params)
+        if found is not None:
+            return found
+    g = _extended_graph(store, params, directory, client, progress) if cache else None
+    if g is None:
+        g = knn_graph(store.X, n_neighbors, client=client, progress=progress,
+                      method="exact" if exact else "approximate", random_state=random_state)
     if cache:
         directory.mkdir(parents=True, exist_ok=True)
         arrays = {"indices": g.indices, "sq_distances": g.sq_distances, "sq_norms": g.sq_norms}

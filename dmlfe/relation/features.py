@@ -15,6 +15,7 @@ of a copy embedded in every task.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -205,7 +206,7 @@ def build_relation_map(
     Y: Any = None,
     *,
     n_prototypes: int | None = None,
-    selection: str = "all",
+    selection: str | Sequence[int] = "all",
     similarity_name: str = "linear",
     tau: float | None = None,
     n_neighbors: int = DEFAULT_NEIGHBORS,

@@ -17,10 +17,17 @@ prototypes").
   p x D centres). It runs on the driver over a candidate pool (every document when
   n <= ``pool_size``, else a seeded uniform sample of ``pool_size`` of them) gathered
   as one CSR matrix.
+* a sequence of row positions (:func:`fixed_rows`): those documents, the same whatever
+  the data after them. Appends only add rows at a store's end, so after an append a fit
+  given the earlier fit's ``prototype_indices_`` keeps its prototypes (and with them the
+  similarity's scales, which come from the prototypes alone): its relation statistics
+  are the earlier ones plus the appended rows' share, not computed from all rows again.
+  The choices above depend on n and change.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -165,12 +172,42 @@ def _kmeanspp(X: Any, n: int, p: int, rng: np.random.Generator, seed: int,
     return pool[picked]
 
 
+def fixed_rows(selection: Any, n: int | None = None) -> np.ndarray:
+    """Prototype rows given as a sequence of row positions: ascending int64, checked to be
+    distinct integers in [0, n) (any n >= 0 when ``n`` is None).
+
+    Raises
+    ------
+    ValueError
+        Naming the first bad entry: not an integer, negative, n or more, repeated; or an
+        empty sequence.
+    """
+    rows = np.asarray(selection, dtype=object).ravel()
+    if rows.size == 0:
+        raise ValueError("prototype_selection is an empty list of rows: give at least one row "
+                         f"position, or one of {SELECTIONS}")
+    for v in rows:
+        if isinstance(v, bool | np.bool_) or not isinstance(v, int | np.integer):
+            raise ValueError(f"prototype_selection holds {v!r}, not a row position: give row "
+                             f"positions (ints) of the training documents, or one of {SELECTIONS}")
+    rows = rows.astype(np.int64)
+    bad = rows[(rows < 0) | (rows >= (np.iinfo(np.int64).max if n is None else n))]
+    if bad.size:
+        raise ValueError(f"prototype_selection row {int(bad[0])} is not a training document: "
+                         f"positions lie in [0, {n}) ({n} training documents)")
+    out, counts = np.unique(rows, return_counts=True)
+    if (counts > 1).any():
+        raise ValueError(f"prototype_selection names row {int(out[counts > 1][0])} more than "
+                         "once: give each prototype row once")
+    return out
+
+
 def select_prototypes(
     X: Any,
     Y: Any = None,
     *,
     n_prototypes: int | None = None,
-    selection: str = "all",
+    selection: str | Sequence[int] = "all",
     random_state: int = 0,
     pool_size: int = KMEANS_POOL,
     client: Any = None,
@@ -185,17 +222,24 @@ def select_prototypes(
         Labels (``"stratified"`` only).
     n_prototypes : int, optional
         p; None means every training document (p = n).
-    selection : {"all", "random", "stratified", "kmeans++"}
-        See the module docstring. ``"all"`` needs ``n_prototypes`` None or n.
+    selection : {"all", "random", "stratified", "kmeans++"} or sequence of int
+        See the module docstring. ``"all"`` needs ``n_prototypes`` None or n; row
+        positions (:func:`fixed_rows`) need it None or their number.
     random_state : int
         Seed; the choice depends only on it, n (and Y / the rows for the
         label- and data-driven choices), never on the chunking.
     pool_size : int
         ``"kmeans++"``: most candidate documents gathered on the driver.
     """
+    n = int(X.shape[0])
+    if not isinstance(selection, str):
+        rows = fixed_rows(selection, n)
+        if n_prototypes is not None and int(n_prototypes) != rows.size:
+            raise ValueError(f"n_prototypes={n_prototypes} but prototype_selection names "
+                             f"{rows.size} rows: leave n_prototypes out")
+        return rows
     if selection not in SELECTIONS:
         raise ValueError(f"prototype_selection={selection!r} is not one of {SELECTIONS}")
-    n = int(X.shape[0])
     if n == 0:
         raise ValueError("no training documents to choose prototypes from")
     if n_prototypes is None:

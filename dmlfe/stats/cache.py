@@ -648,8 +648,8 @@ def _view_selection(store: Store) -> tuple[Any, dict[str, Any] | None]:
     return selection.get("split"), subset
 
 
-def _earlier(store: Store, params: dict[str, Any],
-             load: Callable[[dict[str, Any]], Any], what: str) -> tuple[dict[str, Any], Any] | None:
+def earlier_version(store: Store, params: dict[str, Any], load: Callable[[dict[str, Any]], Any],
+                    what: str) -> tuple[dict[str, Any], Any] | None:
     """The newest version of ``store`` before the one ``params["data"]`` names (the view's
     content fingerprint) whose entry ``load(params)`` finds, with ``params`` naming that
     version's fingerprint instead: (its history entry, the entry); None when no earlier
@@ -665,6 +665,10 @@ def _earlier(store: Store, params: dict[str, Any],
         log.info("%s of %s computed from all its rows: none cached for an earlier version "
                  "with the same parameters", what, store.path)
     return None
+
+
+#: The name the statistics and the Gram use (:func:`earlier_version`).
+_earlier = earlier_version
 
 
 def gram_params(store: Store) -> dict[str, Any]:
