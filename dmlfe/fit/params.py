@@ -11,8 +11,9 @@ from typing import Any
 
 from dmlfe.graph.knn import KNN_METHODS
 from dmlfe.params import Param, anything, boolean, interval, one_of, optional, split_names
-from dmlfe.relation.kernels import DEFAULT_NEIGHBORS, SIMILARITIES, canonical_similarity
+from dmlfe.relation.kernels import DEFAULT_NEIGHBORS
 from dmlfe.relation.prototypes import SELECTIONS
+from dmlfe.relation.similarities import relation_similarity
 from dmlfe.solvers.dimension import DEFAULT_THRESHOLD, check_n_components
 
 #: The solvers that make passes over X (or R) of their own.
@@ -28,12 +29,6 @@ COMPONENTS_DTYPES = ("float64", "float32")
 
 def _n_components(name: str, value: Any) -> int | float:
     return check_n_components(value)
-
-
-def _similarity(name: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"parameter {name}={value!r} must be one of {SIMILARITIES}")
-    return canonical_similarity(value)
 
 
 N_COMPONENTS = Param(
@@ -116,7 +111,7 @@ COMMON: tuple[Param, ...] = (
           "{'all', 'random', 'stratified', 'kmeans++'}, default 'all'\n    Relation route: how "
           "the p prototypes are chosen (seeded by ``random_state``,\n    independent of the "
           "chunking)."),
-    Param("similarity", "linear", _similarity,
+    Param("similarity", "linear", relation_similarity,
           "str, default 'linear'\n    Relation route: 'linear', 'cosine', 'gaussian' (mope eq. "
           "7), 'local_scaling'\n    (eq. 8) or 'inverse_normalized_distance' (eq. 9, alias "
           "'eq9')."),
