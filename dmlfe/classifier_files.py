@@ -28,7 +28,8 @@ import numpy as np
 
 from dmlfe._version import __version__
 from dmlfe.errors import ModelFormatError
-from dmlfe.evaluation.registry import PredictClassifiers, all_classifiers
+from dmlfe.evaluation.registry import all_classifiers, predict_classifiers
+from dmlfe.params import LiveChoices
 from dmlfe.tempfiles import move_into_place, remove_stale, temp_sibling
 
 FORMAT_NAME = "dmlfe-classifier"
@@ -41,7 +42,7 @@ CLASSIFIER_NPZ = "classifier.npz"
 _SCALARS = (type(None), bool, int, float, str)
 #: The classifiers ``dmlfe fit --classifier`` saves for ``dmlfe predict``, which writes
 #: predict_proba scores (those declared with ``predict=True``, read at each access).
-PREDICT_CLASSIFIERS = PredictClassifiers()
+PREDICT_CLASSIFIERS = LiveChoices(predict_classifiers)
 
 
 def _classes() -> dict[str, type]:

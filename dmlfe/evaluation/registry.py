@@ -19,7 +19,7 @@ Adding a classifier = a class with ``fit(Z, Y)``, ``predict``, ``decision_functi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,27 +122,9 @@ class ClassifierTable(Mapping[str, tuple[str, dict[str, Any]]]):
         return repr(dict(self))
 
 
-class PredictClassifiers(Sequence[str]):
-    """The names ``dmlfe fit --classifier`` saves for ``dmlfe predict``, read at each
-    access (command-line ``choices`` that follow later registrations)."""
-
-    def _names(self) -> tuple[str, ...]:
-        return tuple(n for n, s in _REGISTRY.items() if s.predict)
-
-    def __getitem__(self, i: Any) -> Any:
-        return self._names()[i]
-
-    def __len__(self) -> int:
-        return len(self._names())
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names())
-
-    def __contains__(self, value: object) -> bool:
-        return value in self._names()
-
-    def __repr__(self) -> str:
-        return repr(self._names())
+def predict_classifiers() -> tuple[str, ...]:
+    """The names ``dmlfe fit --classifier`` saves for ``dmlfe predict``."""
+    return tuple(n for n, s in _REGISTRY.items() if s.predict)
 
 
 # --------------------------------------------------------------------------- dmlfe's own

@@ -56,10 +56,10 @@ from dmlfe.params import (
     split_names,
 )
 from dmlfe.relation.similarities import (
-    SimilarityChoices,
     all_similarities,
     get_similarity,
     graph_weight,
+    similarity_choices,
 )
 
 #: Builder arguments that are inputs, not parameters.
@@ -428,7 +428,7 @@ FEATURE_WEIGHT = Param(
     "{'constant', 'gaussian', 'local_scaling', 'eq9', 'cosine'}\n    Weights of the K-NN "
     "graph W (mope section 2.1.1, eq. 7, 8, 9; dmlfe.relation.similarities); K is "
     "n_neighbors.",
-    flag={"choices": SimilarityChoices("graph")})
+    flag={"choices": similarity_choices("graph")})
 FEATURE_TAU = Param("feature_tau", FROM_BUILDER, optional(interval(0.0, None, closed="neither")),
                     "float, optional\n    tau of the 'gaussian' (default: median neighbour "
                     "distance) and 'eq9' (default 1)\n    graph weights.", flag={"type": float})

@@ -30,11 +30,13 @@ checks and the command-line choices read the registry.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from dmlfe.params import LiveChoices
 
 #: The two uses of a similarity.
 USES = ("relation", "graph")
@@ -224,36 +226,19 @@ def similarity_names(use: str | None = None) -> tuple[str, ...]:
     return tuple(n for s in _REGISTRY.values() for n in s.names(use))
 
 
-class SimilarityChoices(Sequence[str]):
-    """The names offered for ``use`` (with ``aliases``, the aliases too), read from the
+def similarity_choices(use: str, aliases: bool = False) -> LiveChoices:
+    """The names offered for ``use`` (with ``aliases``, their aliases too), read from the
     registry at each access: command-line ``choices`` that follow later registrations."""
 
-    def __init__(self, use: str, aliases: bool = False) -> None:
-        self.use = use
-        self.aliases = aliases
+    def names() -> tuple[str, ...]:
+        listed = similarity_names(use)
+        if not aliases:
+            return listed
+        extra = [a for s in _REGISTRY.values() if s.names(use)
+                 for a in (s.name, *s.aliases) if a not in listed]
+        return listed + tuple(dict.fromkeys(extra))
 
-    def _names(self) -> tuple[str, ...]:
-        names = similarity_names(self.use)
-        if not self.aliases:
-            return names
-        extra = [a for s in _REGISTRY.values() if s.names(self.use)
-                 for a in (s.name, *s.aliases) if a not in names]
-        return names + tuple(dict.fromkeys(extra))
-
-    def __getitem__(self, i: Any) -> Any:
-        return self._names()[i]
-
-    def __len__(self) -> int:
-        return len(self._names())
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names())
-
-    def __contains__(self, value: object) -> bool:
-        return value in self._names()
-
-    def __repr__(self) -> str:
-        return repr(list(self._names()))
+    return LiveChoices(names)
 
 
 def relation_similarity(name: str, value: Any) -> str:
