@@ -20,7 +20,7 @@ Adding a classifier = a class with ``fit(Z, Y)``, ``predict``, ``decision_functi
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dmlfe.evaluation.classifiers import (
@@ -80,8 +80,7 @@ def register_classifier(spec: ClassifierDeclaration) -> ClassifierDeclaration:
     name = str(spec.name).lower()
     if name in _REGISTRY:
         raise ValueError(f"a classifier named {name!r} is registered already")
-    spec = ClassifierDeclaration(name, spec.cls, dict(spec.defaults), spec.predict,
-                                 spec.prepare, spec.doc)
+    spec = replace(spec, name=name, defaults=dict(spec.defaults))
     _REGISTRY[name] = spec
     return spec
 

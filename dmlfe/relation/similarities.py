@@ -31,7 +31,7 @@ checks and the command-line choices read the registry.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -179,9 +179,7 @@ def register_similarity(spec: SimilaritySpec) -> SimilaritySpec:
         raise ValueError(f"a similarity named {taken[0]!r} is registered already")
     if spec.needs_tau and spec.default_tau is not None and spec.default_tau <= 0:
         raise ValueError(f"similarity {name}: default_tau={spec.default_tau!r} must be > 0")
-    spec = SimilaritySpec(name, spec.weights, tuple(_key(a) for a in spec.aliases), spec.psd,
-                          spec.needs_tau, spec.default_tau, spec.needs_scale, spec.relation,
-                          spec.graph, spec.graph_name, spec.doc)
+    spec = replace(spec, name=name, aliases=tuple(_key(a) for a in spec.aliases))
     _REGISTRY[name] = spec
     for alias in spec.aliases:
         _ALIASES[alias] = name
