@@ -1,7 +1,7 @@
 """A fitted classifier stage saved beside its model: JSON + npz, never pickle.
 
-``dmlfe fit ... --classifier NAME`` fits one of the pipeline's classifiers
-(:data:`dmlfe.pipeline.config.CLASSIFIERS`) on the model's embeddings of its training
+``dmlfe fit ... --classifier NAME`` fits one of the registered classifiers
+(:mod:`dmlfe.evaluation.registry`) on the model's embeddings of its training
 documents and saves it in the model directory::
 
     model/classifier/
@@ -12,8 +12,8 @@ documents and saves it in the model directory::
 so that ``dmlfe predict`` uses it instead of fitting one at predict time. A fitted
 classifier's state is its instance attributes beyond the constructor parameters; only
 classifiers whose state is arrays and JSON scalars can be saved (binary relevance holds
-scikit-learn estimators and is refused with a message). Loading builds only a class of
-that table, so a saved file cannot name arbitrary code.
+scikit-learn estimators and is refused with a message). Loading builds only a registered
+class, so a saved file cannot name arbitrary code.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ import numpy as np
 
 from dmlfe._version import __version__
 from dmlfe.errors import ModelFormatError
+from dmlfe.evaluation.registry import all_classifiers, predict_classifiers
+from dmlfe.params import LiveChoices
 from dmlfe.tempfiles import move_into_place, remove_stale, temp_sibling
 
 FORMAT_NAME = "dmlfe-classifier"
@@ -39,17 +41,13 @@ CLASSIFIER_NPZ = "classifier.npz"
 
 _SCALARS = (type(None), bool, int, float, str)
 #: The classifiers ``dmlfe fit --classifier`` saves for ``dmlfe predict``, which writes
-#: predict_proba scores: binary relevance holds scikit-learn estimators (not saveable
-#: without pickle) and PPML has no predict_proba.
-PREDICT_CLASSIFIERS = ("ridge", "flda", "mlknn")
+#: predict_proba scores (those declared with ``predict=True``, read at each access).
+PREDICT_CLASSIFIERS = LiveChoices(predict_classifiers)
 
 
 def _classes() -> dict[str, type]:
     """Classifier name -> class, as the pipeline and ``--classifier`` name them."""
-    from dmlfe.evaluation import classifiers as mod
-    from dmlfe.pipeline.config import CLASSIFIERS
-
-    return {name: getattr(mod, cls) for name, (cls, _) in CLASSIFIERS.items()}
+    return {name: spec.cls for name, spec in all_classifiers().items()}
 
 
 def save_classifier(classifier: Any, model_dir: str | os.PathLike[str], *, name: str) -> Path:
@@ -61,7 +59,7 @@ def save_classifier(classifier: Any, model_dir: str | os.PathLike[str], *, name:
     model_dir : path
         The model directory (written by ``MultiLabelProjection.save``).
     name : str
-        Its name in :data:`dmlfe.pipeline.config.CLASSIFIERS` (``ridge``, ``mlknn``, ...).
+        Its registered name (:mod:`dmlfe.evaluation.registry`: ``ridge``, ``mlknn``, ...).
 
     Raises
     ------
@@ -88,7 +86,7 @@ def save_classifier(classifier: Any, model_dir: str | os.PathLike[str], *, name:
         else:
             raise ValueError(f"classifier {name!r} cannot be saved: its fitted attribute "
                              f"{key} is a {type(value).__name__}, not an array or a scalar; "
-                             "save ridge, flda, mlknn or ppml instead")
+                             f"save one of {', '.join(PREDICT_CLASSIFIERS)} instead")
     if "n_features_in_" not in scalars:
         raise ValueError(f"classifier {name!r} is not fitted: fit it before saving")
     meta = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION,

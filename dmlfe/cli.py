@@ -71,6 +71,7 @@ from dmlfe.pipeline.runner import make_classifier
 from dmlfe.progress import show_progress
 from dmlfe.projection import embedding_obs, write_embeddings
 from dmlfe.readers.registry import get_reader, reader_names, reader_options
+from dmlfe.relation.similarities import similarity_choices
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.stats.cache import clean
 from dmlfe.store import check_export, export_parquet, import_parquet, open_store
@@ -921,8 +922,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="how prototypes are chosen (default all; random if --prototypes "
                     "is given)")
     ro.add_argument("--similarity", default=None,
-                    choices=["linear", "cosine", "gaussian", "local_scaling",
-                             "inverse_normalized_distance", "eq9"],
+                    choices=similarity_choices("relation", aliases=True),
                     help="relation similarity (default linear; kmddm: gaussian)")
     ro.add_argument("--tau", type=float, default=None,
                     help="gaussian / inverse_normalized_distance width (gaussian default: "

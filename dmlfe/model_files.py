@@ -65,7 +65,7 @@ from dmlfe.compute import kept_float_dtype
 from dmlfe.errors import MissingPathError, ModelFormatError
 from dmlfe.methods.registry import all_methods
 from dmlfe.params import Check, interval, one_of, validate
-from dmlfe.relation.kernels import SIMILARITIES
+from dmlfe.relation.similarities import relation_similarity
 from dmlfe.tempfiles import link_note, move_into_place, remove_stale, temp_sibling
 
 #: Name written into every model.json, so that other JSON files are not mistaken for models.
@@ -162,7 +162,7 @@ REQUIRED_KEYS = tuple(k for k, spec in META_SCHEMA.items() if spec.required)
 
 #: fitted.relation_ (the relation map's parameters, RelationMap.params() + selection).
 RELATION_SCHEMA: dict[str, Key] = {
-    "similarity": Key(("string",), "the similarity", check=one_of(*SIMILARITIES)),
+    "similarity": Key(("string",), "the similarity", check=relation_similarity),
     "tau": Key(("number", "null"), "its width (gaussian, inverse_normalized_distance)",
                required=False, check=interval(0, None, closed="neither")),
     "n_neighbors": Key(("integer", "null"), "K of local_scaling", required=False,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,3 +182,26 @@ def labels_of(*choices: str, matrix: bool = False) -> Check:
         return value
 
     return check
+
+
+class LiveChoices(Sequence[Any]):
+    """The values ``names()`` returns, read at each access: command-line ``choices``
+    and messages that follow a registry's later registrations."""
+
+    def __init__(self, names: Callable[[], Sequence[Any]]) -> None:
+        self._names = names
+
+    def __getitem__(self, i: Any) -> Any:
+        return tuple(self._names())[i]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(tuple(self._names()))
+
+    def __contains__(self, value: object) -> bool:
+        return value in tuple(self._names())
+
+    def __repr__(self) -> str:
+        return repr(tuple(self._names()))

@@ -91,8 +91,8 @@ def test_a_cache_entry_with_damaged_rows_is_ignored_with_a_warning(tmp_path: Pat
     np.savez(npz, **arrays)
     meta_path = tmp_path / f"{stats_key(params)}.json"
     meta = json.loads(meta_path.read_text())
-    from dmlfe.stats.cache import _digest  # the record's own digest rule, for a consistent pair
-    meta["sha256"] = _digest(arrays)
+    from dmlfe.stats.cache import arrays_digest  # the record's own rule
+    meta["sha256"] = arrays_digest(arrays)
     meta_path.write_text(json.dumps(meta))
     with pytest.warns(RuntimeWarning, match="increasing indices"):
         assert load_stats(tmp_path, params, need_xtx=True) is None

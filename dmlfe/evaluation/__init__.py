@@ -1,4 +1,5 @@
-"""Evaluation on embeddings: multi-label classifiers (here) and the papers' measures
+"""Evaluation on embeddings: multi-label classifiers (here; declared in
+:mod:`dmlfe.evaluation.registry`) and the papers' measures
 (:mod:`dmlfe.evaluation.metrics`, public as :mod:`dmlfe.metrics`)."""
 
 from dmlfe.evaluation.classifiers import (
@@ -8,5 +9,12 @@ from dmlfe.evaluation.classifiers import (
     MultiLabelRidge,
     PerLabelFLDA,
 )
+from dmlfe.evaluation.registry import (
+    ClassifierDeclaration,
+    all_classifiers,
+    get_classifier,
+    register_classifier,
+)
 
-__all__ = ["PPML", "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA"]
+__all__ = ["PPML", "BinaryRelevance", "ClassifierDeclaration", "MLkNN", "MultiLabelRidge",
+           "PerLabelFLDA", "all_classifiers", "get_classifier", "register_classifier"]

@@ -11,8 +11,9 @@ from typing import Any
 
 from dmlfe.graph.knn import KNN_METHODS
 from dmlfe.params import Param, anything, boolean, interval, one_of, optional, split_names
-from dmlfe.relation.kernels import DEFAULT_NEIGHBORS, SIMILARITIES, canonical_similarity
+from dmlfe.relation.kernels import DEFAULT_NEIGHBORS
 from dmlfe.relation.prototypes import SELECTIONS, fixed_rows
+from dmlfe.relation.similarities import relation_similarity
 from dmlfe.solvers.dimension import DEFAULT_THRESHOLD, check_n_components
 
 #: The solvers that make passes over X (or R) of their own.
@@ -34,12 +35,6 @@ def _prototype_selection(name: str, value: Any) -> str | tuple[int, ...]:
     if isinstance(value, str):
         return one_of(*SELECTIONS)(name, value)
     return tuple(int(v) for v in fixed_rows(value))
-
-
-def _similarity(name: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"parameter {name}={value!r} must be one of {SIMILARITIES}")
-    return canonical_similarity(value)
 
 
 N_COMPONENTS = Param(
@@ -124,7 +119,7 @@ COMMON: tuple[Param, ...] = (
           "independent of the chunking), or their row positions among the training\n    "
           "documents (e.g. an earlier fit's ``prototype_indices_``: after an append the\n    "
           "relation statistics are then extended by the new rows only)."),
-    Param("similarity", "linear", _similarity,
+    Param("similarity", "linear", relation_similarity,
           "str, default 'linear'\n    Relation route: 'linear', 'cosine', 'gaussian' (mope eq. "
           "7), 'local_scaling'\n    (eq. 8) or 'inverse_normalized_distance' (eq. 9, alias "
           "'eq9')."),

@@ -36,16 +36,14 @@ expansion as the exact search) and ordered by (distance, index). Its recall@K ag
 the exact search is measured on a seeded sample of documents (:func:`knn_recall`, the
 exact blockwise search restricted to the sample's rows) and kept with the graph.
 
-Weights (mope section 2.1.1; all symmetric in i and j):
-
-* ``"constant"``: 1 on every edge;
-* ``"gaussian"`` (eq. 7): exp(-||x_i - x_j||^2 / tau); tau defaults to the median of
-  the non-zero neighbour distances (the paper does not fix one);
-* ``"local_scaling"`` (eq. 8): exp(-||x_i - x_j||^2 / (sigma_i sigma_j)), sigma_i the
-  distance to the K-th nearest neighbour (1.0 when that distance is 0);
-* ``"eq9"`` (eq. 9): 1 / (tau + ||x_i - x_j||^2 / (||x_i||^2 + ||x_j||^2)), tau default
-  1.0 (the ratio is 0 when both rows are empty);
-* ``"cosine"``: x_i.x_j / (||x_i|| ||x_j||) (0 for an empty row).
+Weights: the similarities of :mod:`dmlfe.relation.similarities` offered as graph
+weights (``constant``, ``gaussian``, ``local_scaling``, ``eq9``, ``cosine`` and any
+registered later; mope section 2.1.1, all symmetric in i and j), computed by the same
+functions as on the relation route, from the edges' squared distances and the rows'
+squared norms. On the graph, a width tau left out is the similarity's default (1.0 for
+``eq9``) or, for the Gaussian, the median of the non-zero neighbour distances (the
+paper does not fix one); sigma_i of ``local_scaling`` is the distance to the K-th
+nearest neighbour (1.0 when that distance is 0).
 
 The n x n matrix W keeps an edge when j is among the K nearest neighbours of i or
 (``"symmetrized"``) i among those of j, or (``"mutual"``) both.
@@ -76,15 +74,17 @@ from dmlfe.compute import (
     tree_reduce,
 )
 from dmlfe.errors import InputError, MissingExtraError
-from dmlfe.relation.kernels import DEFAULT_EQ9_TAU, row_sq_norms, sq_distances
+from dmlfe.relation.kernels import row_sq_norms, sq_distances
 from dmlfe.relation.prototypes import gather_rows
-from dmlfe.stats.cache import _digest, earlier_version, stats_key
+from dmlfe.relation.similarities import Pairs, get_similarity, similarity_names
+from dmlfe.stats.cache import arrays_digest, earlier_version, stats_key
 from dmlfe.tempfiles import write_atomically
 
 log = logging.getLogger(__name__)
 
-#: Weight functions of the graph's edges.
-FEATURE_WEIGHTS = ("constant", "gaussian", "local_scaling", "eq9", "cosine")
+#: dmlfe's own weights of the graph's edges (the registry,
+#: :func:`dmlfe.relation.similarities.similarity_names`, also lists later registrations).
+FEATURE_WEIGHTS = similarity_names("graph")
 #: How the directed K-NN lists become an undirected graph.
 GRAPH_MODES = ("symmetrized", "mutual")
 #: Rows per distance slice inside one task (bounds the dense slice x block matrix).
@@ -147,26 +147,17 @@ class KNNGraph:
 
     def edge_weights(self, kind: str = "gaussian", tau: float | None = None) -> np.ndarray:
         """(n, K) weights of the directed edges i -> indices[i, k] (module docstring)."""
+        spec = get_similarity(kind, "graph")
         d2 = self.sq_distances
-        if kind == "constant":
-            return np.ones_like(d2)
-        if kind == "gaussian":
-            if tau is None:
-                tau = default_gaussian_tau(d2)
-            return np.exp(-d2 / float(tau))
-        if kind == "local_scaling":
+        if spec.needs_tau and tau is None:
+            tau = default_gaussian_tau(d2) if spec.default_tau is None else spec.default_tau
+        pairs = Pairs(sq_dist=d2, x_sq=self.sq_norms[:, None], p_sq=self.sq_norms[self.indices],
+                      tau=tau if spec.needs_tau else None)
+        if spec.needs_scale:
             sigma = np.sqrt(d2[:, -1])
             sigma = np.where(sigma > 0.0, sigma, 1.0)
-            return np.exp(-d2 / (sigma[:, None] * sigma[self.indices]))
-        ni, nj = self.sq_norms[:, None], self.sq_norms[self.indices]
-        if kind == "eq9":
-            den = ni + nj
-            ratio = np.divide(d2, den, out=np.zeros_like(d2), where=den > 0)
-            return 1.0 / ((DEFAULT_EQ9_TAU if tau is None else float(tau)) + ratio)
-        if kind == "cosine":
-            den = np.sqrt(ni * nj)
-            return np.divide(0.5 * (ni + nj - d2), den, out=np.zeros_like(d2), where=den > 0)
-        raise ValueError(f"feature_weight={kind!r} is not one of {FEATURE_WEIGHTS}")
+            pairs.x_scale, pairs.p_scale = sigma[:, None], sigma[self.indices]
+        return spec.weights(pairs)
 
     def matrix(self, values: np.ndarray | None = None, mode: str = "symmetrized") -> sp.csr_matrix:
         """The symmetric n x n matrix with ``values`` (default 1) on the graph's edges."""
@@ -511,7 +502,7 @@ def _load_graph(directory: Path, params: dict[str, Any]) -> KNNGraph | None:
         meta = json.loads(rec.read_text(encoding="utf-8"))
         with open(npz, "rb") as f, np.load(f, allow_pickle=False) as z:
             arrays = {name: np.array(z[name]) for name in z.files}
-        if meta.get("sha256") == _digest(arrays) and \
+        if meta.get("sha256") == arrays_digest(arrays) and \
                 meta.get("params") == json.loads(json.dumps(params, default=str)):
             return KNNGraph(arrays["indices"], arrays["sq_distances"], arrays["sq_norms"],
                             from_cache=True, exact=bool(params["exact"]),
@@ -586,7 +577,8 @@ def load_or_compute_graph(store: Any, n_neighbors: int, *, client: Any = None,
     if cache:
         directory.mkdir(parents=True, exist_ok=True)
         arrays = {"indices": g.indices, "sq_distances": g.sq_distances, "sq_norms": g.sq_norms}
-        meta = {"params": json.loads(json.dumps(params, default=str)), "sha256": _digest(arrays),
+        meta = {"params": json.loads(json.dumps(params, default=str)),
+                "sha256": arrays_digest(arrays),
                 "n": g.n, "n_neighbors": g.k, "recall": g.recall,
                 "recall_sample": g.recall_sample, "dmlfe_version": __version__}
         rec.unlink(missing_ok=True)

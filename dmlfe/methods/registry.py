@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from dmlfe.graph.combine import COMBINATIONS
-from dmlfe.graph.knn import FEATURE_WEIGHTS, GRAPH_MODES
+from dmlfe.graph.knn import GRAPH_MODES
 from dmlfe.graph.label_similarity import SCHEME_SIMILARITIES, check_label_similarity
 from dmlfe.graph.methods import (
     CONSTRAINTS,
@@ -58,7 +58,12 @@ from dmlfe.params import (
     split_arg,
     split_names,
 )
-from dmlfe.relation.kernels import PSD_SIMILARITIES, canonical_similarity
+from dmlfe.relation.similarities import (
+    all_similarities,
+    get_similarity,
+    graph_weight,
+    similarity_choices,
+)
 
 #: Builder arguments that are inputs, not parameters.
 _INPUTS = frozenset({"stats", "xtwx", "dense", "kernel", "labels", "graph", "doc_splits"})
@@ -326,11 +331,11 @@ def _kernel_checks(params: dict[str, Any]) -> None:
     if params.get("route") == "feature":
         raise ValueError("KernelMDDM is a kernel method on relation features; it needs "
                          "route='relation' (or 'auto')")
-    kind = canonical_similarity(params["similarity"])
-    if kind not in PSD_SIMILARITIES:
+    if not get_similarity(params["similarity"], "relation").psd:
+        psd = tuple(n for n, s in all_similarities().items() if s.psd and s.relation)
         raise ValueError(
             f"KernelMDDM needs a positive semi-definite kernel for its constraint (mddm eq. "
-            f"13/20), one of {PSD_SIMILARITIES}; similarity={params['similarity']!r} is not. "
+            f"13/20), one of {psd}; similarity={params['similarity']!r} is not. "
             "Use MDDM(route='relation', similarity=...) to run MDDM on those relation "
             "features instead")
     if params.get("solver") in ("randomized", "lanczos"):
@@ -402,10 +407,11 @@ REG = Param("reg", FROM_BUILDER, interval(0.0, None),
             "float >= 0, default 1e-3\n    lambda of B_p = X^T B X + lambda I (mope section 3.1); "
             "not used when B_p = I\n    (orthogonal projections).", flag={"type": float})
 FEATURE_WEIGHT = Param(
-    "feature_weight", FROM_BUILDER, one_of(*FEATURE_WEIGHTS),
+    "feature_weight", FROM_BUILDER, graph_weight,
     "{'constant', 'gaussian', 'local_scaling', 'eq9', 'cosine'}\n    Weights of the K-NN "
-    "graph W (mope section 2.1.1, eq. 7, 8, 9); K is n_neighbors.",
-    flag={"choices": list(FEATURE_WEIGHTS)})
+    "graph W (mope section 2.1.1, eq. 7, 8, 9; dmlfe.relation.similarities); K is "
+    "n_neighbors.",
+    flag={"choices": similarity_choices("graph")})
 FEATURE_TAU = Param("feature_tau", FROM_BUILDER, optional(interval(0.0, None, closed="neither")),
                     "float, optional\n    tau of the 'gaussian' (default: median neighbour "
                     "distance) and 'eq9' (default 1)\n    graph weights.", flag={"type": float})

@@ -43,11 +43,13 @@ from __future__ import annotations
 import itertools
 import numbers
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dmlfe.errors import DmlfeError
+from dmlfe.evaluation.registry import ClassifierTable, get_classifier
 from dmlfe.fit.params import COMMON
 from dmlfe.ingestion import format_options
 from dmlfe.methods.registry import all_methods, resolve_method
@@ -68,14 +70,9 @@ INSTANCE_METRICS = ["hamming_loss", "example_accuracy", "example_precision", "ex
 
 ROLES = ("train", "validation", "test")
 
-#: Classifier name -> (class name in dmlfe.evaluation.classifiers, default parameters).
-CLASSIFIERS: dict[str, tuple[str, dict[str, Any]]] = {
-    "ridge": ("MultiLabelRidge", {"alpha": 0.01}),
-    "mlknn": ("MLkNN", {"k": 10, "s": 1.0}),
-    "br": ("BinaryRelevance", {}),
-    "flda": ("PerLabelFLDA", {}),
-    "ppml": ("PPML", {"n_components": 300, "penalty": 30.0, "threshold": 0.5}),
-}
+#: Classifier name -> (class name, default parameters), read from the classifier
+#: registry (:mod:`dmlfe.evaluation.registry`) at each access.
+CLASSIFIERS: Mapping[str, tuple[str, dict[str, Any]]] = ClassifierTable()
 
 #: Estimator parameters the pipeline sets itself (not from a pipeline file).
 _RESERVED = {"n_components", "client", "split", "progress", "cache", "variant"}
@@ -455,9 +452,7 @@ def classifier_params(name: str) -> set[str]:
     """The parameters a ``classifiers`` entry may give for classifier ``name``."""
     import inspect
 
-    from dmlfe.evaluation import classifiers as mod
-
-    cls = getattr(mod, CLASSIFIERS[name][0])
+    cls = get_classifier(name).cls
     return {p for p in inspect.signature(cls.__init__).parameters if p != "self"}
 
 
@@ -541,7 +536,7 @@ def _classifier(path: Path, i: int | str, v: Any) -> ClassifierSpec:
         raise _err(path, f"{key}.name", f"must be one of {', '.join(CLASSIFIERS)}, got {name!r}")
     label = str(v.pop("label", name))
     _check_keys(path, key, v, classifier_params(name) | _CLASSIFIER_KEYS)
-    params = {**CLASSIFIERS[name][1], **v}
+    params = {**get_classifier(name).defaults, **v}
     return ClassifierSpec(label=label, name=name, params=params)
 
 

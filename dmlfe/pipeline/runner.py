@@ -32,13 +32,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from dmlfe.estimators import make_estimator
-from dmlfe.evaluation import classifiers as mod
+from dmlfe.evaluation.registry import get_classifier
 from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, ingest
 from dmlfe.metrics import metric_report
 from dmlfe.model_io import load_model
 from dmlfe.pipeline.cache import StageCache, stage_key, to_json, write_json_atomic
 from dmlfe.pipeline.config import (
-    CLASSIFIERS,
     ClassifierSpec,
     DatasetSpec,
     PipelineConfig,
@@ -91,16 +90,8 @@ class RunResult:
 
 
 def make_classifier(spec: ClassifierSpec) -> Any:
-    """The classifier of a ``classifiers`` entry (dmlfe.evaluation.classifiers)."""
-    cls = getattr(mod, CLASSIFIERS[spec.name][0])
-    params = dict(spec.params)
-    if spec.name == "br":
-        est = params.get("estimator", "logistic")
-        if est not in (None, "logistic"):
-            raise ValueError(f"estimator={est!r}: binary relevance takes 'logistic' (L2 "
-                             "logistic regression, C by cross-validation on the training set)")
-        params["estimator"] = None
-    return cls(**params)
+    """The classifier of a ``classifiers`` entry (:mod:`dmlfe.evaluation.registry`)."""
+    return get_classifier(spec.name).make(spec.params)
 
 
 def _raw_features(view: Any) -> Any:

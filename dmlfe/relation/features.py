@@ -24,9 +24,7 @@ from dask import delayed
 
 from dmlfe.compute import is_dask
 from dmlfe.relation.kernels import (
-    DEFAULT_EQ9_TAU,
     DEFAULT_NEIGHBORS,
-    WITH_TAU,
     canonical_similarity,
     median_tau,
     row_sq_norms,
@@ -34,6 +32,7 @@ from dmlfe.relation.kernels import (
 )
 from dmlfe.relation.kernels import prototype_scales as _local_scales
 from dmlfe.relation.prototypes import gather_rows, select_prototypes
+from dmlfe.relation.similarities import get_similarity
 from dmlfe.stats.outer import dense_outer
 
 #: Rows per slice when the map is applied on the driver (bounds the dense m x p block).
@@ -56,10 +55,11 @@ class RelationMap:
     prototypes : scipy.sparse matrix (p, D)
         The prototype documents' rows.
     similarity : str
-        One of :data:`dmlfe.relation.kernels.SIMILARITIES` (or an alias).
+        A relation similarity of :mod:`dmlfe.relation.similarities` (or an alias).
     tau : float, optional
-        Width of "gaussian" (required there: see :func:`build_relation_map` for the
-        median heuristic) and of "inverse_normalized_distance" (default 1.0).
+        Width of a similarity that takes one: "gaussian" (required there: see
+        :func:`build_relation_map` for the median heuristic) and
+        "inverse_normalized_distance" (default 1.0).
     n_neighbors : int
         K of "local_scaling".
     prototype_scales : ndarray (p,), optional
@@ -73,12 +73,16 @@ class RelationMap:
         P.sort_indices()
         self.prototypes = P
         self.similarity = canonical_similarity(similarity)
+        spec = get_similarity(self.similarity)
+        # the declaration travels with the map: a worker process has only dmlfe's own
+        # similarities registered, not those a plug-in registered in the driver
+        self._spec = spec
         if isinstance(n_neighbors, bool) or int(n_neighbors) < 1:
             raise ValueError(f"n_neighbors={n_neighbors!r} must be a positive int")
         self.n_neighbors = int(n_neighbors)
-        if self.similarity == "inverse_normalized_distance" and tau is None:
-            tau = DEFAULT_EQ9_TAU
-        if self.similarity in WITH_TAU:
+        if spec.needs_tau and tau is None:
+            tau = spec.default_tau
+        if spec.needs_tau:
             if tau is None:
                 raise ValueError(f"similarity={self.similarity!r} needs tau (> 0)")
             if not np.isfinite(float(tau)) or float(tau) <= 0.0:
@@ -89,7 +93,7 @@ class RelationMap:
             tau = None
         self.tau = tau
         self._prepare()
-        if self.similarity == "local_scaling":
+        if spec.needs_scale:
             if prototype_scales is None:
                 prototype_scales = _local_scales(P, self._psq, self.n_neighbors)
             prototype_scales = np.asarray(prototype_scales, dtype=np.float64).ravel()
@@ -132,7 +136,7 @@ class RelationMap:
             raise ValueError(f"a row block has {xb.shape[1]} features but the prototypes have "
                              f"{self.n_features}: use documents of the training feature space")
         G = dense_outer(xb, self.prototypes)
-        return similarity(self.similarity, G, xb, self._psq, tau=self.tau,
+        return similarity(self._spec, G, xb, self._psq, tau=self.tau,
                           proto_scales=self.prototype_scales, n_neighbors=self.n_neighbors)
 
     def transform(self, X: Any, rows: int = DRIVER_ROWS) -> np.ndarray:
@@ -215,14 +219,15 @@ def build_relation_map(
 ) -> tuple[RelationMap, np.ndarray]:
     """Choose the prototypes, gather their rows, resolve tau; returns (map, prototype rows).
 
-    The Gaussian tau, when not given, is the median squared distance between a seeded
-    sample of the prototypes (:func:`dmlfe.relation.kernels.median_tau`), so it too is
-    independent of the chunking.
+    A tau without a default (the Gaussian's), when not given, is the median squared
+    distance between a seeded sample of the prototypes
+    (:func:`dmlfe.relation.kernels.median_tau`), so it too is independent of the chunking.
     """
     kind = canonical_similarity(similarity_name)
+    spec = get_similarity(kind)
     idx = select_prototypes(X, Y, n_prototypes=n_prototypes, selection=selection,
                             random_state=random_state, client=client)
     P = gather_rows(X, idx, client)
-    if kind == "gaussian" and tau is None:
+    if spec.needs_tau and tau is None and spec.default_tau is None:
         tau = median_tau(P, row_sq_norms(P), random_state)
     return RelationMap(P, kind, tau=tau, n_neighbors=n_neighbors), idx

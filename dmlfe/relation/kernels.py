@@ -2,23 +2,19 @@
 
 All of them start from the sparse x sparse Gram block G = X_b P^T (P the prototype
 rows) and the squared row norms, through ||x - p||^2 = ||x||^2 + ||p||^2 - 2 x.p
-(clipped at 0 against round-off), so no dense copy of a D-wide row is ever made.
+(clipped at 0 against round-off), so no dense copy of a D-wide row is ever made. The
+similarities themselves are declared in :mod:`dmlfe.relation.similarities` (the same
+functions weight the graph methods' K-NN graph); this module resolves their inputs
+for a relation block.
 
-* ``"linear"``: x.p (the linear kernel; with every training document as a
-  prototype R = X X_train^T, mddm section 3.1.2's Q = X^T X in its notation).
-* ``"cosine"``: x.p / (||x|| ||p||); 0 when either row is empty.
-* ``"gaussian"`` (eq. 7): exp(-||x - p||^2 / tau), tau > 0.
-* ``"local_scaling"`` (eq. 8, Zelnik-Manor & Perona): exp(-||x - p||^2 /
-  (sigma_x sigma_p)), sigma_i = ||x_i - x_i^K||, the distance to the K-th nearest
-  neighbour. Reading for the relation route: the neighbours are the prototypes, and
-  a distance of 0 (the document itself, or an exact duplicate) is not a neighbour --
-  so a prototype's sigma is its K-th nearest *other* prototype, and a training
-  document that is also a prototype gets the same sigma either way. A row with fewer
-  than K non-zero distances uses its largest one (1.0 when it has none).
-* ``"inverse_normalized_distance"`` (eq. 9, alias ``"eq9"``): 1 / (tau + ||x - p||^2 /
-  (||x||^2 + ||p||^2)); the ratio is 0 when both rows are empty. It is not a
-  positive semi-definite kernel (mope section 3.5 allows any relation values as
-  input features).
+``"local_scaling"`` (eq. 8, Zelnik-Manor & Perona): sigma_i = ||x_i - x_i^K||, the
+distance to the K-th nearest neighbour. Reading for the relation route: the neighbours
+are the prototypes, and a distance of 0 (the document itself, or an exact duplicate) is
+not a neighbour -- so a prototype's sigma is its K-th nearest *other* prototype, and a
+training document that is also a prototype gets the same sigma either way. A row with
+fewer than K non-zero distances uses its largest one (1.0 when it has none).
+``"inverse_normalized_distance"`` (eq. 9) is not a positive semi-definite kernel (mope
+section 3.5 allows any relation values as input features).
 """
 
 from __future__ import annotations
@@ -28,29 +24,35 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from dmlfe.relation.similarities import (
+    Pairs,
+    SimilaritySpec,
+    get_similarity,
+    similarity_names,
+    sq_distances,
+)
 from dmlfe.stats.outer import dense_outer
 
-SIMILARITIES = ("linear", "cosine", "gaussian", "local_scaling", "inverse_normalized_distance")
-_ALIASES = {"eq9": "inverse_normalized_distance", "eq7": "gaussian", "eq8": "local_scaling",
-            "rbf": "gaussian"}
-#: Similarities whose prototype kernel matrix is positive semi-definite (kernel MDDM).
-PSD_SIMILARITIES = ("linear", "cosine", "gaussian")
-#: Similarities with a width parameter tau.
-WITH_TAU = ("gaussian", "inverse_normalized_distance")
+__all__ = ["DEFAULT_EQ9_TAU", "DEFAULT_NEIGHBORS", "PSD_SIMILARITIES", "SIMILARITIES",
+           "WITH_TAU", "canonical_similarity", "kth_neighbour_distance", "median_tau",
+           "prototype_scales", "row_sq_norms", "similarity", "sq_distances"]
+
+#: dmlfe's own relation similarities (the registry, :func:`dmlfe.relation.similarities.
+#: similarity_names`, also lists later registrations).
+SIMILARITIES = similarity_names("relation")
+#: Those whose prototype kernel matrix is positive semi-definite (kernel MDDM).
+PSD_SIMILARITIES = tuple(n for n in SIMILARITIES if get_similarity(n).psd)
+#: Those with a width parameter tau.
+WITH_TAU = tuple(n for n in SIMILARITIES if get_similarity(n).needs_tau)
 #: Default K of the local-scaling kernel (Zelnik-Manor & Perona use K = 7).
 DEFAULT_NEIGHBORS = 7
 #: Default tau of eq. 9 (the paper does not fix one).
-DEFAULT_EQ9_TAU = 1.0
+DEFAULT_EQ9_TAU = get_similarity("inverse_normalized_distance").default_tau
 
 
 def canonical_similarity(name: str) -> str:
-    """The similarity's canonical name (accepts the aliases eq7, eq8, eq9, rbf)."""
-    key = str(name).lower().replace("-", "_")
-    key = _ALIASES.get(key, key)
-    if key not in SIMILARITIES:
-        raise ValueError(f"similarity={name!r} is not one of {SIMILARITIES} (or the aliases "
-                         f"{sorted(_ALIASES)})")
-    return key
+    """The relation similarity's canonical name (accepts aliases such as eq7, eq8, eq9, rbf)."""
+    return get_similarity(name, "relation").name
 
 
 def row_sq_norms(X: Any) -> np.ndarray:
@@ -60,19 +62,6 @@ def row_sq_norms(X: Any) -> np.ndarray:
         return np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
     X = np.asarray(X, dtype=np.float64)
     return np.einsum("ij,ij->i", X, X)
-
-
-def sq_distances(G: np.ndarray, xsq: np.ndarray, psq: np.ndarray) -> np.ndarray:
-    """||x - p||^2 from the Gram block and the squared norms, clipped at 0.
-
-    ``psq`` holds the norms of G's columns (1-D), or of each entry's second row
-    (G's shape: pairs (i, j_ik), as for a K-NN list).
-    """
-    norms = xsq[:, None] + (psq if psq.ndim == 2 else psq[None, :])
-    d2 = norms - 2.0 * G
-    # round-off of the expansion: anything below ~1e-12 of the norms is a zero distance
-    d2[d2 <= 1e-12 * norms] = 0.0
-    return d2
 
 
 def kth_neighbour_distance(d2: np.ndarray, k: int) -> np.ndarray:
@@ -91,7 +80,7 @@ def kth_neighbour_distance(d2: np.ndarray, k: int) -> np.ndarray:
 
 
 def similarity(
-    kind: str,
+    kind: str | SimilaritySpec,
     G: np.ndarray,
     xb: Any,
     psq: np.ndarray,
@@ -100,27 +89,15 @@ def similarity(
     proto_scales: np.ndarray | None = None,
     n_neighbors: int = DEFAULT_NEIGHBORS,
 ) -> np.ndarray:
-    """The m x p similarity block of ``kind`` from G = X_b P^T, the row block X_b itself
-    and the prototypes' squared norms ``psq``. The rows' norms are computed only for the
-    kinds that use them (not "linear", which is G itself)."""
-    if kind == "linear":
-        return G
-    xsq = row_sq_norms(xb)
-    if kind == "cosine":
-        nx, npr = np.sqrt(xsq), np.sqrt(psq)
-        den = nx[:, None] * npr[None, :]
-        return np.divide(G, den, out=np.zeros_like(G), where=den > 0)
-    d2 = sq_distances(G, xsq, psq)
-    if kind == "gaussian":
-        return np.exp(-d2 / float(tau))
-    if kind == "local_scaling":
-        sx = kth_neighbour_distance(d2, n_neighbors)
-        return np.exp(-d2 / (sx[:, None] * proto_scales[None, :]))
-    if kind == "inverse_normalized_distance":
-        den = xsq[:, None] + psq[None, :]
-        ratio = np.divide(d2, den, out=np.zeros_like(d2), where=den > 0)
-        return 1.0 / (float(tau) + ratio)
-    raise ValueError(f"unknown similarity {kind!r}")
+    """The m x p similarity block of ``kind`` (a name or a declaration) from G = X_b P^T,
+    the row block X_b itself and the prototypes' squared norms ``psq``. The rows' norms
+    are computed only for the similarities that read them (not "linear": G itself)."""
+    spec = kind if isinstance(kind, SimilaritySpec) else get_similarity(kind, "relation")
+    pairs = Pairs(inner=G, x_sq=lambda: row_sq_norms(xb)[:, None], p_sq=psq[None, :], tau=tau)
+    if spec.needs_scale:
+        pairs.x_scale = kth_neighbour_distance(pairs.sq_dist, n_neighbors)[:, None]
+        pairs.p_scale = np.asarray(proto_scales)[None, :]
+    return spec.weights(pairs)
 
 
 def prototype_scales(P: sp.csr_matrix, psq: np.ndarray, n_neighbors: int,

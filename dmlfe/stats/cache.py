@@ -118,7 +118,7 @@ def array_identity(a: Any) -> dict[str, Any]:
 # --------------------------------------------------------------------------- #
 # Saving and loading
 # --------------------------------------------------------------------------- #
-def _digest(arrays: dict[str, np.ndarray]) -> str:
+def arrays_digest(arrays: dict[str, np.ndarray]) -> str:
     """sha256 of the arrays' names, dtypes, shapes and values (not of the zip bytes,
     which hold a time stamp: two writers of equal statistics get the same digest)."""
     h = hashlib.sha256()
@@ -163,7 +163,7 @@ def save_stats(
         "n_features": stats.n_features,
         "n_labels": stats.n_labels,
         "arrays": {name: list(a.shape) for name, a in arrays.items()},
-        "sha256": _digest(arrays),
+        "sha256": arrays_digest(arrays),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "dmlfe_version": __version__,
     }
@@ -235,7 +235,7 @@ def _read_arrays(npz_path: Path, meta: dict[str, Any]) -> SufficientStats:
     if want != have:
         raise _BadEntry(f"it holds arrays {have}, its record names {want} (the files of "
                         "two different writes, or a damaged file)")
-    if _digest(arrays) != meta["sha256"]:
+    if arrays_digest(arrays) != meta["sha256"]:
         raise _BadEntry("its arrays do not match the digest in its record (the files of "
                         "two different writes, or a damaged file)")
     d, q, n = meta["n_features"], meta["n_labels"], meta["n"]
@@ -698,7 +698,7 @@ def save_gram(G: np.ndarray, directory: str | os.PathLike[str], params: dict[str
     npy_path, json_path = _gram_paths(directory, params)
     G = np.ascontiguousarray(G, dtype=np.float64)
     meta = {"key": stats_key(params), "params": _canonical(params), "n": int(G.shape[0]),
-            "sha256": _digest({"gram": G}),
+            "sha256": arrays_digest({"gram": G}),
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "dmlfe_version": __version__}
     text = json.dumps(meta, indent=2, sort_keys=True).encode("utf-8")
@@ -731,7 +731,7 @@ def load_gram(directory: str | os.PathLike[str], params: dict[str, Any]) -> np.n
         if G.shape != (n, n) or G.dtype != np.float64:
             raise _BadEntry(f"it holds a {G.dtype} array of shape {G.shape}, its record a "
                             f"float64 {n} x {n} Gram")
-        if _digest({"gram": G}) != meta["sha256"]:
+        if arrays_digest({"gram": G}) != meta["sha256"]:
             raise _BadEntry("its values do not match the digest in its record (the files "
                             "of two different writes, or a damaged file)")
     except FileNotFoundError:
