@@ -51,8 +51,7 @@ from dmlfe.embed import (
 )
 from dmlfe.errors import DmlfeError, InputError, StoreError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
-from dmlfe.fit.params import COMPONENTS_DTYPES, MAX_SEED
-from dmlfe.graph.knn import KNN_METHODS
+from dmlfe.fit.params import COMMON, MAX_SEED
 from dmlfe.ingestion import (
     DEFAULT_CHUNK_ROWS,
     FORMATS,
@@ -65,7 +64,7 @@ from dmlfe.methods.registry import all_methods, method_choices, resolve_method
 from dmlfe.metrics import metric_report
 from dmlfe.model_files import check_model_target
 from dmlfe.model_io import load_model, text_pipeline
-from dmlfe.params import Param, split_arg
+from dmlfe.params import Param, flag_options, split_arg
 from dmlfe.pipeline.cli import add_run_parser, cmd_run
 from dmlfe.pipeline.config import CLASSIFIERS, METRICS, ClassifierSpec
 from dmlfe.pipeline.runner import make_classifier
@@ -435,6 +434,12 @@ def method_flags() -> dict[str, tuple[Param, list[str]]]:
             if p.flag is not None:
                 out.setdefault(p.name, (p, []))[1].append(spec.name)
     return out
+
+
+def _choices(name: str) -> list[Any]:
+    """``dmlfe fit``'s choices for the common parameter ``name``, read from its
+    constraint (:data:`dmlfe.fit.params.COMMON`)."""
+    return flag_options(next(p for p in COMMON if p.name == name))["choices"]
 
 
 def _variant_families() -> list[str]:
@@ -922,7 +927,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default 0.999)")
     mo = pf.add_argument_group("method options (default: the method's own)")
     for name, (param, methods) in method_flags().items():
-        options = {k: v for k, v in param.flag.items() if k != "help"}
+        options = {k: v for k, v in flag_options(param).items() if k != "help"}
         text = ", ".join(methods) + (f": {param.flag['help']}" if "help" in param.flag else "")
         mo.add_argument(param.option, dest=name, default=None, help=text, **options)
     families = _variant_families()
@@ -930,14 +935,14 @@ def build_parser() -> argparse.ArgumentParser:
     mo.add_argument("--variant", choices=variants, default=None, help=", ".join(families))
     ro = pf.add_argument_group(
         "route (relation = similarities to prototype documents, a p x p problem at any D)")
-    ro.add_argument("--route", choices=["feature", "relation", "dual", "auto"], default=None,
+    ro.add_argument("--route", choices=_choices("route"), default=None,
                     help="default: auto (kmddm: relation); above --max-dense-features auto "
                     "picks dual (exact, through the n x n Gram) when n <= "
                     "--max-dual-samples, else matrix-free (PCA, LSI, MVMD) or relation")
     ro.add_argument("--prototypes", dest="n_prototypes", type=positive_int, default=None,
                     help="number of prototypes p (default: every training document)")
-    ro.add_argument("--prototype-selection", choices=["all", "random", "stratified",
-                                                      "kmeans++"], default=None,
+    ro.add_argument("--prototype-selection", choices=_choices("prototype_selection"),
+                    default=None,
                     help="how prototypes are chosen (default all; random if --prototypes "
                     "is given)")
     ro.add_argument("--similarity", default=None,
@@ -949,7 +954,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "median heuristic)")
     ro.add_argument("--n-neighbors", type=positive_int, default=None,
                     help="local_scaling: K-th nearest neighbour (default 7)")
-    ro.add_argument("--knn-search", choices=list(KNN_METHODS), default=None,
+    ro.add_argument("--knn-search", choices=_choices("knn_search"), default=None,
                     help="graph methods: exact or approximate (NN-descent, needs dmlfe[ann]) "
                     "K-NN search (default auto: exact up to 100,000 documents)")
     ro.add_argument("--random-state", type=_seed, default=None,
@@ -958,8 +963,8 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--split", type=split_arg, default=None,
                     help="fit on the documents of this split only (or of a comma-separated "
                     "list of splits, e.g. train,unlabelled)")
-    pf.add_argument("--solver", choices=["auto", "dense", "randomized", "lanczos"],
-                    default="auto", help="eigensolver (default auto: dense when D is small "
+    pf.add_argument("--solver", choices=_choices("solver"), default="auto",
+                    help="eigensolver (default auto: dense when D is small "
                     "enough, else matrix-free)")
     pf.add_argument("--max-dense-features", type=positive_int, default=None,
                     help="largest D for which a D x D matrix is formed (default 20000)")
@@ -984,7 +989,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="matrix-free solver: relative residual to stop at (default 1e-5)")
     pf.add_argument("--max-passes", type=positive_int, default=None,
                     help="matrix-free solver: most passes (default 30)")
-    pf.add_argument("--components-dtype", choices=list(COMPONENTS_DTYPES), default=None,
+    pf.add_argument("--components-dtype", choices=_choices("components_dtype"), default=None,
                     help="storage of the saved components (d x D; default float64: 0.8 GB "
                     "per 100 components at D = 2^20; float32: half that, and float32 "
                     "embeddings). The solve is float64 either way")

@@ -8,7 +8,11 @@ declarations, and :func:`validate` checks every value before any pass over the d
 (in the manner of scikit-learn's ``_parameter_constraints``).
 
 A constraint is a callable ``check(name, value) -> value`` that returns the
-(possibly normalised) value or raises ValueError / TypeError naming the parameter.
+(possibly normalised) value or raises ValueError / TypeError naming the parameter; the
+built-in ones are small :class:`Constraint` objects whose ``choices`` and ``bounds``
+the command line and the tests read. Cluster profiles and pipeline files check their
+fields with the same objects (:class:`Predicate`, :class:`Worded`), worded as their
+messages are.
 """
 
 from __future__ import annotations
@@ -41,8 +45,9 @@ class Param:
     doc : str
         numpy-docstring entry: first line the type, the rest the description.
     flag : dict or None
-        ``argparse`` options of its ``dmlfe fit --NAME`` flag (``type``, ``choices``,
-        ``help``...); None for parameters the command line does not offer.
+        ``argparse`` options of its ``dmlfe fit --NAME`` flag (``type``, ``help``...;
+        ``choices`` come from ``check``, see :func:`flag_options`); None for parameters
+        the command line does not offer.
     """
 
     name: str
@@ -87,48 +92,183 @@ def _is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def interval(lo: float | None, hi: float | None, *, closed: str = "both",
-             integer: bool = False) -> Check:
-    """A number in [lo, hi] (``closed`` "both", "left", "right" or "neither"; None = unbounded)."""
-    left = "[" if closed in ("both", "left") else "("
-    right = "]" if closed in ("both", "right") else ")"
-    text = f"{left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{right}"
-    kind = "an int" if integer else "a number"
+class Constraint:
+    """Base of the constraint objects: ``check(name, value) -> value``.
 
-    def check(name: str, value: Any) -> Any:
-        ok_type = isinstance(value, numbers.Integral) if integer else _is_real(value)
+    A constraint returns the (possibly normalised) value or raises ValueError /
+    TypeError. Its ``choices`` (the accepted values, when they are a list) and
+    ``bounds`` (``(lo, hi)`` of a number, None for unbounded) are what the command line
+    and the tests read instead of repeating them; None when the constraint has none.
+    """
+
+    __slots__ = ()
+
+    @property
+    def choices(self) -> tuple[Any, ...] | None:
+        return None
+
+    @property
+    def bounds(self) -> tuple[float | None, float | None] | None:
+        return None
+
+    def __call__(self, name: str, value: Any) -> Any:
+        raise NotImplementedError
+
+    def accepts(self, value: Any) -> bool:
+        """Whether the constraint takes ``value`` as it is."""
+        try:
+            self("value", value)
+        except (TypeError, ValueError):
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class Interval(Constraint):
+    """A number in [lo, hi] (``closed`` "both", "left", "right" or "neither"; None =
+    unbounded); ``integer``: an int."""
+
+    lo: float | None
+    hi: float | None
+    closed: str = "both"
+    integer: bool = False
+
+    @property
+    def bounds(self) -> tuple[float | None, float | None]:
+        return (self.lo, self.hi)
+
+    @property
+    def text(self) -> str:
+        """The interval as written in messages, e.g. ``[1, inf)``."""
+        left = "[" if self.closed in ("both", "left") else "("
+        right = "]" if self.closed in ("both", "right") else ")"
+        lo = "-inf" if self.lo is None else self.lo
+        return f"{left}{lo}, {'inf' if self.hi is None else self.hi}{right}"
+
+    def __call__(self, name: str, value: Any) -> Any:
+        kind = "an int" if self.integer else "a number"
+        bad = f"parameter {name}={value!r} must be {kind} in {self.text}"
+        ok_type = isinstance(value, numbers.Integral) if self.integer else _is_real(value)
         if not ok_type or isinstance(value, bool):
-            raise TypeError(f"parameter {name}={value!r} must be {kind} in {text}")
-        v = int(value) if integer else float(value)
+            raise TypeError(bad)
+        v = int(value) if self.integer else float(value)
         if not math.isfinite(v):
-            raise ValueError(f"parameter {name}={value!r} must be {kind} in {text}")
-        below = lo is not None and (v < lo if left == "[" else v <= lo)
-        above = hi is not None and (v > hi if right == "]" else v >= hi)
+            raise ValueError(bad)
+        left_closed = self.closed in ("both", "left")
+        right_closed = self.closed in ("both", "right")
+        below = self.lo is not None and (v < self.lo if left_closed else v <= self.lo)
+        above = self.hi is not None and (v > self.hi if right_closed else v >= self.hi)
         if below or above:
-            raise ValueError(f"parameter {name}={value!r} must be {kind} in {text}")
+            raise ValueError(bad)
         return v
 
-    return check
 
-
-def one_of(*values: Any) -> Check:
+@dataclass(frozen=True)
+class OneOf(Constraint):
     """One of the listed values (compared with ==)."""
 
-    def check(name: str, value: Any) -> Any:
-        if isinstance(value, str | int | float | bool | type(None)) and value in values:
+    values: tuple[Any, ...]
+
+    @property
+    def choices(self) -> tuple[Any, ...]:
+        return self.values
+
+    def __call__(self, name: str, value: Any) -> Any:
+        if isinstance(value, str | int | float | bool | type(None)) and value in self.values:
             return value
-        raise ValueError(f"parameter {name}={value!r} is not one of {values}")
-
-    return check
+        raise ValueError(f"parameter {name}={value!r} is not one of {self.values}")
 
 
-def optional(inner: Check) -> Check:
+@dataclass(frozen=True)
+class OrNone(Constraint):
+    """None, or a value ``inner`` accepts (its choices and bounds are this one's)."""
+
+    inner: Check
+
+    @property
+    def choices(self) -> tuple[Any, ...] | None:
+        return getattr(self.inner, "choices", None)
+
+    @property
+    def bounds(self) -> tuple[float | None, float | None] | None:
+        return getattr(self.inner, "bounds", None)
+
+    def __call__(self, name: str, value: Any) -> Any:
+        return None if value is None else self.inner(name, value)
+
+
+@dataclass(frozen=True)
+class Predicate(Constraint):
+    """A value ``test`` holds for; else ValueError ``message`` (a format string of
+    ``value`` and ``type``, its type's name), e.g. ``"must be a mapping, got {value!r}"``.
+
+    For files whose messages name the field themselves (cluster profiles, pipeline
+    files): the message says what is wrong, the caller says where.
+    """
+
+    test: Callable[[Any], bool]
+    message: str
+
+    def __call__(self, name: str, value: Any) -> Any:
+        if self.test(value):
+            return value
+        raise ValueError(self.message.format(value=value, type=type(value).__name__))
+
+
+@dataclass(frozen=True)
+class Worded(Constraint):
+    """What ``inner`` accepts (and returns), with the ValueError ``message`` of
+    :class:`Predicate` instead of its own; ``inner``'s choices and bounds are kept."""
+
+    inner: Check
+    message: str
+
+    @property
+    def choices(self) -> tuple[Any, ...] | None:
+        return getattr(self.inner, "choices", None)
+
+    @property
+    def bounds(self) -> tuple[float | None, float | None] | None:
+        return getattr(self.inner, "bounds", None)
+
+    def __call__(self, name: str, value: Any) -> Any:
+        try:
+            return self.inner(name, value)
+        except (TypeError, ValueError):
+            raise ValueError(self.message.format(value=value,
+                                                 type=type(value).__name__)) from None
+
+
+def interval(lo: float | None, hi: float | None, *, closed: str = "both",
+             integer: bool = False) -> Interval:
+    """A number in [lo, hi] (``closed`` "both", "left", "right" or "neither"; None = unbounded)."""
+    return Interval(lo, hi, closed, integer)
+
+
+def one_of(*values: Any) -> OneOf:
+    """One of the listed values (compared with ==)."""
+    return OneOf(values)
+
+
+def optional(inner: Check) -> OrNone:
     """None, or a value ``inner`` accepts."""
+    return OrNone(inner)
 
-    def check(name: str, value: Any) -> Any:
-        return None if value is None else inner(name, value)
 
-    return check
+def choices_of(check: Check) -> tuple[Any, ...] | None:
+    """The values ``check`` accepts when it lists them (a :class:`OneOf`, or an
+    :class:`OrNone` of one), else None."""
+    return getattr(check, "choices", None)
+
+
+def flag_options(param: Param) -> dict[str, Any]:
+    """``argparse`` options of ``param``'s flag: its ``flag`` entries, with ``choices``
+    read from its constraint when the flag does not give them."""
+    options = dict(param.flag or {})
+    choices = choices_of(param.check)
+    if "choices" not in options and choices is not None:
+        options["choices"] = [c for c in choices if c is not None]
+    return options
 
 
 def split_names(name: str, value: Any) -> str | list[str]:
@@ -160,10 +300,19 @@ def anything(name: str, value: Any) -> Any:
     return value
 
 
-def labels_of(*choices: str, matrix: bool = False) -> Check:
-    """One of the strings ``choices`` or, with ``matrix``, a finite symmetric 2-D array."""
+@dataclass(frozen=True)
+class LabelsOf(Constraint):
+    """One of the strings ``values`` or, with ``matrix``, a finite symmetric 2-D array."""
 
-    def check(name: str, value: Any) -> Any:
+    values: tuple[str, ...]
+    matrix: bool = False
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return self.values
+
+    def __call__(self, name: str, value: Any) -> Any:
+        choices, matrix = self.values, self.matrix
         if isinstance(value, str):
             if value in choices:
                 return value
@@ -181,4 +330,7 @@ def labels_of(*choices: str, matrix: bool = False) -> Check:
             raise ValueError(f"parameter {name}: the matrix must be symmetric")
         return value
 
-    return check
+
+def labels_of(*choices: str, matrix: bool = False) -> LabelsOf:
+    """One of the strings ``choices`` or, with ``matrix``, a finite symmetric 2-D array."""
+    return LabelsOf(choices, matrix)
