@@ -31,14 +31,13 @@ from pathlib import Path
 from typing import Any
 
 import dask
-from distributed import Client, LocalCluster
+from distributed import Client
 
 from dmlfe.cluster_profiles import (
     Profile,
-    local_cluster_options,
+    get_cluster_kind,
     read_profile_file,
     require_extra,
-    start_cluster,
     tls_check,
 )
 from dmlfe.errors import ClusterUnreachableError, NoWorkersError
@@ -53,7 +52,6 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 #: cluster. A slurm, pbs or kubernetes cluster is not waited for unless its profile or
 #: the flag sets a wait: its workers start when the batch system runs their jobs.
 DEFAULT_WORKER_TIMEOUT = 30.0
-_BATCH_KINDS = ("slurm", "pbs", "kubernetes")
 
 _SOURCE_CONFIGS = Path(__file__).resolve().parent.parent / "cluster_configs"
 #: Where a (non-editable) install puts them: package data (see setup.py).
@@ -157,12 +155,13 @@ def get_client(
     require_extra(profile)
     if cluster:
         tls_check(profile)  # certificates that cannot be loaded fail here, in one line
+    kind = get_cluster_kind(profile.kind)
     where = "--scheduler"
-    if profile.kind == "scheduler":
+    if kind.start is None:  # a kind that connects to a running scheduler
         scheduler, where = profile.spec["address"], f"{profile.path}: dmlfe.cluster.address"
     if worker_timeout is None:
         worker_timeout = profile.spec.get(
-            "worker_timeout", None if profile.kind in _BATCH_KINDS else DEFAULT_WORKER_TIMEOUT)
+            "worker_timeout", None if kind.batch else DEFAULT_WORKER_TIMEOUT)
     with dask.config.set(profile.dask_config()):
         if scheduler:
             client = _connect(scheduler, connect_timeout, where)
@@ -173,11 +172,9 @@ def get_client(
             finally:
                 client.close()
             return
-        if profile.kind == "local":
-            with _workers_ignore_interrupts():
-                cm: Any = LocalCluster(**local_cluster_options(profile, local_options))
-        else:
-            cm = start_cluster(profile, local_options.get("n_workers"))
+        assert kind.start is not None
+        with _workers_ignore_interrupts() if kind.local_workers else contextlib.nullcontext():
+            cm: Any = kind.start(profile, local_options)
         with cm as started, Client(started) as client:
             _announce(client, started, announce)
             what = profile.where() if profile.path else "the local cluster"
@@ -185,7 +182,7 @@ def get_client(
             try:
                 yield client
             except KeyboardInterrupt:
-                if profile.kind == "local":
+                if kind.local_workers:
                     _silence_workers(client)
                 raise
 
