@@ -17,6 +17,7 @@ messages are.
 
 from __future__ import annotations
 
+import argparse
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping
@@ -269,6 +270,67 @@ def flag_options(param: Param) -> dict[str, Any]:
     if "choices" not in options and choices is not None:
         options["choices"] = [c for c in choices if c is not None]
     return options
+
+
+def flag_param(name: str, default: Any, check: Check, kind: str, help: str,
+               **options: Any) -> Param:
+    """A command-line flag declared as a :class:`Param`: ``--NAME``, its argparse
+    ``options`` and ``help``; its docstring entry is ``kind`` and the help.
+
+    ``options`` may hold ``group`` (the title of the argument group it is listed under)
+    and ``exclusive`` (flags of the same ``exclusive`` exclude each other); see
+    :func:`add_flags`.
+    """
+    return Param(name, default, check, f"{kind}\n    {help}", flag={**options, "help": help})
+
+
+def add_flags(parser: argparse.ArgumentParser, params: Iterable[Param],
+              helps: Mapping[str, str | None] | None = None) -> None:
+    """Add the flags of ``params`` to ``parser`` (in their order).
+
+    Each flag's options are :func:`flag_options`; its default is the parameter's unless
+    the flag gives one. ``helps``: another help text for some of them, by name (None
+    keeps the flag's own).
+    """
+    groups: dict[str, Any] = {}
+    exclusive: dict[str, Any] = {}
+    for param in params:
+        options = flag_options(param)
+        title, together = options.pop("group", None), options.pop("exclusive", None)
+        text = (helps or {}).get(param.name)
+        if text is not None:
+            options["help"] = text
+        options.setdefault("default", param.default)
+        target = parser if title is None else groups.get(title)
+        if target is None:
+            target = groups[title] = parser.add_argument_group(title)
+        if together is not None:
+            if together not in exclusive:
+                exclusive[together] = target.add_mutually_exclusive_group()
+            target = exclusive[together]
+        target.add_argument(param.option, dest=param.name, **options)
+
+
+def positive_int(s: str) -> int:
+    """argparse type: an int of 1 or more (the CLI's counts and sizes)."""
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s}")
+    return v
+
+
+def seconds(s: str) -> float:
+    """argparse type: a number of seconds, 0 or more."""
+    try:
+        v = float(s)
+    except ValueError:
+        v = float("nan")
+    if not (0 <= v < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds (0 or more), got {s!r}")
+    return v
 
 
 def split_names(name: str, value: Any) -> str | list[str]:
