@@ -51,7 +51,7 @@ from dmlfe.embed import (
 )
 from dmlfe.errors import DmlfeError, InputError, StoreError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
-from dmlfe.fit.params import COMMON, MAX_SEED
+from dmlfe.fit.params import COMMON
 from dmlfe.ingestion import (
     DEFAULT_CHUNK_ROWS,
     FORMATS,
@@ -64,7 +64,7 @@ from dmlfe.methods.registry import all_methods, method_choices, resolve_method
 from dmlfe.metrics import metric_report
 from dmlfe.model_files import check_model_target
 from dmlfe.model_io import load_model, text_pipeline
-from dmlfe.params import Param, flag_options
+from dmlfe.params import Param, bounds_of, flag_options
 from dmlfe.pipeline.cli import add_run_parser, cmd_run
 from dmlfe.pipeline.config import CLASSIFIERS, METRICS, ClassifierSpec
 from dmlfe.pipeline.runner import make_classifier
@@ -424,10 +424,15 @@ def method_flags() -> dict[str, tuple[Param, list[str]]]:
     return out
 
 
+def _common(name: str) -> Param:
+    """The common estimator parameter ``name`` (:data:`dmlfe.fit.params.COMMON`)."""
+    return next(p for p in COMMON if p.name == name)
+
+
 def _choices(name: str) -> list[Any]:
     """``dmlfe fit``'s choices for the common parameter ``name``, read from its
-    constraint (:data:`dmlfe.fit.params.COMMON`)."""
-    return flag_options(next(p for p in COMMON if p.name == name))["choices"]
+    constraint."""
+    return flag_options(_common(name))["choices"]
 
 
 def _variant_families() -> list[str]:
@@ -450,13 +455,13 @@ def _n_components(kind: type) -> Any:
 
 
 def _seed(s: str) -> int:
+    """argparse type of --random-state: the seeds ``random_state``'s constraint takes."""
+    check = _common("random_state").check
     try:
-        v = int(s)
-    except ValueError:
-        v = -1
-    if not 0 <= v <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"expected a seed from 0 to {MAX_SEED}, got {s!r}")
-    return v
+        return check("random_state", int(s))
+    except (TypeError, ValueError):
+        lo, hi = bounds_of(check)
+        raise argparse.ArgumentTypeError(f"expected a seed from {lo} to {hi}, got {s!r}") from None
 
 
 def _fit_estimator(args: argparse.Namespace) -> MultiLabelProjection:
@@ -934,9 +939,10 @@ def build_parser() -> argparse.ArgumentParser:
     ro.add_argument("--knn-search", choices=_choices("knn_search"), default=None,
                     help="graph methods: exact or approximate (NN-descent, needs dmlfe[ann]) "
                     "K-NN search (default auto: exact up to 100,000 documents)")
+    lo, hi = bounds_of(_common("random_state").check)
     ro.add_argument("--random-state", type=_seed, default=None,
-                    help="seed of prototype selection and randomized solvers, 0 to "
-                    f"{MAX_SEED} (default 0)")
+                    help=f"seed of prototype selection and randomized solvers, {lo} to {hi} "
+                    "(default 0)")
     pf.add_argument("--solver", choices=_choices("solver"), default="auto",
                     help="eigensolver (default auto: dense when D is small "
                     "enough, else matrix-free)")

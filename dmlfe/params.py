@@ -262,6 +262,12 @@ def choices_of(check: Check) -> tuple[Any, ...] | None:
     return getattr(check, "choices", None)
 
 
+def bounds_of(check: Check) -> tuple[float | None, float | None] | None:
+    """``(lo, hi)`` of the numbers ``check`` accepts when it says (an :class:`Interval`,
+    or an :class:`OrNone` of one), else None."""
+    return getattr(check, "bounds", None)
+
+
 def flag_options(param: Param) -> dict[str, Any]:
     """``argparse`` options of ``param``'s flag: its ``flag`` entries, with ``choices``
     read from its constraint when the flag does not give them."""
