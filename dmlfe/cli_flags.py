@@ -87,9 +87,12 @@ COMMON_FLAGS: tuple[CommonFlag, ...] = (
 
 
 def add_common_flags(parser: argparse.ArgumentParser, command: str) -> None:
-    """Add to ``parser`` (``dmlfe COMMAND``'s) the :data:`COMMON_FLAGS` it takes."""
+    """Add to ``parser`` (``dmlfe COMMAND``'s) the :data:`COMMON_FLAGS` it takes and does
+    not have yet (a command's parser made on its own, as :func:`dmlfe.pipeline.cli.
+    add_run_parser` makes ``run``'s, has them before ``dmlfe.cli`` adds the rest)."""
     entries = [(f.param, None if f.commands is None else f.commands[command])
                for f in COMMON_FLAGS if f.commands is None or command in f.commands]
+    entries = [(p, h) for p, h in entries if p.option not in parser._option_string_actions]
     add_flags(parser, [p for p, _ in entries], helps={p.name: h for p, h in entries})
 
 

@@ -181,8 +181,8 @@ class OneOf(Constraint):
 
 
 @dataclass(frozen=True)
-class OrNone(Constraint):
-    """None, or a value ``inner`` accepts (its choices and bounds are this one's)."""
+class _Wrapping(Constraint):
+    """A constraint over another, ``inner``, whose choices and bounds it keeps."""
 
     inner: Check
 
@@ -193,6 +193,11 @@ class OrNone(Constraint):
     @property
     def bounds(self) -> tuple[float | None, float | None] | None:
         return getattr(self.inner, "bounds", None)
+
+
+@dataclass(frozen=True)
+class OrNone(_Wrapping):
+    """None, or a value ``inner`` accepts (its choices and bounds are this one's)."""
 
     def __call__(self, name: str, value: Any) -> Any:
         return None if value is None else self.inner(name, value)
@@ -217,20 +222,11 @@ class Predicate(Constraint):
 
 
 @dataclass(frozen=True)
-class Worded(Constraint):
+class Worded(_Wrapping):
     """What ``inner`` accepts (and returns), with the ValueError ``message`` of
     :class:`Predicate` instead of its own; ``inner``'s choices and bounds are kept."""
 
-    inner: Check
     message: str
-
-    @property
-    def choices(self) -> tuple[Any, ...] | None:
-        return getattr(self.inner, "choices", None)
-
-    @property
-    def bounds(self) -> tuple[float | None, float | None] | None:
-        return getattr(self.inner, "bounds", None)
 
     def __call__(self, name: str, value: Any) -> Any:
         try:
