@@ -1,7 +1,9 @@
 """Cluster profiles: what each kind accepts, how it is checked, described and started.
 
 A profile is a YAML file of dask configuration with a ``dmlfe.cluster`` block whose
-``kind`` says what to start (see :mod:`dmlfe.cluster` for how profiles are found):
+``kind`` says what to start (see :mod:`dmlfe.cluster` for how profiles are found). Each
+kind is declared once, as a :class:`ClusterKind` (its settings, extra, ``describe`` and
+``start``) given to :func:`register_cluster_kind`; the built-in ones:
 
 =============  ==============================================  =====================
 kind           started with                                    extra to install
