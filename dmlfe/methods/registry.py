@@ -541,7 +541,7 @@ for _spec in (
     MethodSpec("hsl", hsl, generalized=True, reference="mope Table 1; Sun, Ji & Ye 2008",
                parameters=(Param("hypergraph", FROM_BUILDER, one_of(*HSL_VARIANTS),
                                  "{'clique', 'hypergraph'}\n    Clique expansion or Zhou's "
-                                 "hypergraph Laplacian.", flag={}),
+                                 "hypergraph Laplacian.", flag={"choices": list(HSL_VARIANTS)}),
                            REG), **_GRAPH_KW,
                summary="Hypergraph spectral learning: max tr(P^T X^T S_h X P) s.t. "
                        "P^T (X^T X + reg I) P = I\n(labels as hyperedges)."),
