@@ -70,6 +70,7 @@ from dmlfe.pipeline.config import CLASSIFIERS, METRICS, ClassifierSpec
 from dmlfe.pipeline.runner import make_classifier
 from dmlfe.progress import show_progress
 from dmlfe.projection import embedding_obs, write_embeddings
+from dmlfe.relation.prototypes import SELECTIONS
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.stats.cache import clean
 from dmlfe.store import check_export, export_parquet, import_parquet, open_store
@@ -923,8 +924,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "--max-dual-samples, else matrix-free (PCA, LSI, MVMD) or relation")
     ro.add_argument("--prototypes", dest="n_prototypes", type=positive_int, default=None,
                     help="number of prototypes p (default: every training document)")
-    ro.add_argument("--prototype-selection", choices=_choices("prototype_selection"),
-                    default=None,
+    # the Python parameter also takes row positions, which the flag does not
+    ro.add_argument("--prototype-selection", choices=list(SELECTIONS), default=None,
                     help="how prototypes are chosen (default all; random if --prototypes "
                     "is given)")
     ro.add_argument("--similarity", default=None,
