@@ -51,7 +51,7 @@ from dmlfe.embed import (
 )
 from dmlfe.errors import DmlfeError, InputError, StoreError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
-from dmlfe.fit.params import COMMON
+from dmlfe.fit.params import COMMON, SELECTIONS
 from dmlfe.ingestion import (
     DEFAULT_CHUNK_ROWS,
     FORMATS,
@@ -70,7 +70,6 @@ from dmlfe.pipeline.config import CLASSIFIERS, METRICS, ClassifierSpec
 from dmlfe.pipeline.runner import make_classifier
 from dmlfe.progress import show_progress
 from dmlfe.projection import embedding_obs, write_embeddings
-from dmlfe.relation.prototypes import SELECTIONS
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.stats.cache import clean
 from dmlfe.store import check_export, export_parquet, import_parquet, open_store
