@@ -28,8 +28,8 @@ from dmlfe.classifier_files import (
     load_classifier,
     save_classifier,
 )
+from dmlfe.cli_flags import DEBUG, LABELS_SHOWN, add_common_flags, commands
 from dmlfe.cluster import (
-    add_cluster_arguments,
     client_from_args,
     cluster_words,
     describe_cluster_fault,
@@ -51,8 +51,7 @@ from dmlfe.embed import (
 )
 from dmlfe.errors import DmlfeError, InputError, StoreError
 from dmlfe.estimators import MultiLabelProjection, make_estimator
-from dmlfe.fit.params import COMPONENTS_DTYPES, MAX_SEED
-from dmlfe.graph.knn import KNN_METHODS
+from dmlfe.fit.params import COMMON, SELECTIONS
 from dmlfe.ingestion import (
     DEFAULT_CHUNK_ROWS,
     format_options,
@@ -64,7 +63,7 @@ from dmlfe.methods.registry import all_methods, method_choices, resolve_method
 from dmlfe.metrics import metric_report
 from dmlfe.model_files import check_model_target
 from dmlfe.model_io import load_model, text_pipeline
-from dmlfe.params import Param, split_arg
+from dmlfe.params import Param, bounds_of, flag_options
 from dmlfe.pipeline.cli import add_run_parser, cmd_run
 from dmlfe.pipeline.config import CLASSIFIERS, METRICS, ClassifierSpec
 from dmlfe.pipeline.runner import make_classifier
@@ -119,7 +118,6 @@ def _add_ingest_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-rows", type=int, default=None,
                    help="documents per chunk (default 10000); one chunk's texts may "
                    "hold at most dmlfe.staging.MAX_PART_BYTES (256 Mi) characters")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     v = p.add_argument_group("vectoriser (text formats)")
     v.add_argument("--vectorizer", choices=["tfidf", "hashing"], default=None,
                    help="tfidf: a learned vocabulary (default); hashing: hashed terms, for "
@@ -232,11 +230,6 @@ def _print_info(path: str | Path, as_json: bool, labels_all: bool = False) -> No
     print(format_info(info, labels_all=labels_all))
 
 
-#: Labels ``dmlfe info`` and ``dmlfe ingest`` list by default (the most frequent ones);
-#: ``--labels-all`` and ``--json`` give every label.
-LABELS_SHOWN = 20
-
-
 def format_info(info: dict, labels_all: bool = False) -> str:
     """Human-readable summary of ``Store.info()``: the LABELS_SHOWN most frequent labels
     unless ``labels_all`` (a store may have thousands: delicious has 983)."""
@@ -276,12 +269,6 @@ def history_line(entry: dict) -> str:
     return (f"{entry.get('kind', 'ingest')} rows {start}..{stop - 1} ({stop - start} "
             f"documents) from {src.get('format')} {paths}{split} at {entry.get('time')}; "
             f"store uuid {fp.get('uuid')}")
-
-
-def _add_labels_all(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--labels-all", action="store_true",
-                   help=f"list every label (default: the {LABELS_SHOWN} most frequent and a "
-                   "count of the rest)")
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -417,6 +404,17 @@ def method_flags() -> dict[str, tuple[Param, list[str]]]:
     return out
 
 
+def _common(name: str) -> Param:
+    """The common estimator parameter ``name`` (:data:`dmlfe.fit.params.COMMON`)."""
+    return next(p for p in COMMON if p.name == name)
+
+
+def _choices(name: str) -> list[Any]:
+    """``dmlfe fit``'s choices for the common parameter ``name``, read from its
+    constraint."""
+    return flag_options(_common(name))["choices"]
+
+
 def _variant_families() -> list[str]:
     return list(dict.fromkeys(s.family for s in all_methods().values() if s.variant))
 
@@ -437,13 +435,13 @@ def _n_components(kind: type) -> Any:
 
 
 def _seed(s: str) -> int:
+    """argparse type of --random-state: the seeds ``random_state``'s constraint takes."""
+    check = _common("random_state").check
     try:
-        v = int(s)
-    except ValueError:
-        v = -1
-    if not 0 <= v <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"expected a seed from 0 to {MAX_SEED}, got {s!r}")
-    return v
+        return check("random_state", int(s))
+    except (TypeError, ValueError):
+        lo, hi = bounds_of(check)
+        raise argparse.ArgumentTypeError(f"expected a seed from {lo} to {hi}, got {s!r}") from None
 
 
 def _fit_estimator(args: argparse.Namespace) -> MultiLabelProjection:
@@ -763,14 +761,12 @@ def _add_document_flags(p: argparse.ArgumentParser, store_input: bool = False) -
                    "(default: the document numbers)")
     p.add_argument("--store", default=None, help="the store whose vectoriser to use "
                    "(default: the model's training store)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dmlfe", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"dmlfe {__version__}")
-    p.add_argument("--debug", action="store_true",
-                   help="print the traceback of an error (for reporting a bug)")
+    p.add_argument("--debug", action="store_true", help=DEBUG.flag["help"])
     sub = p.add_subparsers(dest="command", required=True)
 
     pi = sub.add_parser("ingest", help="read a corpus into a chunked sparse store, or "
@@ -790,15 +786,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --append: the split of every new document (e.g. test); "
                     "default: the reader's split field")
     _add_ingest_flags(pi)
-    _add_labels_all(pi)
-    add_cluster_arguments(pi)
     pi.set_defaults(func=cmd_ingest)
 
     pn = sub.add_parser("info", help="describe a store",
                         epilog="example: dmlfe info r10.zarr --json")
     pn.add_argument("store", help="the store (a folder written by dmlfe ingest)")
     pn.add_argument("--json", action="store_true", help="machine-readable output")
-    _add_labels_all(pn)
     pn.set_defaults(func=cmd_info)
 
     pv = sub.add_parser(
@@ -821,7 +814,6 @@ def build_parser() -> argparse.ArgumentParser:
     pd.add_argument("--work-dir", default=None, help="cache and report folder "
                     "(default dmlfe-work/demo)")
     pd.add_argument("--fresh", action="store_true", help="run every stage again")
-    add_cluster_arguments(pd)
     pd.set_defaults(func=cmd_demo)
 
     add_run_parser(sub)
@@ -839,7 +831,6 @@ def build_parser() -> argparse.ArgumentParser:
                     help="xmc/svmlight: also write the label names there, one a line")
     pe.add_argument("--feature-map", default=None, metavar="FILE",
                     help="xmc/svmlight: also write the feature names there, one a line")
-    pe.add_argument("--overwrite", action="store_true", help="replace an existing file")
     pe.set_defaults(func=cmd_export)
 
     pc = sub.add_parser("clean", help="remove a store's statistics cache and leftovers of "
@@ -866,8 +857,6 @@ def build_parser() -> argparse.ArgumentParser:
     pm.add_argument("--chunk-rows", type=int, default=10_000,
                     help="documents per chunk (default 10000); one chunk's texts may "
                    "hold at most dmlfe.staging.MAX_PART_BYTES (256 Mi) characters")
-    pm.add_argument("--overwrite", action="store_true", help="replace an existing store")
-    add_cluster_arguments(pm)
     pm.set_defaults(func=cmd_import)
 
     pk = sub.add_parser("cluster", help="cluster profiles: check one without starting it",
@@ -885,8 +874,6 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: dmlfe cluster check slurm   (or a path: dmlfe cluster check "
         "my-site.yaml)")
     pkc.add_argument("profile", help="a profile name in cluster_configs/ or a .yaml path")
-    pkc.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                     help="print the traceback of an error (for reporting a bug)")
     pkc.set_defaults(func=cmd_cluster_check)
 
     pf = sub.add_parser("fit", help="learn a projection from a store and save the model",
@@ -903,7 +890,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default 0.999)")
     mo = pf.add_argument_group("method options (default: the method's own)")
     for name, (param, methods) in method_flags().items():
-        options = {k: v for k, v in param.flag.items() if k != "help"}
+        options = {k: v for k, v in flag_options(param).items() if k != "help"}
         text = ", ".join(methods) + (f": {param.flag['help']}" if "help" in param.flag else "")
         mo.add_argument(param.option, dest=name, default=None, help=text, **options)
     families = _variant_families()
@@ -911,14 +898,14 @@ def build_parser() -> argparse.ArgumentParser:
     mo.add_argument("--variant", choices=variants, default=None, help=", ".join(families))
     ro = pf.add_argument_group(
         "route (relation = similarities to prototype documents, a p x p problem at any D)")
-    ro.add_argument("--route", choices=["feature", "relation", "dual", "auto"], default=None,
+    ro.add_argument("--route", choices=_choices("route"), default=None,
                     help="default: auto (kmddm: relation); above --max-dense-features auto "
                     "picks dual (exact, through the n x n Gram) when n <= "
                     "--max-dual-samples, else matrix-free (PCA, LSI, MVMD) or relation")
     ro.add_argument("--prototypes", dest="n_prototypes", type=positive_int, default=None,
                     help="number of prototypes p (default: every training document)")
-    ro.add_argument("--prototype-selection", choices=["all", "random", "stratified",
-                                                      "kmeans++"], default=None,
+    # the Python parameter also takes row positions, which the flag does not
+    ro.add_argument("--prototype-selection", choices=list(SELECTIONS), default=None,
                     help="how prototypes are chosen (default all; random if --prototypes "
                     "is given)")
     ro.add_argument("--similarity", default=None,
@@ -929,17 +916,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "median heuristic)")
     ro.add_argument("--n-neighbors", type=positive_int, default=None,
                     help="local_scaling: K-th nearest neighbour (default 7)")
-    ro.add_argument("--knn-search", choices=list(KNN_METHODS), default=None,
+    ro.add_argument("--knn-search", choices=_choices("knn_search"), default=None,
                     help="graph methods: exact or approximate (NN-descent, needs dmlfe[ann]) "
                     "K-NN search (default auto: exact up to 100,000 documents)")
+    lo, hi = bounds_of(_common("random_state").check)
     ro.add_argument("--random-state", type=_seed, default=None,
-                    help="seed of prototype selection and randomized solvers, 0 to "
-                    f"{MAX_SEED} (default 0)")
-    pf.add_argument("--split", type=split_arg, default=None,
-                    help="fit on the documents of this split only (or of a comma-separated "
-                    "list of splits, e.g. train,unlabelled)")
-    pf.add_argument("--solver", choices=["auto", "dense", "randomized", "lanczos"],
-                    default="auto", help="eigensolver (default auto: dense when D is small "
+                    help=f"seed of prototype selection and randomized solvers, {lo} to {hi} "
+                    "(default 0)")
+    pf.add_argument("--solver", choices=_choices("solver"), default="auto",
+                    help="eigensolver (default auto: dense when D is small "
                     "enough, else matrix-free)")
     pf.add_argument("--max-dense-features", type=positive_int, default=None,
                     help="largest D for which a D x D matrix is formed (default 20000)")
@@ -964,7 +949,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="matrix-free solver: relative residual to stop at (default 1e-5)")
     pf.add_argument("--max-passes", type=positive_int, default=None,
                     help="matrix-free solver: most passes (default 30)")
-    pf.add_argument("--components-dtype", choices=list(COMPONENTS_DTYPES), default=None,
+    pf.add_argument("--components-dtype", choices=_choices("components_dtype"), default=None,
                     help="storage of the saved components (d x D; default float64: 0.8 GB "
                     "per 100 components at D = 2^20; float32: half that, and float32 "
                     "embeddings). The solve is float64 either way")
@@ -972,8 +957,6 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--classifier", choices=PREDICT_CLASSIFIERS, default=None,
                     help="also fit this classifier on the training embeddings and save it "
                     "with the model, for dmlfe predict (default: none)")
-    pf.add_argument("--overwrite", action="store_true", help="replace an existing model")
-    add_cluster_arguments(pf)
     pf.set_defaults(func=cmd_fit)
 
     pt = sub.add_parser("transform", help="project a store's documents with a saved model",
@@ -984,11 +967,6 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--out", required=True, help="the embeddings to write (a directory)")
     pt.add_argument("--format", choices=["zarr", "parquet"], default="zarr",
                     help="embeddings format (default zarr)")
-    pt.add_argument("--split", type=split_arg, default=None,
-                    help="project the documents of this split only (or of a comma-separated "
-                    "list of splits)")
-    pt.add_argument("--overwrite", action="store_true", help="replace existing embeddings")
-    add_cluster_arguments(pt)
     pt.set_defaults(func=cmd_transform)
 
     pb = sub.add_parser(
@@ -1002,7 +980,6 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--out", required=True, help="the embeddings to write (a directory)")
     pb.add_argument("--format", choices=["zarr", "parquet"], default="zarr",
                     help="embeddings format (default zarr)")
-    add_cluster_arguments(pb)
     pb.set_defaults(func=cmd_embed)
 
     pp = sub.add_parser(
@@ -1016,15 +993,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: dmlfe predict model/ corpus.zarr --split test --out preds.jsonl   "
         "(raw text: dmlfe predict model/ new.txt --out - --classifier ridge)")
     _add_document_flags(pp, store_input=True)
-    pp.add_argument("--split", type=split_arg, default=None,
-                    help="INPUT a store: predict the documents of this split only (or of a "
-                    "comma-separated list of splits; default: all its documents)")
     pp.add_argument("--out", required=True,
                     help="the JSON Lines file to write; - writes to standard output")
     pp.add_argument("--classifier", choices=list(CLASSIFIERS), default=None,
                     help="classifier on the embeddings (default: the one saved with the model "
                     "by dmlfe fit --classifier, else ridge fitted now)")
-    add_cluster_arguments(pp)
     pp.set_defaults(func=cmd_predict)
 
     pa = sub.add_parser(
@@ -1038,19 +1011,13 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: dmlfe evaluate model/ corpus.zarr --split test --json metrics.json")
     pa.add_argument("model", help="a model directory written by dmlfe fit --classifier")
     pa.add_argument("store", help="the store whose documents to score")
-    pa.add_argument("--split", type=split_arg, default=None,
-                    help="score the documents of this split only, e.g. test (or of a "
-                    "comma-separated list of splits; default: all its documents)")
     pa.add_argument("--json", default=None, metavar="PATH",
                     help="also write the measures as JSON to PATH; - writes them to standard "
                     "output instead of the table")
-    pa.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
-    add_cluster_arguments(pa)
     pa.set_defaults(func=cmd_evaluate)
 
-    for command in sub.choices.values():  # --debug after the command name works too
-        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                             help="print the traceback of an error (for reporting a bug)")
+    for name, command in commands(p):
+        add_common_flags(command, name)
     return p
 
 

@@ -31,17 +31,27 @@ from pathlib import Path
 from typing import Any
 
 import dask
-from distributed import Client, LocalCluster
+from distributed import Client
 
 from dmlfe.cluster_profiles import (
     Profile,
-    local_cluster_options,
+    get_cluster_kind,
     read_profile_file,
     require_extra,
-    start_cluster,
     tls_check,
 )
 from dmlfe.errors import ClusterUnreachableError, NoWorkersError
+from dmlfe.params import (
+    Param,
+    add_flags,
+    anything,
+    boolean,
+    flag_param,
+    interval,
+    optional,
+    positive_int,
+    seconds,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +63,6 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 #: cluster. A slurm, pbs or kubernetes cluster is not waited for unless its profile or
 #: the flag sets a wait: its workers start when the batch system runs their jobs.
 DEFAULT_WORKER_TIMEOUT = 30.0
-_BATCH_KINDS = ("slurm", "pbs", "kubernetes")
 
 _SOURCE_CONFIGS = Path(__file__).resolve().parent.parent / "cluster_configs"
 #: Where a (non-editable) install puts them: package data (see setup.py).
@@ -157,12 +166,13 @@ def get_client(
     require_extra(profile)
     if cluster:
         tls_check(profile)  # certificates that cannot be loaded fail here, in one line
+    kind = get_cluster_kind(profile.kind)
     where = "--scheduler"
-    if profile.kind == "scheduler":
+    if kind.start is None:  # a kind that connects to a running scheduler
         scheduler, where = profile.spec["address"], f"{profile.path}: dmlfe.cluster.address"
     if worker_timeout is None:
         worker_timeout = profile.spec.get(
-            "worker_timeout", None if profile.kind in _BATCH_KINDS else DEFAULT_WORKER_TIMEOUT)
+            "worker_timeout", None if kind.batch else DEFAULT_WORKER_TIMEOUT)
     with dask.config.set(profile.dask_config()):
         if scheduler:
             client = _connect(scheduler, connect_timeout, where)
@@ -173,11 +183,9 @@ def get_client(
             finally:
                 client.close()
             return
-        if profile.kind == "local":
-            with _workers_ignore_interrupts():
-                cm: Any = LocalCluster(**local_cluster_options(profile, local_options))
-        else:
-            cm = start_cluster(profile, local_options.get("n_workers"))
+        assert kind.start is not None
+        with _workers_ignore_interrupts() if kind.local_workers else contextlib.nullcontext():
+            cm: Any = kind.start(profile, local_options)
         with cm as started, Client(started) as client:
             _announce(client, started, announce)
             what = profile.where() if profile.path else "the local cluster"
@@ -185,7 +193,7 @@ def get_client(
             try:
                 yield client
             except KeyboardInterrupt:
-                if profile.kind == "local":
+                if kind.local_workers:
                     _silence_workers(client)
                 raise
 
@@ -389,37 +397,48 @@ def dashboard_link(client: Any, cluster: Any = None) -> str:
     return format_dashboard_link(f"[{host}]" if ":" in host else host, port)
 
 
+_WHERE, _OUTPUT = "where to run", "output"
+
+#: The command line's "where to run" flags (``--scheduler``, ``--cluster``, ...) and how
+#: much it says (``--quiet``, ``--verbose``): what :func:`client_from_args` reads.
+CLUSTER_FLAGS: tuple[Param, ...] = (
+    flag_param("scheduler", None, anything, "str, optional",
+               "address of a running dask scheduler", metavar="ADDR", group=_WHERE,
+               exclusive="where"),
+    flag_param("cluster", None, anything, "str, optional",
+               "cluster profile: a name in cluster_configs/ (local, ssh, slurm, pbs, "
+               "kubernetes) or a .yaml path; see dmlfe cluster check", metavar="PROFILE",
+               group=_WHERE, exclusive="where"),
+    flag_param("workers", None, optional(interval(1, None, integer=True)), "int, optional",
+               "LocalCluster workers (default: one per core); with a slurm, pbs or "
+               "kubernetes profile: scale to this many workers", type=positive_int,
+               group=_WHERE),
+    flag_param("connect_timeout", DEFAULT_CONNECT_TIMEOUT, interval(0, None), "float",
+               "how long to wait for a running scheduler (--scheduler, or a profile of kind "
+               f"scheduler) to answer (default {DEFAULT_CONNECT_TIMEOUT:g})", type=seconds,
+               metavar="SECONDS", group=_WHERE),
+    flag_param("worker_timeout", None, optional(interval(0, None)), "float, optional",
+               "how long to wait for the first dask worker before giving up (default: the "
+               "profile's dmlfe.cluster.worker_timeout, else "
+               f"{DEFAULT_WORKER_TIMEOUT:g}; slurm, pbs and kubernetes clusters are not "
+               "waited for unless this or the profile sets it)", type=seconds,
+               metavar="SECONDS", group=_WHERE),
+    flag_param("quiet", False, boolean, "bool",
+               "print nothing but errors and warnings: no result summary, no progress, no "
+               "dask log lines, no dashboard address", action="store_true", group=_OUTPUT,
+               exclusive="say"),
+    flag_param("verbose", False, boolean, "bool",
+               "log what dmlfe and dask do (the dmlfe and distributed loggers at INFO, on "
+               "stderr, as they come, those of a local cluster's workers included); without "
+               "it, dask's log lines are shown when a command succeeds and left out when it "
+               "fails", action="store_true", group=_OUTPUT, exclusive="say"),
+)
+
+
 def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
-    """The command line's "where to run" flags (``--scheduler``, ``--cluster``, ...) and
-    how much it says (``--quiet``, ``--verbose``)."""
-    g = p.add_argument_group("where to run")
-    x = g.add_mutually_exclusive_group()
-    x.add_argument("--scheduler", metavar="ADDR", help="address of a running dask scheduler")
-    x.add_argument("--cluster", metavar="PROFILE",
-                   help="cluster profile: a name in cluster_configs/ (local, ssh, slurm, pbs, "
-                   "kubernetes) or a .yaml path; see dmlfe cluster check")
-    g.add_argument("--workers", type=positive_int, default=None,
-                   help="LocalCluster workers (default: one per core); with a slurm, pbs or "
-                   "kubernetes profile: scale to this many workers")
-    g.add_argument("--connect-timeout", type=_seconds, default=DEFAULT_CONNECT_TIMEOUT,
-                   metavar="SECONDS", help="how long to wait for a running scheduler "
-                   f"(--scheduler, or a profile of kind scheduler) to answer (default "
-                   f"{DEFAULT_CONNECT_TIMEOUT:g})")
-    g.add_argument("--worker-timeout", type=_seconds, default=None, metavar="SECONDS",
-                   help="how long to wait for the first dask worker before giving up "
-                   "(default: the profile's dmlfe.cluster.worker_timeout, else "
-                   f"{DEFAULT_WORKER_TIMEOUT:g}; slurm, pbs and kubernetes clusters are not "
-                   "waited for unless this or the profile sets it)")
-    o = p.add_argument_group("output")
-    v = o.add_mutually_exclusive_group()
-    v.add_argument("--quiet", action="store_true",
-                   help="print nothing but errors and warnings: no result summary, no "
-                   "progress, no dask log lines, no dashboard address")
-    v.add_argument("--verbose", action="store_true",
-                   help="log what dmlfe and dask do (the dmlfe and distributed loggers at "
-                   "INFO, on stderr, as they come, those of a local cluster's workers "
-                   "included); without it, dask's log lines are shown when a command "
-                   "succeeds and left out when it fails")
+    """Add :data:`CLUSTER_FLAGS` to ``p`` (``dmlfe``'s commands take them from
+    :data:`dmlfe.cli_flags.COMMON_FLAGS`)."""
+    add_flags(p, CLUSTER_FLAGS)
 
 
 def client_from_args(args: argparse.Namespace) -> Any:
@@ -433,27 +452,6 @@ def client_from_args(args: argparse.Namespace) -> Any:
     return get_client(scheduler=args.scheduler, cluster=args.cluster, n_workers=args.workers,
                       announce=not args.quiet, connect_timeout=args.connect_timeout,
                       worker_timeout=args.worker_timeout, **extra)
-
-
-def positive_int(s: str) -> int:
-    """argparse type: an int of 1 or more (the CLI's counts and sizes)."""
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s}")
-    return v
-
-
-def _seconds(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        v = float("nan")
-    if not (0 <= v < float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds (0 or more), got {s!r}")
-    return v
 
 
 def describe_cluster_fault(exc: BaseException, where: str) -> str | None:

@@ -1,7 +1,9 @@
 """Cluster profiles: what each kind accepts, how it is checked, described and started.
 
 A profile is a YAML file of dask configuration with a ``dmlfe.cluster`` block whose
-``kind`` says what to start (see :mod:`dmlfe.cluster` for how profiles are found):
+``kind`` says what to start (see :mod:`dmlfe.cluster` for how profiles are found). Each
+kind is declared once, as a :class:`ClusterKind` (its settings, extra, ``describe`` and
+``start``) given to :func:`register_cluster_kind`; the built-in ones:
 
 =============  ==============================================  =====================
 kind           started with                                    extra to install
@@ -43,21 +45,25 @@ import yaml
 from dask.utils import parse_bytes
 
 from dmlfe.errors import ClusterProfileError, MissingExtraError
+from dmlfe.params import (
+    Check,
+    Constraint,
+    Param,
+    Predicate,
+    Worded,
+    boolean,
+    interval,
+    optional,
+)
 from dmlfe.yamlfiles import read_yaml
 
 #: Stands for the scheduler's address in a job script shown before any scheduler runs
 #: (the same placeholder dask-jobqueue's own ``job_script()`` uses then).
 SCHEDULER_PLACEHOLDER = "tcp://<insert-scheduler-address-here>:8786"
 
-#: kind -> (module it needs, the dmlfe extra that installs it).
-EXTRAS = {
-    "ssh": ("asyncssh", "ssh"),
-    "slurm": ("dask_jobqueue", "hpc"),
-    "pbs": ("dask_jobqueue", "hpc"),
-    "kubernetes": ("dask_kubernetes", "kubernetes"),
-}
+#: The kinds dask-jobqueue starts (batch jobs; TLS credentials through a shared folder).
 JOBQUEUE_KINDS = ("slurm", "pbs")
-KINDS = ("local", "scheduler", "ssh", *JOBQUEUE_KINDS, "kubernetes")
+
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,7 @@ class Profile:
     path : Path or None
         The file it was read from (None for the built-in defaults).
     kind : str
-        One of :data:`KINDS`.
+        A registered kind (:func:`all_cluster_kinds`).
     spec : dict
         The ``dmlfe.cluster`` block without ``kind``.
     config : dict
@@ -106,129 +112,101 @@ def _flatten(cfg: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 
 # --------------------------------------------------------------------------- field checks
-Check = Callable[[Any], str | None]  # None when good, else what is wrong
-
-
-def _pos_int(v: Any) -> str | None:
-    ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
-    return None if ok else f"must be a positive integer, got {v!r}"
-
-
-def _nonneg_int(v: Any) -> str | None:
-    ok = isinstance(v, int) and not isinstance(v, bool) and v >= 0
-    return None if ok else f"must be a non-negative integer, got {v!r}"
-
-
-def _optional_pos_int(v: Any) -> str | None:
-    return None if v is None else _pos_int(v)
-
-
-def _boolean(v: Any) -> str | None:
-    return None if isinstance(v, bool) else f"must be true or false, got {v!r}"
-
-
-def _text(v: Any) -> str | None:
-    return None if isinstance(v, str) and v.strip() else f"must be a non-empty string, got {v!r}"
-
-
-def _optional_text(v: Any) -> str | None:
-    return None if v is None else _text(v)
-
-
-def _mapping(v: Any) -> str | None:
-    return None if isinstance(v, Mapping) else f"must be a mapping, got {v!r}"
-
-
-def _memory(v: Any) -> str | None:
+# Constraint objects of dmlfe.params: each raises ValueError saying what is wrong (the
+# field's name and the file are added by _fail).
+def _is_memory(v: Any) -> bool:
     if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v > 0):
-        return None
+        return True
     if isinstance(v, str):
         try:
-            if parse_bytes(v) > 0:
-                return None
+            return parse_bytes(v) > 0
         except (ValueError, TypeError):
-            pass
-    return f"must be an amount of memory such as 4GiB, got {v!r}"
+            return False
+    return False
 
 
-def _optional_seconds(v: Any) -> str | None:
-    if v is None or (isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
-                     and v == v and v != float("inf")):
-        return None
-    return f"must be a number of seconds (0 or more) or null, got {v!r}"
+_pos_int = Worded(interval(1, None, integer=True), "must be a positive integer, got {value!r}")
+_nonneg_int = Worded(interval(0, None, integer=True),
+                     "must be a non-negative integer, got {value!r}")
+_optional_pos_int = optional(_pos_int)
+_boolean = Worded(boolean, "must be true or false, got {value!r}")
+_text = Predicate(lambda v: isinstance(v, str) and bool(v.strip()),
+                  "must be a non-empty string, got {value!r}")
+_optional_text = optional(_text)
+_mapping = Predicate(lambda v: isinstance(v, Mapping), "must be a mapping, got {value!r}")
+_memory = Predicate(_is_memory, "must be an amount of memory such as 4GiB, got {value!r}")
+_optional_seconds = optional(Worded(
+    interval(0, None), "must be a number of seconds (0 or more) or null, got {value!r}"))
+_host = Predicate(lambda v: isinstance(v, str) and bool(re.fullmatch(r"[A-Za-z0-9._-]+", v)),
+                  "must be an IPv4 address or a host name such as 127.0.0.1 or 0.0.0.0, got "
+                  "{value!r}")
+_address = Predicate(
+    lambda v: isinstance(v, str) and bool(re.fullmatch(r"([a-z]+://)?[^\s:/]+(:\d+)?/?", v)),
+    "must be a scheduler address such as tcp://host:8786, got {value!r}")
+_list_of_text = Predicate(lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v),
+                          "must be a list of strings, got {value!r}")
+_hosts = Predicate(
+    lambda v: isinstance(v, list) and len(v) >= 2 and all(isinstance(h, str) and h for h in v),
+    "must list at least two hosts (the first runs the scheduler, every other one workers; "
+    "repeat a host to run both there), got {value!r}")
 
 
-def _host(v: Any) -> str | None:
-    if isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9._-]+", v):
-        return None
-    return f"must be an IPv4 address or a host name such as 127.0.0.1 or 0.0.0.0, got {v!r}"
+@dataclass(frozen=True)
+class _Walltime(Constraint):
+    """A batch time limit such as ``"02:00:00"``."""
+
+    def __call__(self, name: str, v: Any) -> Any:
+        if isinstance(v, str) and re.fullmatch(r"(\d+-)?\d+(:\d{1,2}){0,2}", v):
+            return v
+        hint = " (write it quoted: YAML reads an unquoted 1:30:00 as a number of seconds)" \
+            if isinstance(v, int) else ""
+        raise ValueError(f"must be a time limit such as \"02:00:00\", got {v!r}{hint}")
 
 
-def _address(v: Any) -> str | None:
-    if isinstance(v, str) and re.fullmatch(r"([a-z]+://)?[^\s:/]+(:\d+)?/?", v):
-        return None
-    return f"must be a scheduler address such as tcp://host:8786, got {v!r}"
+@dataclass(frozen=True)
+class _Adapt(Constraint):
+    """Adaptive bounds: a mapping of ``keys`` (minimum first) to non-negative integers."""
 
+    keys: tuple[str, ...]
 
-def _walltime(v: Any) -> str | None:
-    if isinstance(v, str) and re.fullmatch(r"(\d+-)?\d+(:\d{1,2}){0,2}", v):
-        return None
-    hint = " (write it quoted: YAML reads an unquoted 1:30:00 as a number of seconds)" \
-        if isinstance(v, int) else ""
-    return f"must be a time limit such as \"02:00:00\", got {v!r}{hint}"
-
-
-def _list_of_text(v: Any) -> str | None:
-    ok = isinstance(v, list) and all(isinstance(s, str) for s in v)
-    return None if ok else f"must be a list of strings, got {v!r}"
-
-
-def _hosts(v: Any) -> str | None:
-    if isinstance(v, list) and len(v) >= 2 and all(isinstance(h, str) and h for h in v):
-        return None
-    return ("must list at least two hosts (the first runs the scheduler, every other one "
-            f"workers; repeat a host to run both there), got {v!r}")
-
-
-def _adapt(*keys: str) -> Check:
-    def check(v: Any) -> str | None:
+    def __call__(self, name: str, v: Any) -> Any:
+        keys = self.keys
         if not isinstance(v, Mapping) or not v or set(v) - set(keys):
-            return f"must be a mapping of {', '.join(keys)}, got {v!r}"
+            raise ValueError(f"must be a mapping of {', '.join(keys)}, got {v!r}")
         for k, x in v.items():
-            if _nonneg_int(x):
-                return f"{k} must be a non-negative integer, got {x!r}"
+            if not _nonneg_int.accepts(x):
+                raise ValueError(f"{k} must be a non-negative integer, got {x!r}")
         if len(v) == 2 and v[keys[0]] > v[keys[1]]:
-            return f"{keys[0]} ({v[keys[0]]}) is above {keys[1]} ({v[keys[1]]})"
-        return None
-
-    return check
+            raise ValueError(f"{keys[0]} ({v[keys[0]]}) is above {keys[1]} ({v[keys[1]]})")
+        return v
 
 
-def _one_or_per_host(check: Check) -> Check:
-    def per_host(v: Any) -> str | None:
-        if isinstance(v, list):
-            bad = [m for m in map(check, v) if m]
-            return f"(one per host): {bad[0]}" if bad else None
-        return check(v)
+@dataclass(frozen=True)
+class _OneOrPerHost(Constraint):
+    """A value ``inner`` accepts, or a list of them (one per host)."""
 
-    return per_host
+    inner: Check
+
+    def __call__(self, name: str, v: Any) -> Any:
+        for x in v if isinstance(v, list) else ():
+            try:
+                self.inner(name, x)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"(one per host): {exc}") from None
+        return v if isinstance(v, list) else self.inner(name, v)
 
 
-#: kind -> the ``dmlfe.cluster`` fields it accepts (besides ``kind``) and their checks.
-FIELDS: dict[str, dict[str, Check]] = {
-    "local": {"n_workers": _pos_int, "threads_per_worker": _pos_int, "memory_limit": _memory,
-              "processes": _boolean, "host": _host, "dashboard_address": _text},
-    "scheduler": {"address": _address},
-    "ssh": {"hosts": _hosts, "connect_options": _one_or_per_host(_mapping),
-            "worker_options": _mapping, "scheduler_options": _mapping,
-            "remote_python": _one_or_per_host(_optional_text), "worker_class": _text},
-    "slurm": {"jobs": _nonneg_int, "adapt": _adapt("minimum_jobs", "maximum_jobs")},
-    "pbs": {"jobs": _nonneg_int, "adapt": _adapt("minimum_jobs", "maximum_jobs")},
-    "kubernetes": {"adapt": _adapt("minimum", "maximum")},
-}
-for _fields in FIELDS.values():  # how long to wait for the first worker (any kind)
-    _fields["worker_timeout"] = _optional_seconds
-REQUIRED = {"scheduler": ("address",), "ssh": ("hosts",)}
+_walltime = _Walltime()
+
+
+def _field(name: str, check: Check, doc: str) -> Param:
+    """A ``dmlfe.cluster`` setting (its default is the library's or dmlfe's own)."""
+    return Param(name, None, check, doc)
+
+
+#: Every kind's ``dmlfe.cluster.worker_timeout``: how long to wait for the first worker.
+WORKER_TIMEOUT = _field("worker_timeout", _optional_seconds,
+                        "float, optional\n    Seconds to wait for the first worker.")
 
 #: Where a LocalCluster that dmlfe starts listens unless its profile says otherwise: the
 #: scheduler, the workers and the dashboard are reachable from this machine only.
@@ -250,6 +228,13 @@ def _fail(where: str, field: str, problem: str) -> ClusterProfileError:
     return ClusterProfileError(f"{where}: {field} {problem}")
 
 
+def _check_field(where: str, field: str, check: Check, value: Any) -> None:
+    try:
+        check(field, value)
+    except (TypeError, ValueError) as exc:
+        raise _fail(where, field, str(exc)) from None
+
+
 def _check_fields(where: str, prefix: str, values: Mapping[str, Any],
                   checks: Mapping[str, Check], strict: bool) -> None:
     for key, value in values.items():
@@ -258,9 +243,7 @@ def _check_fields(where: str, prefix: str, values: Mapping[str, Any],
                 raise _fail(where, f"{prefix}{key}", "is not a setting of this kind; known: "
                             + ", ".join(checks))
             continue
-        problem = checks[key](value)
-        if problem:
-            raise _fail(where, f"{prefix}{key}", problem)
+        _check_field(where, f"{prefix}{key}", checks[key], value)
 
 
 def parse_profile(cfg: Any, path: Path | None) -> Profile:
@@ -282,39 +265,52 @@ def parse_profile(cfg: Any, path: Path | None) -> Profile:
         raise _fail(where, "dmlfe.cluster", f"must be a mapping, got {spec!r}")
     spec = dict(spec)
     kind = spec.pop("kind", "local")
-    if kind not in KINDS:
-        raise _fail(where, "dmlfe.cluster.kind", f"must be one of {', '.join(KINDS)}; got "
+    kinds = all_cluster_kinds()
+    if not isinstance(kind, str) or kind not in kinds:
+        raise _fail(where, "dmlfe.cluster.kind", f"must be one of {', '.join(kinds)}; got "
                     f"{kind!r}")
-    _check_fields(where, "dmlfe.cluster.", spec, FIELDS[kind], strict=True)
-    for field in REQUIRED.get(kind, ()):
+    spec_kind = kinds[kind]
+    _check_fields(where, "dmlfe.cluster.", spec,
+                  {p.name: p.check for p in spec_kind.all_fields()}, strict=True)
+    for field in spec_kind.required:
         if field not in spec:
             raise _fail(where, f"dmlfe.cluster.{field}", f"is missing (kind {kind!r} needs it)")
-    if kind in JOBQUEUE_KINDS:
-        if "jobs" in spec and "adapt" in spec:
-            raise _fail(where, "dmlfe.cluster.adapt", "and dmlfe.cluster.jobs exclude each "
-                        "other: give a fixed number of jobs or adaptive bounds")
-        jobqueue = cfg.get("jobqueue") or {}
-        section = jobqueue.get(kind) if isinstance(jobqueue, Mapping) else None
-        if not isinstance(section, Mapping):
-            raise _fail(where, f"jobqueue.{kind}", "is missing: the batch jobs' resources "
-                        "(cores, memory, walltime, queue...) are dask-jobqueue's settings")
-        for need in ("cores", "memory"):
-            if section.get(need) is None:
-                raise _fail(where, f"jobqueue.{kind}.{need}", "is missing (dask-jobqueue "
-                            "needs the cores and memory of one job)")
-        _check_fields(where, f"jobqueue.{kind}.", section, JOBQUEUE_FIELDS, strict=False)
-    if kind == "kubernetes":
-        section = cfg.get("kubernetes")
-        if not isinstance(section, Mapping):
-            raise _fail(where, "kubernetes", "is missing: the cluster (image, count.start, "
-                        "resources...) is dask-kubernetes' settings")
-        _check_fields(where, "kubernetes.", section, KUBERNETES_FIELDS, strict=False)
-        count = section.get("count") or {}
-        if not isinstance(count, Mapping):
-            raise _fail(where, "kubernetes.count", _mapping(count))
-        if count.get("start") is not None and _nonneg_int(count["start"]):
-            raise _fail(where, "kubernetes.count.start", _nonneg_int(count["start"]))
-    return Profile(path=path, kind=kind, spec=spec, config=dict(cfg))
+    profile = Profile(path=path, kind=kind, spec=spec, config=dict(cfg))
+    if spec_kind.validate is not None:
+        spec_kind.validate(profile)
+    return profile
+
+
+def _validate_jobqueue(profile: Profile) -> None:
+    """A slurm/pbs profile's ``jobqueue.<kind>`` section: the jobs' resources."""
+    where, kind, spec, cfg = profile.where(), profile.kind, profile.spec, profile.config
+    if "jobs" in spec and "adapt" in spec:
+        raise _fail(where, "dmlfe.cluster.adapt", "and dmlfe.cluster.jobs exclude each "
+                    "other: give a fixed number of jobs or adaptive bounds")
+    jobqueue = cfg.get("jobqueue") or {}
+    section = jobqueue.get(kind) if isinstance(jobqueue, Mapping) else None
+    if not isinstance(section, Mapping):
+        raise _fail(where, f"jobqueue.{kind}", "is missing: the batch jobs' resources "
+                    "(cores, memory, walltime, queue...) are dask-jobqueue's settings")
+    for need in ("cores", "memory"):
+        if section.get(need) is None:
+            raise _fail(where, f"jobqueue.{kind}.{need}", "is missing (dask-jobqueue "
+                        "needs the cores and memory of one job)")
+    _check_fields(where, f"jobqueue.{kind}.", section, JOBQUEUE_FIELDS, strict=False)
+
+
+def _validate_kubernetes(profile: Profile) -> None:
+    """A kubernetes profile's ``kubernetes`` section: the cluster dask-kubernetes starts."""
+    where = profile.where()
+    section = profile.config.get("kubernetes")
+    if not isinstance(section, Mapping):
+        raise _fail(where, "kubernetes", "is missing: the cluster (image, count.start, "
+                    "resources...) is dask-kubernetes' settings")
+    _check_fields(where, "kubernetes.", section, KUBERNETES_FIELDS, strict=False)
+    count = section.get("count") or {}
+    _check_field(where, "kubernetes.count", _mapping, count)
+    if count.get("start") is not None:
+        _check_field(where, "kubernetes.count.start", _nonneg_int, count["start"])
 
 
 def read_profile_file(path: Path) -> Profile:
@@ -326,9 +322,10 @@ def read_profile_file(path: Path) -> Profile:
 
 def require_extra(profile: Profile) -> None:
     """Raise :class:`MissingExtraError` (one line) when the kind's library is missing."""
-    if profile.kind not in EXTRAS:
+    needs = get_cluster_kind(profile.kind).extra
+    if needs is None:
         return
-    module, extra = EXTRAS[profile.kind]
+    module, extra = needs
     if importlib.util.find_spec(module) is None:
         raise MissingExtraError(
             f"{profile.where()}: kind {profile.kind!r} needs the {module} package; install "
@@ -432,20 +429,14 @@ def tls_check(profile: Profile) -> str | None:
             raise _fail(where, "dmlfe.cluster.address", f"must be a tls:// address when "
                         f"distributed.comm.require-encryption is true, got {address!r}")
         line = "TLS: certificates of distributed.comm.tls.* (loaded)"
-        if profile.kind in _REMOTE_KINDS:
+        remote = get_cluster_kind(profile.kind).remote
+        if remote is not None:
             # the workers run elsewhere and read the same paths there
             files = sorted({v for r in ("worker", "scheduler")
                             for v in security.get_tls_config_for_role(r).values() if v})
-            line += (f"; the {_REMOTE_KINDS[profile.kind]} must read the same files at the "
-                     f"same paths: {', '.join(files)}")
+            line += (f"; the {remote} must read the same files at the same paths: "
+                     f"{', '.join(files)}")
         return line
-
-
-#: Kinds whose scheduler or workers run on other machines, and what must hold the
-#: certificate files there.
-_REMOTE_KINDS = {"ssh": "hosts", "slurm": "batch jobs (a shared file system)",
-                 "pbs": "batch jobs (a shared file system)",
-                 "kubernetes": "pods (mount them, e.g. from a Secret)"}
 
 
 def shared_temp_directory(profile: Profile) -> str | None:
@@ -621,40 +612,13 @@ def check_profile(profile: Profile) -> str:
     Returns
     -------
     str
-        Lines for ``dmlfe cluster check``: the kind, then the LocalCluster options, the
-        scheduler address, the SSH hosts and commands, the batch job script, or the
-        Kubernetes ``DaskCluster`` resource; then the dask settings the profile applies.
+        Lines for ``dmlfe cluster check``: the kind, then what its kind's ``describe``
+        says (the LocalCluster options, the scheduler address, the SSH hosts and
+        commands, the batch job script, or the Kubernetes ``DaskCluster`` resource);
+        then the dask settings the profile applies.
     """
-    lines = [f"profile: {profile.path}", f"kind: {profile.kind}"]
-    s = profile.spec
-    if profile.kind == "local":
-        lines.append("LocalCluster options: " + json.dumps(local_cluster_options(profile)))
-    elif profile.kind == "scheduler":
-        lines.append(f"connects to the running scheduler at {s['address']} (not contacted "
-                     "by this check)")
-    elif profile.kind == "ssh":
-        require_extra(profile)
-        cmds = ssh_commands(profile)
-        lines.append(f"scheduler host: {cmds[0][0]}")
-        lines.append(f"worker hosts: {', '.join(h for h, _ in cmds[1:])}")
-        lines.append("SSH connect options: " + json.dumps(s.get("connect_options", {}),
-                                                          default=str))
-        lines.append("commands run over SSH:")
-        lines += [f"  {host}: {cmd}" for host, cmd in cmds]
-    elif profile.kind in JOBQUEUE_KINDS:
-        check_library_keys(profile)
-        scale = (f"adaptive: {json.dumps(s['adapt'])}" if "adapt" in s
-                 else f"{s.get('jobs', 0)} job(s)")
-        lines.append(f"jobs: {scale}")
-        lines.append(f"job script (each job; submitted with {_submit_command(profile.kind)}):")
-        lines.append(job_script(profile).rstrip("\n"))
-    else:
-        check_library_keys(profile)
-        spec = kubernetes_spec(profile)
-        if "adapt" in s:
-            lines.append(f"adaptive: {json.dumps(s['adapt'])}")
-        lines.append("DaskCluster resource (created through the Kubernetes API):")
-        lines.append(yaml.dump(spec, Dumper=_NoAliases, sort_keys=False).rstrip("\n"))
+    lines = [f"profile: {profile.path}", f"kind: {profile.kind}",
+             get_cluster_kind(profile.kind).describe(profile)]
     tls = tls_check(profile)
     if tls:
         lines.append(tls)
@@ -662,6 +626,45 @@ def check_profile(profile: Profile) -> str:
     if settings:
         lines.append("dask settings applied while the cluster is used:")
         lines += [f"  {k}: {json.dumps(v, default=str)}" for k, v in settings.items()]
+    return "\n".join(lines)
+
+
+def _describe_local(profile: Profile) -> str:
+    return "LocalCluster options: " + json.dumps(local_cluster_options(profile))
+
+
+def _describe_scheduler(profile: Profile) -> str:
+    return (f"connects to the running scheduler at {profile.spec['address']} (not contacted "
+            "by this check)")
+
+
+def _describe_ssh(profile: Profile) -> str:
+    require_extra(profile)
+    cmds = ssh_commands(profile)
+    lines = [f"scheduler host: {cmds[0][0]}",
+             f"worker hosts: {', '.join(h for h, _ in cmds[1:])}",
+             "SSH connect options: " + json.dumps(profile.spec.get("connect_options", {}),
+                                                  default=str),
+             "commands run over SSH:"]
+    lines += [f"  {host}: {cmd}" for host, cmd in cmds]
+    return "\n".join(lines)
+
+
+def _describe_jobqueue(profile: Profile) -> str:
+    check_library_keys(profile)
+    s = profile.spec
+    scale = (f"adaptive: {json.dumps(s['adapt'])}" if "adapt" in s
+             else f"{s.get('jobs', 0)} job(s)")
+    return "\n".join([f"jobs: {scale}", f"job script (each job; submitted with "
+                      f"{_submit_command(profile.kind)}):", job_script(profile).rstrip("\n")])
+
+
+def _describe_kubernetes(profile: Profile) -> str:
+    check_library_keys(profile)
+    spec = kubernetes_spec(profile)
+    lines = [f"adaptive: {json.dumps(profile.spec['adapt'])}"] if "adapt" in profile.spec else []
+    lines.append("DaskCluster resource (created through the Kubernetes API):")
+    lines.append(yaml.dump(spec, Dumper=_NoAliases, sort_keys=False).rstrip("\n"))
     return "\n".join(lines)
 
 
@@ -678,43 +681,195 @@ def _submit_command(kind: str) -> str:
 
 
 def start_cluster(profile: Profile, n_workers: int | None = None) -> Any:
-    """Start the cluster an ssh, slurm, pbs or kubernetes profile describes.
+    """Start the cluster a profile describes (its kind's ``start``).
 
     Call inside ``dask.config.set(profile.dask_config())``: the libraries read their
     settings from dask's configuration. ``n_workers`` (``--workers``) scales to that
     many workers instead of the profile's ``jobs`` / ``kubernetes.count.start``.
     """
     require_extra(profile)
+    kind = get_cluster_kind(profile.kind)
+    if kind.start is None:
+        raise ValueError(f"kind {kind.name!r} starts no cluster: it connects to "
+                         "dmlfe.cluster.address")
+    return kind.start(profile, {"n_workers": n_workers})
+
+
+def _start_local(profile: Profile, options: Mapping[str, Any]) -> Any:
+    from distributed import LocalCluster
+
+    return LocalCluster(**local_cluster_options(profile, options))
+
+
+def _start_ssh(profile: Profile, options: Mapping[str, Any]) -> Any:
+    if options.get("n_workers") is not None:
+        raise ValueError("--workers does not apply to an ssh profile: its hosts and "
+                         "worker_options.n_workers say how many workers run")
+    from distributed import SSHCluster
+
     s = profile.spec
-    if profile.kind == "ssh":
-        if n_workers is not None:
-            raise ValueError("--workers does not apply to an ssh profile: its hosts and "
-                             "worker_options.n_workers say how many workers run")
-        from distributed import SSHCluster
+    return SSHCluster(s["hosts"], connect_options=s.get("connect_options"),
+                      worker_options=s.get("worker_options"),
+                      scheduler_options=s.get("scheduler_options"),
+                      worker_class=s.get("worker_class", "distributed.Nanny"),
+                      remote_python=s.get("remote_python"))
 
-        return SSHCluster(s["hosts"], connect_options=s.get("connect_options"),
-                          worker_options=s.get("worker_options"),
-                          scheduler_options=s.get("scheduler_options"),
-                          worker_class=s.get("worker_class", "distributed.Nanny"),
-                          remote_python=s.get("remote_python"))
-    if profile.kind in JOBQUEUE_KINDS:
-        import dask_jobqueue
 
-        cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster}
-        security = jobqueue_security(profile)
-        cluster = (cls[profile.kind]() if security is None else cls[profile.kind](
-            security=security, protocol="tls://",
-            shared_temp_directory=shared_temp_directory(profile)))
-        if n_workers is not None:
-            cluster.scale(n=n_workers)
-        elif "adapt" in s:
-            cluster.adapt(**s["adapt"])
-        elif s.get("jobs"):
-            cluster.scale(jobs=s["jobs"])
-        return cluster
+def _start_jobqueue(profile: Profile, options: Mapping[str, Any]) -> Any:
+    import dask_jobqueue
+
+    s, n_workers = profile.spec, options.get("n_workers")
+    cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster}
+    security = jobqueue_security(profile)
+    cluster = (cls[profile.kind]() if security is None else cls[profile.kind](
+        security=security, protocol="tls://",
+        shared_temp_directory=shared_temp_directory(profile)))
+    if n_workers is not None:
+        cluster.scale(n=n_workers)
+    elif "adapt" in s:
+        cluster.adapt(**s["adapt"])
+    elif s.get("jobs"):
+        cluster.scale(jobs=s["jobs"])
+    return cluster
+
+
+def _start_kubernetes(profile: Profile, options: Mapping[str, Any]) -> Any:
     from dask_kubernetes.operator import KubeCluster
 
+    n_workers = options.get("n_workers")
     cluster = KubeCluster(n_workers=n_workers) if n_workers is not None else KubeCluster()
-    if "adapt" in s and n_workers is None:
-        cluster.adapt(**s["adapt"])
+    if "adapt" in profile.spec and n_workers is None:
+        cluster.adapt(**profile.spec["adapt"])
     return cluster
+
+
+# --------------------------------------------------------------------------- kinds
+@dataclass(frozen=True)
+class ClusterKind:
+    """What a profile's ``dmlfe.cluster.kind`` names: its settings and how it starts.
+
+    Adding a kind is one :func:`register_cluster_kind` call; profiles, ``dmlfe cluster
+    check`` and every command's ``--cluster`` then accept it.
+
+    Attributes
+    ----------
+    name : str
+        The ``kind`` value.
+    describe : callable
+        ``describe(profile) -> str``: what the profile would start, for ``dmlfe cluster
+        check`` (one or more lines); starts, submits and contacts nothing.
+    start : callable or None
+        ``start(profile, options) -> cluster``: a started cluster (a context manager, as
+        ``distributed.LocalCluster``); ``options`` holds ``n_workers`` (``--workers``,
+        None when not given) and the command's other ``LocalCluster`` keywords. Called
+        inside ``dask.config.set(profile.dask_config())``. None: the kind starts
+        nothing and connects to ``dmlfe.cluster.address``.
+    fields : tuple of Param
+        The ``dmlfe.cluster`` settings it accepts besides ``kind`` (and
+        :data:`WORKER_TIMEOUT`, which every kind takes); any other is an error.
+    required : tuple of str
+        Those of ``fields`` a profile must set.
+    extra : (str, str) or None
+        The module it needs and the dmlfe extra that installs it.
+    validate : callable or None
+        ``validate(profile)``: further checks (a library's own section), raising
+        :class:`ClusterProfileError`.
+    batch : bool
+        Its workers start when a batch system runs their jobs: not waited for unless
+        the profile or ``--worker-timeout`` sets a wait.
+    remote : str or None
+        Where its scheduler or workers run on other machines: what must hold the TLS
+        certificate files there.
+    local_workers : bool
+        Its workers are processes this one starts on this machine: started with SIGINT
+        ignored (Ctrl-C is the driver's) and silenced when interrupted.
+    """
+
+    name: str
+    describe: Callable[[Profile], str]
+    start: Callable[[Profile, Mapping[str, Any]], Any] | None
+    fields: tuple[Param, ...] = ()
+    required: tuple[str, ...] = ()
+    extra: tuple[str, str] | None = None
+    validate: Callable[[Profile], None] | None = None
+    batch: bool = False
+    remote: str | None = None
+    local_workers: bool = False
+
+    def all_fields(self) -> tuple[Param, ...]:
+        """Its fields, then the ones every kind takes."""
+        return (*self.fields, WORKER_TIMEOUT)
+
+
+_KINDS: dict[str, ClusterKind] = {}
+
+
+def register_cluster_kind(kind: ClusterKind, replace: bool = False) -> ClusterKind:
+    """Add a cluster kind (``replace``: over one of the same name)."""
+    if kind.name in _KINDS and not replace:
+        raise ValueError(f"cluster kind {kind.name!r} is already registered")
+    unknown = set(kind.required) - {p.name for p in kind.fields}
+    if unknown:
+        raise ValueError(f"cluster kind {kind.name!r}: required {sorted(unknown)} are not "
+                         "among its fields")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def unregister_cluster_kind(name: str) -> None:
+    """Remove a cluster kind (for tests and plug-ins that replace one)."""
+    get_cluster_kind(name)
+    del _KINDS[name]
+
+
+def get_cluster_kind(name: str) -> ClusterKind:
+    """The registered kind ``name``; ValueError names the known ones."""
+    try:
+        return _KINDS[name]
+    except KeyError:
+        raise ValueError(f"unknown cluster kind {name!r}; known: {', '.join(_KINDS)}") from None
+
+
+def all_cluster_kinds() -> dict[str, ClusterKind]:
+    """Every registered cluster kind, by name, in registration order."""
+    return dict(_KINDS)
+
+
+_ADAPT_JOBS = _field("adapt", _Adapt(("minimum_jobs", "maximum_jobs")),
+                     "mapping\n    Adaptive bounds: minimum_jobs, maximum_jobs.")
+_JOBS = _field("jobs", _nonneg_int, "int\n    Jobs to submit.")
+for _kind in (
+    ClusterKind("local", _describe_local, _start_local, local_workers=True, fields=(
+        _field("n_workers", _pos_int, "int\n    Workers (default: one per core)."),
+        _field("threads_per_worker", _pos_int, "int\n    Threads of each worker."),
+        _field("memory_limit", _memory, "str or int\n    Memory of each worker."),
+        _field("processes", _boolean, "bool\n    Workers in processes (else threads)."),
+        _field("host", _host, "str\n    Where everything listens (default loopback)."),
+        _field("dashboard_address", _text, "str\n    Where the dashboard listens."))),
+    ClusterKind("scheduler", _describe_scheduler, None, required=("address",), fields=(
+        _field("address", _address, "str\n    The running scheduler's address."),)),
+    ClusterKind("ssh", _describe_ssh, _start_ssh, required=("hosts",),
+                extra=("asyncssh", "ssh"), remote="hosts", fields=(
+        _field("hosts", _hosts, "list of str\n    Scheduler host, then worker hosts."),
+        _field("connect_options", _OneOrPerHost(_mapping), "mapping or list\n    asyncssh "
+               "options (one, or one per host)."),
+        _field("worker_options", _mapping, "mapping\n    Keywords of each worker."),
+        _field("scheduler_options", _mapping, "mapping\n    Keywords of the scheduler."),
+        _field("remote_python", _OneOrPerHost(_optional_text), "str or list\n    The "
+               "Python to run (one, or one per host)."),
+        _field("worker_class", _text, "str\n    The worker class."))),
+    *(ClusterKind(name, _describe_jobqueue, _start_jobqueue, fields=(_JOBS, _ADAPT_JOBS),
+                  extra=("dask_jobqueue", "hpc"), validate=_validate_jobqueue, batch=True,
+                  remote="batch jobs (a shared file system)") for name in JOBQUEUE_KINDS),
+    ClusterKind("kubernetes", _describe_kubernetes, _start_kubernetes,
+                extra=("dask_kubernetes", "kubernetes"), validate=_validate_kubernetes,
+                batch=True, remote="pods (mount them, e.g. from a Secret)", fields=(
+        _field("adapt", _Adapt(("minimum", "maximum")),
+               "mapping\n    Adaptive bounds: minimum, maximum."),)),
+):
+    register_cluster_kind(_kind)
+
+#: The built-in kinds (:func:`all_cluster_kinds` has those registered since too).
+KINDS = tuple(_KINDS)
+#: kind -> (module it needs, the dmlfe extra that installs it), of the built-in kinds.
+EXTRAS = {k.name: k.extra for k in _KINDS.values() if k.extra}

@@ -116,13 +116,14 @@ class ArraySpec:
 
     ``kinds`` are the accepted numpy ``dtype.kind`` letters; ``shape`` names each
     dimension (see :data:`DIMENSIONS`; None: any number of dimensions). Floating-point
-    arrays must be finite. ``check(array, dims)`` says what else is wrong, or None.
+    arrays must be finite. ``check(array, dims)`` raises ValueError saying what else is
+    wrong (as the constraints of :mod:`dmlfe.params` do).
     """
 
     kinds: str
     shape: tuple[str, ...] | None
     doc: str
-    check: Callable[[np.ndarray, dict[str, int]], str | None] | None = None
+    check: Callable[[np.ndarray, dict[str, int]], None] | None = None
 
 
 def _array_shapes(key: str, v: dict) -> dict:
@@ -230,35 +231,33 @@ FITTED_SCHEMA: dict[str, Key] = {
 #: Fitted scalar attributes kept in model.json.
 FITTED_SCALARS = tuple(FITTED_SCHEMA)
 
-def _enough_eigenvalues(a: np.ndarray, dims: dict[str, int]) -> str | None:
+def _enough_eigenvalues(a: np.ndarray, dims: dict[str, int]) -> None:
     if a.shape[0] < dims["d"]:
-        return (f"holds {a.shape[0]} eigenvalues, fewer than fitted.n_components_ = "
-                f"{dims['d']} (model.json)")
-    return None
+        raise ValueError(f"holds {a.shape[0]} eigenvalues, fewer than fitted.n_components_ = "
+                         f"{dims['d']} (model.json)")
 
 
-def _row_pointers(a: np.ndarray, dims: dict[str, int]) -> str | None:
+def _row_pointers(a: np.ndarray, dims: dict[str, int]) -> None:
     if a[0] != 0 or np.any(np.diff(a) < 0) or a[-1] != dims["nnz"]:
-        return ("is not a CSR row pointer (it must rise from 0 to the length of "
-                f"relation.prototypes.data, {dims['nnz']}, never falling)")
-    return None
+        raise ValueError("is not a CSR row pointer (it must rise from 0 to the length of "
+                         f"relation.prototypes.data, {dims['nnz']}, never falling)")
 
 
-def _column_indices(a: np.ndarray, dims: dict[str, int]) -> str | None:
+def _column_indices(a: np.ndarray, dims: dict[str, int]) -> None:
     if a.size and (a.min() < 0 or a.max() >= dims["n_features"]):
-        return (f"holds column indices outside [0, {dims['n_features']}) "
-                "(fitted.relation_.n_features, model.json)")
-    return None
+        raise ValueError(f"holds column indices outside [0, {dims['n_features']}) "
+                         "(fitted.relation_.n_features, model.json)")
 
 
-def _training_rows(a: np.ndarray, dims: dict[str, int]) -> str | None:
+def _training_rows(a: np.ndarray, dims: dict[str, int]) -> None:
     if a.size and (a.min() < 0 or a.max() >= dims["n"]):
-        return f"holds row indices outside [0, {dims['n']}) (fitted.n_samples_, model.json)"
-    return None
+        raise ValueError(f"holds row indices outside [0, {dims['n']}) (fitted.n_samples_, "
+                         "model.json)")
 
 
-def _non_negative(a: np.ndarray, dims: dict[str, int]) -> str | None:
-    return "holds negative scales" if a.size and a.min() < 0 else None
+def _non_negative(a: np.ndarray, dims: dict[str, int]) -> None:
+    if a.size and a.min() < 0:
+        raise ValueError("holds negative scales")
 
 
 #: The names of the dimensions in ARRAY_SCHEMA / RELATION_ARRAY_SCHEMA.
@@ -284,12 +283,11 @@ ARRAY_SCHEMA: dict[str, ArraySpec] = {
 FITTED_ARRAYS = tuple(ARRAY_SCHEMA)
 
 
-def _sorted_columns(a: np.ndarray, dims: dict[str, int]) -> str | None:
+def _sorted_columns(a: np.ndarray, dims: dict[str, int]) -> None:
     if a.min() < 0 or a.max() >= dims["D"]:
-        return f"holds columns outside [0, {dims['D']})"
+        raise ValueError(f"holds columns outside [0, {dims['D']})")
     if a.size > 1 and np.any(np.diff(a) <= 0):
-        return "is not strictly increasing"
-    return None
+        raise ValueError("is not strictly increasing")
 
 
 #: The columns components_ holds when it is kept on them (format version 2; optional).
@@ -417,7 +415,10 @@ def _array_error(a: np.ndarray, spec: ArraySpec, dims: dict[str, int],
             return (f"has {bad} non-finite entr{'y' if bad == 1 else 'ies'} (NaN or inf) of "
                     f"{a.size}; the model would give non-finite embeddings")
     if spec.check is not None and a.size:
-        return spec.check(a, dims)
+        try:
+            spec.check(a, dims)
+        except ValueError as exc:
+            return str(exc)
     return None
 
 

@@ -8,11 +8,16 @@ declarations, and :func:`validate` checks every value before any pass over the d
 (in the manner of scikit-learn's ``_parameter_constraints``).
 
 A constraint is a callable ``check(name, value) -> value`` that returns the
-(possibly normalised) value or raises ValueError / TypeError naming the parameter.
+(possibly normalised) value or raises ValueError / TypeError naming the parameter; the
+built-in ones are small :class:`Constraint` objects whose ``choices`` and ``bounds``
+the command line and the tests read. Cluster profiles and pipeline files check their
+fields with the same objects (:class:`Predicate`, :class:`Worded`), worded as their
+messages are.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import numbers
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -41,8 +46,9 @@ class Param:
     doc : str
         numpy-docstring entry: first line the type, the rest the description.
     flag : dict or None
-        ``argparse`` options of its ``dmlfe fit --NAME`` flag (``type``, ``choices``,
-        ``help``...); None for parameters the command line does not offer.
+        ``argparse`` options of its ``dmlfe fit --NAME`` flag (``type``, ``help``...;
+        ``choices`` come from ``check``, see :func:`flag_options`); None for parameters
+        the command line does not offer.
     """
 
     name: str
@@ -87,48 +93,246 @@ def _is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def interval(lo: float | None, hi: float | None, *, closed: str = "both",
-             integer: bool = False) -> Check:
-    """A number in [lo, hi] (``closed`` "both", "left", "right" or "neither"; None = unbounded)."""
-    left = "[" if closed in ("both", "left") else "("
-    right = "]" if closed in ("both", "right") else ")"
-    text = f"{left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{right}"
-    kind = "an int" if integer else "a number"
+class Constraint:
+    """Base of the constraint objects: ``check(name, value) -> value``.
 
-    def check(name: str, value: Any) -> Any:
-        ok_type = isinstance(value, numbers.Integral) if integer else _is_real(value)
+    A constraint returns the (possibly normalised) value or raises ValueError /
+    TypeError. Its ``choices`` (the accepted values, when they are a list) and
+    ``bounds`` (``(lo, hi)`` of a number, None for unbounded) are what the command line
+    and the tests read instead of repeating them; None when the constraint has none.
+    """
+
+    __slots__ = ()
+
+    @property
+    def choices(self) -> tuple[Any, ...] | None:
+        return None
+
+    @property
+    def bounds(self) -> tuple[float | None, float | None] | None:
+        return None
+
+    def __call__(self, name: str, value: Any) -> Any:
+        raise NotImplementedError
+
+    def accepts(self, value: Any) -> bool:
+        """Whether the constraint takes ``value`` as it is."""
+        try:
+            self("value", value)
+        except (TypeError, ValueError):
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class Interval(Constraint):
+    """A number in [lo, hi] (``closed`` "both", "left", "right" or "neither"; None =
+    unbounded); ``integer``: an int."""
+
+    lo: float | None
+    hi: float | None
+    closed: str = "both"
+    integer: bool = False
+
+    @property
+    def bounds(self) -> tuple[float | None, float | None]:
+        return (self.lo, self.hi)
+
+    @property
+    def text(self) -> str:
+        """The interval as written in messages, e.g. ``[1, inf)``."""
+        left = "[" if self.closed in ("both", "left") else "("
+        right = "]" if self.closed in ("both", "right") else ")"
+        lo = "-inf" if self.lo is None else self.lo
+        return f"{left}{lo}, {'inf' if self.hi is None else self.hi}{right}"
+
+    def __call__(self, name: str, value: Any) -> Any:
+        kind = "an int" if self.integer else "a number"
+        bad = f"parameter {name}={value!r} must be {kind} in {self.text}"
+        ok_type = isinstance(value, numbers.Integral) if self.integer else _is_real(value)
         if not ok_type or isinstance(value, bool):
-            raise TypeError(f"parameter {name}={value!r} must be {kind} in {text}")
-        v = int(value) if integer else float(value)
+            raise TypeError(bad)
+        v = int(value) if self.integer else float(value)
         if not math.isfinite(v):
-            raise ValueError(f"parameter {name}={value!r} must be {kind} in {text}")
-        below = lo is not None and (v < lo if left == "[" else v <= lo)
-        above = hi is not None and (v > hi if right == "]" else v >= hi)
+            raise ValueError(bad)
+        left_closed = self.closed in ("both", "left")
+        right_closed = self.closed in ("both", "right")
+        below = self.lo is not None and (v < self.lo if left_closed else v <= self.lo)
+        above = self.hi is not None and (v > self.hi if right_closed else v >= self.hi)
         if below or above:
-            raise ValueError(f"parameter {name}={value!r} must be {kind} in {text}")
+            raise ValueError(bad)
         return v
 
-    return check
 
-
-def one_of(*values: Any) -> Check:
+@dataclass(frozen=True)
+class OneOf(Constraint):
     """One of the listed values (compared with ==)."""
 
-    def check(name: str, value: Any) -> Any:
-        if isinstance(value, str | int | float | bool | type(None)) and value in values:
+    values: tuple[Any, ...]
+
+    @property
+    def choices(self) -> tuple[Any, ...]:
+        return self.values
+
+    def __call__(self, name: str, value: Any) -> Any:
+        if isinstance(value, str | int | float | bool | type(None)) and value in self.values:
             return value
-        raise ValueError(f"parameter {name}={value!r} is not one of {values}")
-
-    return check
+        raise ValueError(f"parameter {name}={value!r} is not one of {self.values}")
 
 
-def optional(inner: Check) -> Check:
+@dataclass(frozen=True)
+class _Wrapping(Constraint):
+    """A constraint over another, ``inner``, whose choices and bounds it keeps."""
+
+    inner: Check
+
+    @property
+    def choices(self) -> tuple[Any, ...] | None:
+        return getattr(self.inner, "choices", None)
+
+    @property
+    def bounds(self) -> tuple[float | None, float | None] | None:
+        return getattr(self.inner, "bounds", None)
+
+
+@dataclass(frozen=True)
+class OrNone(_Wrapping):
+    """None, or a value ``inner`` accepts (its choices and bounds are this one's)."""
+
+    def __call__(self, name: str, value: Any) -> Any:
+        return None if value is None else self.inner(name, value)
+
+
+@dataclass(frozen=True)
+class Predicate(Constraint):
+    """A value ``test`` holds for; else ValueError ``message`` (a format string of
+    ``value`` and ``type``, its type's name), e.g. ``"must be a mapping, got {value!r}"``.
+
+    For files whose messages name the field themselves (cluster profiles, pipeline
+    files): the message says what is wrong, the caller says where.
+    """
+
+    test: Callable[[Any], bool]
+    message: str
+
+    def __call__(self, name: str, value: Any) -> Any:
+        if self.test(value):
+            return value
+        raise ValueError(self.message.format(value=value, type=type(value).__name__))
+
+
+@dataclass(frozen=True)
+class Worded(_Wrapping):
+    """What ``inner`` accepts (and returns), with the ValueError ``message`` of
+    :class:`Predicate` instead of its own; ``inner``'s choices and bounds are kept."""
+
+    message: str
+
+    def __call__(self, name: str, value: Any) -> Any:
+        try:
+            return self.inner(name, value)
+        except (TypeError, ValueError):
+            raise ValueError(self.message.format(value=value,
+                                                 type=type(value).__name__)) from None
+
+
+def interval(lo: float | None, hi: float | None, *, closed: str = "both",
+             integer: bool = False) -> Interval:
+    """A number in [lo, hi] (``closed`` "both", "left", "right" or "neither"; None = unbounded)."""
+    return Interval(lo, hi, closed, integer)
+
+
+def one_of(*values: Any) -> OneOf:
+    """One of the listed values (compared with ==)."""
+    return OneOf(values)
+
+
+def optional(inner: Check) -> OrNone:
     """None, or a value ``inner`` accepts."""
+    return OrNone(inner)
 
-    def check(name: str, value: Any) -> Any:
-        return None if value is None else inner(name, value)
 
-    return check
+def choices_of(check: Check) -> tuple[Any, ...] | None:
+    """The values ``check`` accepts when it lists them (a :class:`OneOf`, or an
+    :class:`OrNone` of one), else None."""
+    return getattr(check, "choices", None)
+
+
+def bounds_of(check: Check) -> tuple[float | None, float | None] | None:
+    """``(lo, hi)`` of the numbers ``check`` accepts when it says (an :class:`Interval`,
+    or an :class:`OrNone` of one), else None."""
+    return getattr(check, "bounds", None)
+
+
+def flag_options(param: Param) -> dict[str, Any]:
+    """``argparse`` options of ``param``'s flag: its ``flag`` entries, with ``choices``
+    read from its constraint when the flag does not give them."""
+    options = dict(param.flag or {})
+    choices = choices_of(param.check)
+    if "choices" not in options and choices is not None:
+        options["choices"] = [c for c in choices if c is not None]
+    return options
+
+
+def flag_param(name: str, default: Any, check: Check, kind: str, help: str,
+               **options: Any) -> Param:
+    """A command-line flag declared as a :class:`Param`: ``--NAME``, its argparse
+    ``options`` and ``help``; its docstring entry is ``kind`` and the help.
+
+    ``options`` may hold ``group`` (the title of the argument group it is listed under)
+    and ``exclusive`` (flags of the same ``exclusive`` exclude each other); see
+    :func:`add_flags`.
+    """
+    return Param(name, default, check, f"{kind}\n    {help}", flag={**options, "help": help})
+
+
+def add_flags(parser: argparse.ArgumentParser, params: Iterable[Param],
+              helps: Mapping[str, str | None] | None = None) -> None:
+    """Add the flags of ``params`` to ``parser`` (in their order).
+
+    Each flag's options are :func:`flag_options`; its default is the parameter's unless
+    the flag gives one. ``helps``: another help text for some of them, by name (None
+    keeps the flag's own).
+    """
+    groups: dict[str, Any] = {}
+    exclusive: dict[str, Any] = {}
+    for param in params:
+        options = flag_options(param)
+        title, together = options.pop("group", None), options.pop("exclusive", None)
+        text = (helps or {}).get(param.name)
+        if text is not None:
+            options["help"] = text
+        options.setdefault("default", param.default)
+        target = parser if title is None else groups.get(title)
+        if target is None:
+            target = groups[title] = parser.add_argument_group(title)
+        if together is not None:
+            if together not in exclusive:
+                exclusive[together] = target.add_mutually_exclusive_group()
+            target = exclusive[together]
+        target.add_argument(param.option, dest=param.name, **options)
+
+
+def positive_int(s: str) -> int:
+    """argparse type: an int of 1 or more (the CLI's counts and sizes)."""
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s}")
+    return v
+
+
+def seconds(s: str) -> float:
+    """argparse type: a number of seconds, 0 or more."""
+    try:
+        v = float(s)
+    except ValueError:
+        v = float("nan")
+    if not (0 <= v < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds (0 or more), got {s!r}")
+    return v
 
 
 def split_names(name: str, value: Any) -> str | list[str]:
@@ -160,10 +364,19 @@ def anything(name: str, value: Any) -> Any:
     return value
 
 
-def labels_of(*choices: str, matrix: bool = False) -> Check:
-    """One of the strings ``choices`` or, with ``matrix``, a finite symmetric 2-D array."""
+@dataclass(frozen=True)
+class LabelsOf(Constraint):
+    """One of the strings ``values`` or, with ``matrix``, a finite symmetric 2-D array."""
 
-    def check(name: str, value: Any) -> Any:
+    values: tuple[str, ...]
+    matrix: bool = False
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return self.values
+
+    def __call__(self, name: str, value: Any) -> Any:
+        choices, matrix = self.values, self.matrix
         if isinstance(value, str):
             if value in choices:
                 return value
@@ -181,7 +394,11 @@ def labels_of(*choices: str, matrix: bool = False) -> Check:
             raise ValueError(f"parameter {name}: the matrix must be symmetric")
         return value
 
-    return check
+
+def labels_of(*choices: str, matrix: bool = False) -> LabelsOf:
+    """One of the strings ``choices`` or, with ``matrix``, a finite symmetric 2-D array."""
+    return LabelsOf(choices, matrix)
+
 
 
 class LiveChoices(Sequence[Any]):

@@ -213,7 +213,7 @@ def test_a_saved_graph_of_other_rows_is_not_extended(tmp_path) -> None:
     np.savez(npz, **arrays)
     rec = npz.with_suffix(".json")
     meta = json.loads(rec.read_text())
-    meta["sha256"] = knn._digest(arrays)
+    meta["sha256"] = knn.arrays_digest(arrays)
     rec.write_text(json.dumps(meta))
     dmlfe.append(grown, new, **APPEND)
     with pytest.warns(RuntimeWarning, match="covers 100 documents but the view holds 190"):

@@ -315,7 +315,7 @@ LABEL_KERNEL = Param(
     "label_kernel", FROM_BUILDER, labels_of("linear", "rbf", matrix=True),
     "{'linear', 'rbf'} or ndarray (q, q)\n    L = Y B Y^T with B = I, an RBF kernel over the "
     "label columns, or B given (mddm section 3.3).",
-    flag={"choices": ["linear", "rbf"]})
+    flag={})
 RBF_GAMMA = Param("rbf_gamma", FROM_BUILDER, optional(interval(0.0, None)),
                   "float, optional\n    Width of the 'rbf' label kernel (default 1 / n).",
                   flag={"type": float})
@@ -417,22 +417,22 @@ FEATURE_TAU = Param("feature_tau", FROM_BUILDER, optional(interval(0.0, None, cl
                     "distance) and 'eq9' (default 1)\n    graph weights.", flag={"type": float})
 GRAPH_MODE = Param("graph_mode", FROM_BUILDER, one_of(*GRAPH_MODES),
                    "{'symmetrized', 'mutual'}\n    Edge i-j when either (or both) is among "
-                   "the other's K nearest neighbours.", flag={"choices": list(GRAPH_MODES)})
+                   "the other's K nearest neighbours.", flag={})
 _GRAPH = (FEATURE_WEIGHT, FEATURE_TAU, GRAPH_MODE)
 SCHEME = Param("scheme", FROM_BUILDER, one_of(1, 2, 3),
                "{1, 2, 3}\n    Label proximity scheme (mope section 3.3.1).",
-               flag={"type": int, "choices": [1, 2, 3]})
+               flag={"type": int})
 _LABEL_SIMS = sorted({s for v in SCHEME_SIMILARITIES.values() for s in v})
 LABEL_SIMILARITY = Param(
     "label_similarity", FROM_BUILDER, optional(one_of(*_LABEL_SIMS)),
     "str, optional\n    Scheme 1: 'sorensen' (eq. 34), 'scaled_sorensen' (35), 'jaccard' (36), "
     "'hamming_exp'\n    (37), 'hamming' (38); scheme 2: 'cosine', 'minkowski' (40), 'tanimoto' "
     "(41);\n    scheme 3: Sigma = 'sorensen' over Y^T or 'yty' (eq. 42). Default: the first.",
-    flag={"choices": _LABEL_SIMS})
+    flag={})
 COMBINATION = Param("combination", FROM_BUILDER, one_of(*COMBINATIONS),
                     "{'priority', 'hadamard', 'weighted_sum'}\n    Psi(W, G): eq. 43 (general "
                     "form with gamma), G o W, or beta G + (1 - beta) W.",
-                    flag={"choices": list(COMBINATIONS)})
+                    flag={})
 PSI_A = Param("a", FROM_BUILDER, interval(0.0, None, closed="neither"),
               "float > 0\n    Exponent of g in eq. 43.", flag={"type": float})
 PSI_B = Param("b", FROM_BUILDER, interval(0.0, None, closed="neither"),
@@ -484,7 +484,7 @@ for _spec in (
                parameters=(*_MOPE_COMMON[:10], Param(
                    "constraint", FROM_BUILDER, one_of(*CONSTRAINTS),
                    "{'orthogonal', 'embedding', 'degree'}\n    B_p = I, X^T X + reg I, or "
-                   "X^T D(A) X + reg I.", flag={"choices": list(CONSTRAINTS)}),
+                   "X^T D(A) X + reg I.", flag={}),
                    *_MOPE_COMMON[10:]),
                check_params=_weighted_sum_beta, **_GRAPH_KW),
     MethodSpec("mesd", mesd, generalized=True, reference="mope section 3.2, eq. 32-33",
@@ -492,10 +492,10 @@ for _spec in (
                    Param("base", FROM_BUILDER, one_of(*MESD_BASES),
                          "{'fda', 'lfda', 'mmc', 'olpp_r'}\n    The single-label method "
                          "extended by sample duplication.",
-                         flag={"choices": list(MESD_BASES)}),
+                         flag={}),
                    Param("weighting", FROM_BUILDER, one_of(*WEIGHTINGS),
                          "{'unweighted', 'weighted'}\n    Eq. 32 or eq. 33 (pairs weighted "
-                         "by 1 / (m_i m_j)).", flag={"choices": list(WEIGHTINGS)}),
+                         "by 1 / (m_i m_j)).", flag={}),
                    Param("beta", FROM_BUILDER, interval(0.0, None),
                          "float >= 0\n    Repulsion weight of 'olpp_r' (L = L_s - beta L_r).",
                          flag={"type": float}),

@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dmlfe.cluster import add_cluster_arguments, client_from_args
+from dmlfe.cli_flags import add_common_flags
+from dmlfe.cluster import client_from_args
 from dmlfe.pipeline.config import load_config
 from dmlfe.pipeline.runner import run_pipeline
 
@@ -27,7 +28,7 @@ def add_run_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
                    "dmlfe-work/NAME)")
     p.add_argument("--fresh", action="store_true",
                    help="run every stage again, replacing the cached results")
-    add_cluster_arguments(p)
+    add_common_flags(p, "run")
     p.set_defaults(func=cmd_run)
     return p
 

@@ -53,6 +53,7 @@ from dmlfe.evaluation.registry import ClassifierTable, get_classifier
 from dmlfe.fit.params import COMMON
 from dmlfe.ingestion import format_options
 from dmlfe.methods.registry import all_methods, resolve_method
+from dmlfe.params import Check, Predicate, Worded, interval
 from dmlfe.readers.registry import get_reader, reader_names
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.yamlfiles import read_yaml
@@ -320,10 +321,26 @@ def _check_keys(path: Path, where: str, d: dict, allowed: set[str]) -> None:
                    f"unknown key; allowed keys here: {', '.join(sorted(allowed))}")
 
 
+# Constraint objects of dmlfe.params, worded for a key path (_checked names the file and key)
+_MAPPING = Predicate(lambda v: isinstance(v, dict), "must be a mapping, got {type} {value!r}")
+_SHARE = Predicate(lambda x: isinstance(x, numbers.Real) and not isinstance(x, bool) and x > 0,
+                   "must be a positive number (the part's share), got {value!r}")
+
+
+def _at_least(lo: int) -> Worded:
+    return Worded(interval(lo, None, integer=True), f"must be an integer >= {lo}, got {{value!r}}")
+
+
+def _checked(path: Path, key: str, check: Check, v: Any) -> Any:
+    """``check(key, v)``; its ValueError / TypeError as a :class:`PipelineConfigError`."""
+    try:
+        return check(key, v)
+    except (TypeError, ValueError) as exc:
+        raise _err(path, key, str(exc)) from None
+
+
 def _mapping(path: Path, key: str, v: Any) -> dict:
-    if not isinstance(v, dict):
-        raise _err(path, key, f"must be a mapping, got {type(v).__name__} {v!r}")
-    return v
+    return _checked(path, key, _MAPPING, v)
 
 
 def _resolve(base: Path, p: str) -> str:
@@ -332,9 +349,7 @@ def _resolve(base: Path, p: str) -> str:
 
 
 def _int(path: Path, key: str, v: Any, lo: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
-        raise _err(path, key, f"must be an integer >= {lo}, got {v!r}")
-    return int(v)
+    return _checked(path, key, _at_least(lo), v)
 
 
 def _n_components(path: Path, key: str, v: Any, kind: type) -> int | float:
@@ -360,9 +375,7 @@ def _split(path: Path, key: str, v: Any) -> SplitSpec:
         fr = _mapping(path, f"{key}.stratified", v["stratified"])
         _check_keys(path, f"{key}.stratified", fr, set(ROLES))
         for role, x in fr.items():
-            if isinstance(x, bool) or not isinstance(x, numbers.Real) or not x > 0:
-                raise _err(path, f"{key}.stratified.{role}",
-                           f"must be a positive number (the part's share), got {x!r}")
+            _checked(path, f"{key}.stratified.{role}", _SHARE, x)
         for role in ("train", "test"):
             if role not in fr:
                 raise _err(path, f"{key}.stratified", f"needs a {role!r} share")

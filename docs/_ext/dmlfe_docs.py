@@ -1,7 +1,8 @@
 """Pages of the dmlfe documentation that are generated from the code, so they cannot go
 stale: the method table (from the method registry), the API reference (from
 ``dmlfe.__all__``), the command-line reference (from the argparse parser), the
-list of cluster profiles (from the files in ``cluster_configs/``) and the performance
+list of cluster profiles (from the files in ``cluster_configs/``), the cluster kinds (from
+their registry) and the performance
 tables (from the benchmarks' results in ``benchmarks/results/``).
 
 Each directive emits reStructuredText that Sphinx then parses as if it were written in
@@ -394,6 +395,23 @@ class Performance(Directive):
         return _rst(self, lines)
 
 
+class ClusterKinds(Directive):
+    """``.. dmlfe-cluster-kinds::`` -- every registered cluster kind, its ``dmlfe.cluster``
+    settings and the extra it needs (:func:`dmlfe.cluster_profiles.all_cluster_kinds`)."""
+
+    def run(self):
+        from dmlfe.cluster_profiles import all_cluster_kinds
+
+        rows = []
+        for kind in all_cluster_kinds().values():
+            fields = [f"``{p.name}``" + (" (required)" if p.name in kind.required else "")
+                      for p in kind.all_fields()]
+            extra = f"``pip install 'dmlfe[{kind.extra[1]}]'``" if kind.extra else "(none)"
+            rows.append([f"``{kind.name}``", ", ".join(fields), extra])
+        return _rst(self, _list_table(["kind", "``dmlfe.cluster`` settings", "extra"], rows,
+                                      "15 55 30"))
+
+
 class PipelineKeys(Directive):
     """``.. dmlfe-pipeline-keys::`` -- every key of a pipeline file, from
     :data:`dmlfe.pipeline.config.PIPELINE_KEYS`, the ingest options of each format and
@@ -460,6 +478,7 @@ def setup(app):
     app.add_directive("dmlfe-cli", CliReference)
     app.add_directive("dmlfe-readers", ReaderTable)
     app.add_directive("dmlfe-cluster-profiles", ClusterProfiles)
+    app.add_directive("dmlfe-cluster-kinds", ClusterKinds)
     app.add_directive("dmlfe-performance", Performance)
     app.connect("autodoc-skip-member", _skip_foreign_member)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
