@@ -62,7 +62,8 @@ CHOICES: dict[tuple[str, str], list] = {
     ("ingest", "--zero-based"): ["auto", "true", "false"],
     ("export", "--format"): ["parquet", "xmc", "svmlight"],
     ("fit", "--label-kernel"): ["linear", "rbf"],
-    ("fit", "--feature-weight"): ["constant", "gaussian", "local_scaling", "eq9", "cosine"],
+    # the similarity registry's order (dmlfe.relation.similarities)
+    ("fit", "--feature-weight"): ["constant", "cosine", "gaussian", "local_scaling", "eq9"],
     ("fit", "--graph-mode"): ["symmetrized", "mutual"],
     ("fit", "--scheme"): [1, 2, 3],
     ("fit", "--label-similarity"): ["cosine", "hamming", "hamming_exp", "jaccard", "minkowski",
@@ -75,12 +76,13 @@ CHOICES: dict[tuple[str, str], list] = {
     ("fit", "--variant"): ["p", "f"],
     ("fit", "--route"): ["feature", "relation", "dual", "auto"],
     ("fit", "--prototype-selection"): ["all", "random", "stratified", "kmeans++"],
+    # with the aliases the Python API has always accepted (eq7, rbf, eq8)
     ("fit", "--similarity"): ["linear", "cosine", "gaussian", "local_scaling",
-                              "inverse_normalized_distance", "eq9"],
+                              "inverse_normalized_distance", "eq7", "rbf", "eq8", "eq9"],
     ("fit", "--knn-search"): ["auto", "exact", "approximate"],
     ("fit", "--solver"): ["auto", "dense", "randomized", "lanczos"],
     ("fit", "--components-dtype"): ["float64", "float32"],
-    ("fit", "--classifier"): ["ridge", "flda", "mlknn"],
+    ("fit", "--classifier"): ["ridge", "mlknn", "flda"],  # the classifier registry's order
     ("transform", "--format"): ["zarr", "parquet"],
     ("embed", "--input-format"): ["jsonl", "parquet", "text"],
     ("embed", "--format"): ["zarr", "parquet"],
