@@ -27,8 +27,8 @@ from sklearn.preprocessing import normalize
 import dmlfe
 from dmlfe.cli import main
 from dmlfe.errors import DataFormatError, InputError
-from dmlfe.store import layout as F
 from dmlfe.store import history, open_store
+from dmlfe.store import layout as F
 from dmlfe.store.verify import verify_store
 
 ROOT = Path(__file__).resolve().parents[1]
