@@ -61,7 +61,7 @@ import scipy.sparse as sp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from conftest import write_store  # noqa: E402
+from helpers import write_store  # noqa: E402
 
 import dmlfe  # noqa: E402
 from dmlfe.cli import main  # noqa: E402

@@ -56,12 +56,12 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
 
     Fitted attributes: ``components_`` (n_components_, n_features), ``eigenvalues_``
     (the computed eigenvalues, descending: the whole spectrum of problems up to
-    ``dmlfe.solvers.partial.FULL_SPECTRUM_LIMIT`` = 1,000; above it only the leading
+    ``dmlfe.solvers.leading.FULL_SPECTRUM_LIMIT`` = 1,000; above it only the leading
     ones -- d, or for a threshold as many as it needs, whose denominator is then the
     trace (the whole spectrum when A is indefinite); on the dual route the non-zero
     spectrum, at most n values, or q for CCA, OPLS and MDDMf, and only the leading
     ones when they are at most a fifth of an n above
-    ``dmlfe.solvers.partial.SUBSET_MIN`` = 256), ``n_components_``, ``mean_`` (training
+    ``dmlfe.solvers.leading.SUBSET_MIN`` = 256), ``n_components_``, ``mean_`` (training
     feature means; zeros for uncentred methods, whose projection is X P),
     ``centred_``, ``solver_``, ``n_passes_`` (passes over the data made by this fit:
     the statistics pass unless ``stats_from_cache_``, plus the solver's: the Gram and

@@ -1,7 +1,7 @@
 """Projection Z = (X - mean) P, chunk-wise and in parallel, and writing Z to zarr or parquet.
 
 The zarr output is laid out as anndata lays out an ``AnnData`` (the encodings of
-:mod:`dmlfe.store._format`, which the store uses too), so ``anndata.read_zarr`` opens it:
+:mod:`dmlfe.store.layout`, which the store uses too), so ``anndata.read_zarr`` opens it:
 
 =====================  =============================================================
 ``obsm/X_<method>``    the embeddings, n x d float64, chunked by rows (``X_embedding``
@@ -63,7 +63,7 @@ from dmlfe.compute import (
     kept_float_dtype,
     to_float_block,
 )
-from dmlfe.store import _format as F
+from dmlfe.store import layout as F
 from dmlfe.tempfiles import link_note, move_into_place, remove_stale, temp_sibling
 
 # pandas and pyarrow are imported where obs or parquet is read or written: a worker

@@ -2,7 +2,7 @@
 
 Why Sphinx with autodoc and numpydoc rather than mkdocs with mkdocstrings: every
 docstring in dmlfe is numpy-style reStructuredText (``Parameters`` / ``Returns`` sections,
-``:class:`` roles, reST tables such as the store layout in ``dmlfe.store._format``), and
+``:class:`` roles, reST tables such as the store layout in ``dmlfe.store.layout``), and
 the estimators' docstrings are generated in that form from the method registry. numpydoc
 is the scientific-Python standard reader of exactly that, and autodoc imports the real
 objects, so the API pages show the generated docstrings. The pages generated from the

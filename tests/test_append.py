@@ -20,15 +20,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import data_path
+from helpers import data_path
 from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer
 from sklearn.preprocessing import normalize
 
 import dmlfe
 from dmlfe.cli import main
 from dmlfe.errors import DataFormatError, InputError
-from dmlfe.store import _format as F
 from dmlfe.store import history, open_store
+from dmlfe.store import layout as F
 from dmlfe.store.verify import verify_store
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import yaml
-from conftest import write_store
+from helpers import write_store
 from sklearn.metrics import f1_score, hamming_loss
 
 import dmlfe

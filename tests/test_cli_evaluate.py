@@ -11,6 +11,7 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from helpers import write_store
 from sklearn.metrics import (
     coverage_error,
     f1_score,
@@ -23,7 +24,6 @@ from sklearn.metrics import (
 import dmlfe
 from dmlfe.classifier_files import load_classifier
 from dmlfe.cli import main
-from tests.conftest import write_store
 
 N, D, Q = 150, 30, 4
 

@@ -64,9 +64,9 @@ def test_ctrl_c_during_a_fit_on_a_local_cluster_prints_one_line(store, tmp_path)
 def test_warnings_are_one_line_in_the_flags_terms(tmp_path, cluster_client, capsys):
     import numpy as np
     import scipy.sparse as sp
+    from helpers import write_store
 
     from dmlfe.cli import main
-    from tests.conftest import write_store
 
     rng = np.random.default_rng(0)
     X = sp.csr_matrix(rng.uniform(size=(60, 12)))

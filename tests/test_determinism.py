@@ -23,7 +23,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import labels_dask, sparse_dask
+from helpers import labels_dask, sparse_dask
 from test_estimators import sparse_data
 
 from dmlfe.estimators import CCA, MVMD

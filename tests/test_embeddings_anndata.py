@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
-from conftest import data_path
+from helpers import data_path
 
 import dmlfe
 from dmlfe.projection import embedding_obs, read_embeddings, write_embeddings

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 import scipy.sparse as sp
-from conftest import (
+from helpers import (
     count_computes,
     data_path,
     decaying_data,

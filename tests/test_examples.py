@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import DATA, data_path
+from helpers import DATA, data_path
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]

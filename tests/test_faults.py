@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import zarr
-from conftest import count_computes, write_store
+from helpers import count_computes, write_store
 
 from dmlfe.errors import MissingPathError
 from dmlfe.projection import write_embeddings

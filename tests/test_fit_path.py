@@ -10,7 +10,7 @@ import dask
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import CountingScheduler, labels_dask, sparse_dask, write_store
+from helpers import CountingScheduler, labels_dask, sparse_dask, write_store
 from test_estimators import sparse_data
 
 import dmlfe

@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import DATA
+from helpers import DATA
 
 import dmlfe
 from dmlfe.errors import DmlfeError
@@ -632,7 +632,7 @@ def test_fuzz_through_ingest(tmp_path: Path) -> None:
 def test_fuzz_import_parquet(tmp_path: Path) -> None:
     """Mutants of a store's Parquet export through ``import_parquet`` (``dmlfe import``)."""
     import scipy.sparse as sp
-    from conftest import write_store
+    from helpers import write_store
 
     from dmlfe.store import export_parquet, import_parquet
 

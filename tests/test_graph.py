@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 import scipy.sparse as sp
-from conftest import labels_dask, scheduler_graphs, sparse_dask, write_store
+from helpers import labels_dask, scheduler_graphs, sparse_dask, write_store
 
 import dmlfe
 from dmlfe.cli import main

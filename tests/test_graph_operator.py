@@ -19,9 +19,9 @@ from test_threshold import captured_fit
 
 import dmlfe.fit.graph as graph_fit
 import dmlfe.solvers.dense as dense_solvers
-import dmlfe.solvers.partial as partial
+import dmlfe.solvers.leading as leading
 from dmlfe.graph.products import ProjectedOperator
-from dmlfe.solvers.partial import FULL_SPECTRUM_LIMIT
+from dmlfe.solvers.leading import FULL_SPECTRUM_LIMIT
 
 N = FULL_SPECTRUM_LIMIT + 100
 D = 2 * N  # X of full row rank: R = X X^T is, and OLPP's spectrum is not round-off
@@ -70,7 +70,7 @@ def test_relation_route_operator_against_dense_template(docs, name, solver, monk
     # block Krylov pays above KRYLOV_MIN_SIZE only; here the operator's products are
     # checked at a size whose dense reference is quick
     # (and within a budget of products that grows with the size)
-    monkeypatch.setattr(partial, "KRYLOV_MIN_SIZE", N // 2)
+    monkeypatch.setattr(leading, "KRYLOV_MIN_SIZE", N // 2)
     monkeypatch.setattr(dense_solvers, "OPERATOR_BUDGET", 1.0)
     est, seen = _fit(name, X, Y)
     assert isinstance(seen[0][0].A, ProjectedOperator)

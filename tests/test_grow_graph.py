@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import sparse_dask
+from helpers import sparse_dask
 from test_append_exact import assert_same_fit
 from test_incremental_stats import APPEND, _docs, _write, grown_and_whole
 

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import data_path, sparse_dask
+from helpers import data_path, sparse_dask
 from scipy.linalg import solve_sylvester
 from sklearn.exceptions import ConvergenceWarning
 

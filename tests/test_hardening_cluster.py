@@ -111,7 +111,7 @@ def test_every_yaml_reader_of_the_project_goes_through_read_yaml():
 def small_store(path: Path) -> Path:
     import numpy as np
     import scipy.sparse as sp
-    from conftest import write_store
+    from helpers import write_store
 
     rng = np.random.default_rng(0)
     X = sp.random(40, 8, density=0.5, format="csr", random_state=1)
@@ -480,7 +480,7 @@ def test_required_encryption_is_checked_for_real(tmp_path, capsys):
 def _damaged_store(path: Path) -> Path:
     import numpy as np
     import scipy.sparse as sp
-    from conftest import write_store
+    from helpers import write_store
 
     rng = np.random.default_rng(0)
     X = sp.random(64, 9, density=0.4, format="csr", random_state=0)

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import data_path
+from helpers import data_path
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 import dmlfe

@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import write_store
+from helpers import write_store
 
 import dmlfe.fit.run as fit_run
 from dmlfe.cli import main
-from dmlfe.store import _format as F
+from dmlfe.store import layout as F
 from dmlfe.store import open_store
 from dmlfe.store.integrity import build_record
 from dmlfe.store.verify import verify_store

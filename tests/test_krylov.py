@@ -12,7 +12,7 @@ from dmlfe.solvers.krylov import (
     tsqr_mix,
     unit_factor,
 )
-from dmlfe.solvers.partial import pair_scales
+from dmlfe.solvers.leading import pair_scales
 
 
 def spd(n: int, spectrum: np.ndarray, seed: int = 0) -> np.ndarray:

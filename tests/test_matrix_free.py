@@ -9,7 +9,7 @@ import dask
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import CountingScheduler, sparse_dask
+from helpers import CountingScheduler, sparse_dask
 from scipy.linalg import subspace_angles
 
 from dmlfe.solvers import matrix_free

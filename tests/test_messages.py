@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import write_store
+from helpers import write_store
 
 import dmlfe
 import dmlfe.cli as cli

@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.linalg as sla
-from conftest import mulan_arrays
+from helpers import mulan_arrays
 
 from dmlfe.methods import (
     cca,

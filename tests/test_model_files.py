@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import sparse_dask, write_store
+from helpers import sparse_dask, write_store
 from test_estimators import sparse_data
 
 from dmlfe.cli import main

@@ -16,7 +16,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import labels_dask, sparse_dask
+from helpers import labels_dask, sparse_dask
 
 import dmlfe
 from dmlfe.shards import ShardLostError, Slots, tile_blocks, tile_matrix
@@ -177,7 +177,7 @@ def test_tiles_hold_x_exactly(monkeypatch, cluster_client):
 
 
 def _store(tmp_path: Path, n: int, D: int, seed: int) -> Path:
-    from conftest import write_store
+    from helpers import write_store
 
     X, Y = corpus(n=n, D=D, seed=seed)
     path = tmp_path / "s.zarr"

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import mulan_arrays, write_store
+from helpers import mulan_arrays, write_store
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import labels_dask, sparse_dask, write_store
+from helpers import labels_dask, sparse_dask, write_store
 from sklearn.cross_decomposition import PLSRegression
 
 from dmlfe import PPML

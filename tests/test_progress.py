@@ -10,7 +10,7 @@ import dask
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import write_store
+from helpers import write_store
 
 import dmlfe.progress as progress
 from dmlfe.cli import main

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
 import zarr
-from conftest import sparse_dask
+from helpers import sparse_dask
 
 from dmlfe.projection import project, read_embeddings, write_embeddings
 

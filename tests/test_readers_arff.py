@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import data_path
+from helpers import data_path
 from scipy.io import arff as scipy_arff
 
 from dmlfe.readers.arff import read_meka, read_mulan

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import data_path
+from helpers import data_path
 
 from dmlfe.readers.base import DataFormatError, IngestReport, TextBatch
 from dmlfe.readers.reuters import read_reuters21578, reuters_label_counts

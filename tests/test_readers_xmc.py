@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import data_path, mulan_arrays
+from helpers import data_path, mulan_arrays
 from sklearn.datasets import load_svmlight_file
 from test_fuzz_readers import Case, _check, _drain_numeric, mutate, run_cases
 

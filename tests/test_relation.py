@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 import scipy.sparse as sp
-from conftest import labels_dask, scheduler_graphs, sparse_dask, write_store
+from helpers import labels_dask, scheduler_graphs, sparse_dask, write_store
 
 from dmlfe.cli import main
 from dmlfe.estimators import CCA, MDDM, MVMD, OPLS, PCA, KernelMDDM, make_estimator
 from dmlfe.model_io import load_model
 from dmlfe.relation import RelationMap, build_relation_map, gather_rows, select_prototypes, ship
-from dmlfe.solvers.partial import FULL_SPECTRUM_LIMIT
+from dmlfe.solvers.leading import FULL_SPECTRUM_LIMIT
 from dmlfe.stats.pass_ import compute_stats
 
 

@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import data_path
+from helpers import data_path
 
 from dmlfe.methods import (
     cca,

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 import scipy.sparse as sp
-from conftest import labels_dask, sparse_dask
+from helpers import labels_dask, sparse_dask
 
 import dmlfe
 from dmlfe.cli import build_parser

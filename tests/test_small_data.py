@@ -7,8 +7,8 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import count_computes, data_path, labels_dask, sparse_dask
 from dask.delayed import Delayed
+from helpers import count_computes, data_path, labels_dask, sparse_dask
 
 import dmlfe
 from dmlfe import make_estimator
@@ -77,7 +77,7 @@ def test_in_memory_fit_builds_no_graph_and_equals_the_distributed_path(medical, 
 def test_store_fits_keep_the_feature_route(tmp_path):
     # the n x n preference is for in-memory X only: a store's dual route costs a second
     # pass over the data and bypasses the statistics cache
-    from conftest import write_store
+    from helpers import write_store
 
     rng = np.random.default_rng(0)
     X = sp.random(40, 100, density=0.2, random_state=1, format="csr")

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import decaying_data, sparse_dask
+from helpers import decaying_data, low_rank_psd, sparse_dask
 from scipy.linalg import subspace_angles
 
 import dmlfe.solvers.matrix_free as matrix_free
@@ -258,7 +258,7 @@ def test_cholesky_reduce_is_the_standard_form_of_the_pencil(m):
     A untouched unless overwrite_a, which reduces in A's memory."""
     import scipy.linalg as sla
 
-    from dmlfe.solvers.partial import cholesky_reduce
+    from dmlfe.solvers.leading import cholesky_reduce
 
     rng = np.random.default_rng(m)
     X = rng.standard_normal((m, m + 3))
@@ -288,11 +288,11 @@ def test_generalized_leading_pairs_by_the_operator(monkeypatch):
     import scipy.linalg as sla
 
     import dmlfe.solvers.dense as dense
-    import dmlfe.solvers.partial as partial
+    import dmlfe.solvers.leading as leading
     from dmlfe.methods.template import TraceTemplate
 
     monkeypatch.setattr(dense, "FULL_SPECTRUM_LIMIT", 50)
-    monkeypatch.setattr(partial, "KRYLOV_MIN_SIZE", 50)
+    monkeypatch.setattr(leading, "KRYLOV_MIN_SIZE", 50)
     m, k = 700, 6
     rng = np.random.default_rng(3)
     F = rng.standard_normal((m, 40)) * np.geomspace(10.0, 0.1, 40)
@@ -302,7 +302,7 @@ def test_generalized_leading_pairs_by_the_operator(monkeypatch):
     t = TraceTemplate(method="test", params={}, centred=False, n_features=m, A=A, B=B)
     reduced = []
     monkeypatch.setattr(dense, "cholesky_reduce",
-                        lambda *a, **kw: reduced.append(1) or partial.cholesky_reduce(*a, **kw))
+                        lambda *a, **kw: reduced.append(1) or leading.cholesky_reduce(*a, **kw))
     res = dense.solve_dense(t, k)
     assert res.solver == "eigh-generalized-operator" and reduced == []
     w_ref, V_ref = sla.eigh(A, B, subset_by_index=[m - k, m - 1])
@@ -317,3 +317,72 @@ def test_generalized_leading_pairs_by_the_operator(monkeypatch):
     slow = dense.solve_dense(t, k)
     assert slow.solver == "eigh-generalized-partial" and reduced
     np.testing.assert_allclose(slow.eigenvalues[:k], w_ref[::-1], rtol=1e-8)
+
+
+def _spd(m: int, smallest: float, seed: int = 0) -> np.ndarray:
+    """A symmetric positive definite m x m matrix with eigenvalues 1 ... smallest."""
+    Q = np.linalg.qr(np.random.default_rng(seed).normal(size=(m, m)))[0]
+    return (Q * np.geomspace(1.0, smallest, m)) @ Q.T
+
+
+def test_large_constraint_is_checked_without_its_whole_spectrum(monkeypatch):
+    import scipy.linalg as sla
+
+    import dmlfe.solvers.dense as dense
+    from dmlfe.solvers.leading import FULL_SPECTRUM_LIMIT
+
+    # above FULL_SPECTRUM_LIMIT the constraint's conditioning is estimated by LAPACK's
+    # dpocon; its whole spectrum is not computed when B is clearly fine
+    m = FULL_SPECTRUM_LIMIT + 100
+    B = _spd(m, 1e-3)
+    ev = sla.eigvalsh(B)
+    rc = dense.reciprocal_condition(B, sla.cholesky(B, lower=True))
+    exact_1norm = 1.0 / np.linalg.cond(B, 1)
+    # the estimate of ||B^-1||_1 is a lower bound, so rc is at least the exact 1-norm
+    # reciprocal condition, which is at most the eigenvalue ratio
+    assert exact_1norm * (1 - 1e-9) <= rc <= 3 * exact_1norm
+    assert exact_1norm <= ev[0] / ev[-1] * (1 + 1e-9)
+    calls = []
+    real = dense.sla.eigvalsh
+    monkeypatch.setattr(dense.sla, "eigvalsh", lambda *a, **k: calls.append(1) or real(*a, **k))
+    Breg, r, L = dense.constraint_factor(B)
+    # (Q w) Q^T is symmetric only to round-off: the symmetrised copy is factorised
+    assert not np.array_equal(B, B.T)
+    assert r == 0.0 and calls == [] and Breg is not B
+    np.testing.assert_array_equal(Breg, 0.5 * (B + B.T))
+    np.testing.assert_allclose(L @ L.T, B, atol=1e-12)
+    # an exactly symmetric B (as the builders give) is used as it is, without a copy
+    Bs = 0.5 * (B + B.T)
+    Breg_s, r_s, L_s = dense.constraint_factor(Bs)
+    assert Breg_s is Bs and r_s == 0.0
+    np.testing.assert_array_equal(L_s, L)
+    # the 1-norm is read in place from a C-ordered B; any other layout gives the same
+    assert dense.reciprocal_condition(np.asfortranarray(Bs), L_s) == \
+        pytest.approx(dense.reciprocal_condition(Bs, L_s), rel=1e-12)
+    assert dense.reciprocal_condition(Bs, L_s) == pytest.approx(rc, rel=1e-9)
+    # a ratio within ESTIMATE_MARGIN of cond_rtol: the extreme eigenvalues decide (still
+    # no ridge), computed without the spectrum
+    near = _spd(m, 1e-9, seed=1)
+    lo = dense.smallest_eigenvalue(sla.cholesky(near, lower=True))
+    hi = dense.largest_eigenvalue(lambda V: near @ V, m)
+    ev = sla.eigvalsh(near)
+    assert lo == pytest.approx(ev[0], rel=1e-4) and hi == pytest.approx(ev[-1], rel=1e-4)
+    calls.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Breg, r, L = dense.constraint_factor(near)
+    assert r == 0.0 and calls == []
+    # near-singular (no Cholesky factor of B itself): the rule's warning and ridge, as
+    # the exact check gives them, and the factor of B + r I
+    low = low_rank_psd(m, m // 2, 0.999, seed=2)
+    with pytest.warns(RuntimeWarning, match="near-singular"):
+        ref, r_ref = dense.regularize_constraint(low)
+    calls.clear()
+    with pytest.warns(RuntimeWarning, match="near-singular"):
+        Breg, r, L = dense.constraint_factor(low)
+    assert calls == [] and r == pytest.approx(r_ref, rel=1e-6) and r > 0
+    np.testing.assert_allclose(Breg, ref, rtol=1e-12, atol=1e-6 * r)
+    np.testing.assert_allclose(L @ L.T, Breg, atol=1e-10 * np.abs(ref).max())
+    # not positive semi-definite: the exact check's error
+    with pytest.raises(ValueError, match="indefinite"):
+        dense.constraint_factor(B - 0.5 * np.eye(m))

@@ -11,8 +11,8 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import CountingScheduler, count_computes, labels_dask, sparse_dask, write_store
 from distributed.diagnostics.plugin import SchedulerPlugin
+from helpers import CountingScheduler, count_computes, labels_dask, sparse_dask, write_store
 
 from dmlfe.stats.cache import load_or_compute_stats, stats_dir_for
 from dmlfe.stats.pass_ import compute_stats, sum_partials

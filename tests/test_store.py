@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 import zarr
 
-import dmlfe.store._format as F
+import dmlfe.store.layout as F
 import dmlfe.store.writer as W
 from dmlfe.store import (
     IncompleteStoreError,

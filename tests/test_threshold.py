@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.linalg as sla
-from conftest import mulan_arrays
+from helpers import mulan_arrays
 
 import dmlfe.fit.run as run
 from dmlfe import make_estimator

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import sparse_dask, write_store
+from helpers import sparse_dask, write_store
 
 from dmlfe import compute
 from dmlfe.compute import SelectColumns

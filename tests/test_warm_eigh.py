@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg as sla
 
-from dmlfe.solvers.partial import leading_eigh
+from dmlfe.solvers.leading import leading_eigh
 
 
 def _problem(m: int, seed: int) -> np.ndarray:

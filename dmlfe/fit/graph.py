@@ -21,7 +21,7 @@ from dmlfe.graph.products import graph_products
 from dmlfe.labels import dense_labels
 from dmlfe.methods.template import TraceTemplate, symmetrize
 from dmlfe.relation import RelationMap, ship
-from dmlfe.solvers.partial import FULL_SPECTRUM_LIMIT
+from dmlfe.solvers.leading import FULL_SPECTRUM_LIMIT
 from dmlfe.stats.sufficient import SufficientStats
 from dmlfe.store import Store
 

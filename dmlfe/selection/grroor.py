@@ -38,7 +38,7 @@ from sklearn.utils import Tags
 
 from dmlfe.compute import compute_one, is_dask, to_float_block, tree_reduce
 from dmlfe.errors import InputError
-from dmlfe.evaluation._common import as_features, check_labels, dense_block, from_store
+from dmlfe.evaluation import as_features, check_labels, dense_block, from_store
 from dmlfe.evaluation.metrics import squared_cosines
 from dmlfe.labels import class_indicators
 from dmlfe.params import Param, anything, interval, one_of, optional, validate

@@ -32,7 +32,7 @@ from dmlfe.solvers.dimension import (
     threshold_cap,
     warn_null_components,
 )
-from dmlfe.solvers.partial import (
+from dmlfe.solvers.leading import (
     FULL_SPECTRUM_LIMIT,
     KRYLOV_OVERSAMPLING,
     KRYLOV_TOL,
@@ -299,7 +299,7 @@ def _leading(template: TraceTemplate, n_components: int | float, k: int, random_
     """(eigenvalues, vectors, ridge, solver, total) of a problem above FULL_SPECTRUM_LIMIT.
 
     Only k pairs are computed -- for a threshold, only as many of them as it needs
-    (:func:`~dmlfe.solvers.partial.leading_pairs`); ``total`` is the sum of all
+    (:func:`~dmlfe.solvers.leading.leading_pairs`); ``total`` is the sum of all
     eigenvalues (the trace of A, or of B^{-1} A), the denominator of a threshold. That
     holds for a positive semi-definite A only: a threshold on an indefinite A (graph
     methods' X^T L X forms) needs the sum of its positive eigenvalues, so the whole
@@ -466,9 +466,9 @@ def solve_dense(
 
     The thin-SVD path is taken whenever A = F F^T and B = I (no D x D is
     formed even when the template also carries a dense A). Otherwise problems up to
-    :data:`~dmlfe.solvers.partial.FULL_SPECTRUM_LIMIT` are solved completely (every
+    :data:`~dmlfe.solvers.leading.FULL_SPECTRUM_LIMIT` are solved completely (every
     eigenvalue in ``eigenvalues``); larger ones compute only the leading pairs
-    (:mod:`dmlfe.solvers.partial`): d of them for an int ``n_components``; for a
+    (:mod:`dmlfe.solvers.leading`): d of them for an int ``n_components``; for a
     threshold as many as it needs (all m at most, ``max_components`` when given), whose
     denominator is then the trace -- or the whole spectrum when A is indefinite.
 

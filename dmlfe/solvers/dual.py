@@ -60,7 +60,7 @@ from dmlfe.solvers.dimension import (
     threshold_cap,
     warn_null_components,
 )
-from dmlfe.solvers.partial import (
+from dmlfe.solvers.leading import (
     krylov_pays,
     leading_pairs,
     small_pencil,

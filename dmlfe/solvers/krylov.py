@@ -40,7 +40,7 @@ holds to round-off; the Ritz pairs (theta, y) of sym(H) then have the exact resi
 
 without another pass. Iterations stop when every one of the k leading pairs has a
 residual at most ``tol`` times its *own* eigenvalue
-(:func:`~dmlfe.solvers.partial.pair_scales`), so that the
+(:func:`~dmlfe.solvers.leading.pair_scales`), so that the
 small pairs of a spectrum with a large head are as accurate, relatively, as the large
 ones. When the basis reaches ``max_basis`` columns it is cut back to its
 ``k + (max_basis - k) / 2`` leading Ritz vectors (a thick restart: what was learnt is
@@ -63,7 +63,7 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.linalg as sla
 
-from dmlfe.solvers.partial import pair_scales
+from dmlfe.solvers.leading import pair_scales
 
 #: Vectors of the block that each pass multiplies (on one or two workers; see
 #: :func:`block_width`): of 8, 12 and 16, the fastest fit of ``benchmarks/scaling.py``.

@@ -75,7 +75,7 @@ from dmlfe.solvers.dimension import (
     threshold_cap,
     threshold_rounds,
 )
-from dmlfe.solvers.partial import block_krylov_eigh, orthonormalize
+from dmlfe.solvers.leading import block_krylov_eigh, orthonormalize
 from dmlfe.solvers.result import EigenResult, expand_rows, flip_signs, flip_signs_inplace
 from dmlfe.stats.gram import add_sparse_product
 from dmlfe.stats.sufficient import SufficientStats

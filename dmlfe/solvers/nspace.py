@@ -68,7 +68,7 @@ from dmlfe.solvers.krylov import (
     second_round,
     tsqr_mix,
 )
-from dmlfe.solvers.partial import pair_scales
+from dmlfe.solvers.leading import pair_scales
 from dmlfe.solvers.result import flip_signs_inplace
 from dmlfe.stats.gram import add_sparse_product
 

@@ -65,7 +65,7 @@ from zarr.errors import ZarrUserWarning
 from zarr.storage import LocalStore, WrapperStore
 
 from dmlfe.errors import DmlfeError, StoreError
-from dmlfe.store import _format as F
+from dmlfe.store import layout as F
 
 RECORD_FORMAT = "dmlfe-integrity"
 RECORD_VERSION = 1

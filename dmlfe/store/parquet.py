@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from dmlfe.errors import DataFormatError, DmlfeError, MissingPathError
-from dmlfe.store import _format as F
+from dmlfe.store import layout as F
 from dmlfe.store.reader import Store, open_store
 from dmlfe.store.writer import StoreWriter, write_piece
 from dmlfe.tempfiles import link_note, write_atomically

@@ -31,8 +31,8 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from dmlfe.errors import MissingPathError, StoreError
-from dmlfe.store import _format as F
 from dmlfe.store import integrity
+from dmlfe.store import layout as F
 from dmlfe.tempfiles import recover_swap
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import numpy as np
 import zarr
 
 from dmlfe.errors import StoreError
-from dmlfe.store import _format as F
+from dmlfe.store import layout as F
 from dmlfe.store.integrity import (
     Entry,
     array_chunk_keys,

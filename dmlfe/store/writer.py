@@ -29,8 +29,8 @@ import zarr
 from dmlfe._version import __version__
 from dmlfe.errors import InputError, StoreError
 from dmlfe.progress import ProgressLine, progress_default, watch_futures
-from dmlfe.store import _format as F
 from dmlfe.store import integrity
+from dmlfe.store import layout as F
 from dmlfe.store.reader import (
     Store,
     _opened,
