@@ -192,16 +192,22 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         data = fit_data(X, Y, params["split"], name, supervised=spec.supervised)
         self._check_documents(spec, data.shape)
         plan = plan_fit(spec, params, data.shape, Limits.from_params(params))
-        self._run(plan, data, params, start=start)
+        self.__dict__.pop("_start_block", None)
+        self._run(plan, data, params, start=start, keep_start=params["warm_start"])
         return self
 
     def _warm_start(self) -> tuple[np.ndarray, str] | None:
-        """``warm_start``: the previous fit's components (D x d) as a matrix-free start
-        block and a line saying so; None when there is no previous fit on X's features
-        (or it was on the relation route, whose components are on prototypes)."""
+        """``warm_start``: the previous fit's last Ritz vectors (kept by a matrix-free
+        fit with ``warm_start``) or else its components (D x d) as a matrix-free start
+        block, and a line saying which; None when there is no previous fit on X's
+        features (or it was on the relation route, whose components are on prototypes)."""
         if "_components" not in self.__dict__ or getattr(self, "relation_map_", None) \
                 is not None:
             return None
+        block = self.__dict__.get("_start_block")
+        if block is not None:
+            return block, (f"the last Ritz vectors of the previous fit ({block.shape[1]} "
+                           "vectors)")
         components, columns = self._kept_components()
         block = np.asarray(components, dtype=np.float64).T
         if columns is not None:

@@ -192,8 +192,9 @@ def test_randomized_eigsh_warm_start_is_as_accurate(monkeypatch) -> None:
 
 
 def test_estimator_warm_start_in_memory() -> None:
-    """warm_start=True: the second fit starts from the first one's components_, says so,
-    converges to the same accuracy; warm_start=False (default) starts afresh."""
+    """warm_start=True: the second fit starts from the first one's last Ritz vectors
+    (kept with it), or from its components_ when the first fit did not keep them; it says
+    so and converges to the same accuracy; warm_start=False (default) starts afresh."""
     rng = np.random.default_rng(4)
     D = 300
 
@@ -207,20 +208,32 @@ def test_estimator_warm_start_in_memory() -> None:
     X2, Y2 = sp.vstack([X, Xa]).tocsr(), np.vstack([Y, Ya])
     for method in ("pca", "mvmd"):
         kw = dict(n_components=K, route="feature", solver="randomized", tol=TOL)
-        est = make_estimator(method, warm_start=True, **kw).fit(X, Y)
-        assert est.solver_info_ is None  # nothing to start from yet
-        est.fit(X2, Y2)
-        assert est.solver_info_["warm_start"] == f"components_ of the previous fit ({K} " \
-            "components)"
         fresh = make_estimator(method, **kw).fit(X2, Y2)
         assert fresh.solver_info_ is None
-        assert est.n_passes_ < fresh.n_passes_
         dense = make_estimator(method, n_components=K + 1, route="feature",
                                solver="dense").fit(X2, Y2)
         vals, vecs = dense.eigenvalues_, dense.components_.T
-        _assert_accurate(est, vals, vecs, f"{method} warm_start=True")
         _assert_accurate(fresh, vals, vecs, f"{method} fresh")
-        # other features: no start from components of another D
+
+        est = make_estimator(method, warm_start=True, **kw).fit(X, Y)
+        assert est.solver_info_ is None  # nothing to start from yet
+        est.fit(X2, Y2)
+        assert est.solver_info_["warm_start"] == "the last Ritz vectors of the previous " \
+            f"fit ({K + matrix_free.N_OVERSAMPLES} vectors)"
+        # the solvers' passes (each fit also makes its statistics pass over all rows)
+        assert est.n_passes_ - 1 <= 0.5 * (fresh.n_passes_ - 1), (method, est.n_passes_,
+                                                                  fresh.n_passes_)
+        _assert_accurate(est, vals, vecs, f"{method} warm_start=True")
+
+        # a first fit without warm_start keeps no Ritz vectors: components_ start
+        est = make_estimator(method, **kw).fit(X, Y)
+        est.set_params(warm_start=True).fit(X2, Y2)
+        assert est.solver_info_["warm_start"] == f"components_ of the previous fit ({K} " \
+            "components)"
+        assert est.n_passes_ < fresh.n_passes_
+        _assert_accurate(est, vals, vecs, f"{method} warm_start from components_")
+
+        # other features: no start from vectors of another D
         other = make_estimator(method, warm_start=True, **kw).fit(X, Y)
         other.fit(X2[:, :200], Y2)
         assert other.solver_info_ is None

@@ -141,8 +141,9 @@ COMMON: tuple[Param, ...] = (
           "(``mean_`` and ``eigenvalues_`` stay float64)."),
     Param("warm_start", False, boolean,
           "bool, default False\n    Matrix-free randomized solve (scikit-learn's name): "
-          "``fit`` starts the iteration\n    from the ``components_`` of the previous fit "
-          "when it had the same number of\n    features, instead of random vectors; the "
+          "``fit`` starts the iteration\n    from the previous fit's last Ritz vectors "
+          "(kept with it: D x (d + n_oversamples)\n    float64) or ``components_``, when "
+          "it had the same number of\n    features, instead of random vectors; the "
           "stopping rule (``tol``) is the same,\n    and every row is still read. A fit on a "
           "store whose earlier version (before\n    an append) had a matrix-free fit of the "
           "same method starts from that fit's\n    components without it (``cache``); "

@@ -88,13 +88,16 @@ class FittedProjection:
     #: dual route every document, as the map back X^T alpha reads every row even when
     #: the Gram comes from the cache
     rows_read: int | None = None
+    #: the randomized matrix-free solver's last Ritz vectors (D x (k + oversampling)),
+    #: when the caller asked to keep them (``keep_start``): the estimator's warm start
+    start_block: np.ndarray | None = None
 
     def attributes(self) -> dict[str, Any]:
         """``{name_: value}`` for every field (shallow: arrays and maps are not copied);
         the components as ``_components`` and ``_component_columns`` (see
         :meth:`dmlfe.estimators.MultiLabelProjection.components_`)."""
         # dataclasses.asdict would deep-copy every array (0.8 GB of components at 2^20)
-        kept = ("components", "component_columns")
+        kept = ("components", "component_columns", "start_block")
         out = {f"{f.name}_": getattr(self, f.name) for f in fields(self) if f.name not in kept}
         return {**out, **{f"_{name}": getattr(self, name) for name in kept}}
 
@@ -249,7 +252,8 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
             cache: bool = True, components_dtype: str = "float64",
             stats: SufficientStats | None = None,
             gram: np.ndarray | None = None,
-            start: tuple[np.ndarray, str] | None = None) -> FittedProjection:
+            start: tuple[np.ndarray, str] | None = None,
+            keep_start: bool = False) -> FittedProjection:
     """Statistics -> template -> solve for ``plan`` on ``data``.
 
     Everything is computed in float64; ``components_dtype`` ("float64" or "float32") is
@@ -268,7 +272,9 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
     version of the store starts from those of the version before the append
     (:func:`dmlfe.stats.cache.earlier_start`). Either way only the start changes:
     the solver stops on the same residual rule, and the passes still read every row.
-    ``solver_info_["warm_start"]`` says where a warm start came from.
+    ``solver_info_["warm_start"]`` says where a warm start came from. ``keep_start``:
+    such a solve's last Ritz vectors are also returned (``start_block``, D x (k +
+    oversampling)), a better start than the d components.
     """
     rmap, proto_idx, relation = None, None, None
     n_features_in = int(data.X.shape[1])
@@ -296,7 +302,7 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
             return _fit(plan, data, rmap, proto_idx, relation, n_features_in, gather_note,
                         tiled, client=client, progress=progress, cache=cache,
                         components_dtype=components_dtype, stats=stats, gram=gram,
-                        start=start)
+                        start=start, keep_start=keep_start)
         except ShardLostError as exc:
             if attempt == SHARD_RETRIES:
                 raise
@@ -360,9 +366,11 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
          tiled: TiledMatrix | None, *, client: Any, progress: bool, cache: bool,
          components_dtype: str, stats: SufficientStats | None = None,
          gram: np.ndarray | None = None,
-         start: tuple[np.ndarray, str] | None = None) -> FittedProjection:
+         start: tuple[np.ndarray, str] | None = None,
+         keep_start: bool = False) -> FittedProjection:
     stats_rows = None  # None: the fit reads every document
     warm_note = None  # where a warm-started matrix-free solve started from
+    block = None  # its last Ritz vectors, when kept
     if plan.spec.needs_graph:  # graph methods: labels + K-NN graph -> one products pass
         stats, template, data_passes = graph_fit(
             plan.spec, plan.params, data.X, data.Y, data.store, rmap,
@@ -407,18 +415,21 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
         if warm and start is None and saving:
             start = earlier_start(data.store, key)
         res = solve(plan, template, data, stats, client=client, rmap=rmap, tiled=tiled,
-                    v0=start[0] if warm and start is not None else None, keep_ritz=saving)
+                    v0=start[0] if warm and start is not None else None,
+                    keep_ritz=warm and (saving or keep_start))
         if (res.info or {}).get("warm_start"):
             warm_note = start[1]
             log.info("matrix-free solve started from %s", warm_note)
             if progress:
                 print(f"[dmlfe] matrix-free solve started from {warm_note}", file=sys.stderr)
-        if saving and res.ritz is not None:
-            ritz = res.ritz if res.columns is None else \
+        if res.ritz is not None:
+            block = res.ritz if res.columns is None else \
                 expand_rows(res.ritz, res.columns, int(template.n_features))
             res.ritz = None
-            save_start(data.store, key, ritz)
-            del ritz
+            if saving:
+                save_start(data.store, key, block)
+            if not keep_start:
+                block = None
         if tiled is not None:  # the workers need not hold X while the driver finishes
             tiled.release()
         centred, params = template.centred, dict(template.params)
@@ -446,4 +457,4 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
         training_store=None if data.store is None else data.store.provenance(),
         eigenvalue_total=None if res.trace is None else float(res.trace),
         rows_read=stats_rows if stats_rows is not None and res.n_passes == 0
-        and gather_note is None else int(stats.n))
+        and gather_note is None else int(stats.n), start_block=block)
