@@ -14,7 +14,6 @@ fitted attributes (each with a trailing underscore).
 from __future__ import annotations
 
 import logging
-import sys
 import time
 import warnings
 from dataclasses import dataclass, fields
@@ -44,6 +43,8 @@ from dmlfe.stats.gram import gram_matrix, transpose_product
 from dmlfe.stats.pass_ import compute_stats
 from dmlfe.stats.sufficient import SufficientStats
 from dmlfe.stats.tiled import tiled_stats
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -101,8 +102,6 @@ class FittedProjection:
         out = {f"{f.name}_": getattr(self, f.name) for f in fields(self) if f.name not in kept}
         return {**out, **{f"_{name}": getattr(self, name) for name in kept}}
 
-
-log = logging.getLogger(__name__)
 
 #: The n-space route's details kept as ``solver_info_`` (JSON: the model keeps them).
 SOLVER_INFO = ("route", "block", "krylov_passes", "restarts", "basis", "max_basis", "tol",
@@ -419,9 +418,7 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
                     keep_ritz=warm and (saving or keep_start))
         if (res.info or {}).get("warm_start"):
             warm_note = start[1]
-            log.info("matrix-free solve started from %s", warm_note)
-            if progress:
-                print(f"[dmlfe] matrix-free solve started from {warm_note}", file=sys.stderr)
+            log.info("matrix-free solve of %s started from %s", template.method, warm_note)
         if res.ritz is not None:
             block = res.ritz if res.columns is None else \
                 expand_rows(res.ritz, res.columns, int(template.n_features))
