@@ -83,8 +83,8 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     ``solver_info_`` (the n-space route's block width, passes, restarts and seconds per
     slot -- the pass, the orthogonalisation, sending and waiting -- and on the driver;
     ``warm_start``: where a warm-started matrix-free solve started from -- the previous
-    ``components_`` (``warm_start=True``) or those a fit on the store before its last
-    appends saved beside it; None for the other solvers),
+    fit's Ritz vectors or ``components_`` (``warm_start=True``), or the Ritz vectors a fit
+    on the store before its last appends saved beside it; None for the other solvers),
     ``eigenvalue_total_`` (tr(A), the sum of all eigenvalues, when ``eigenvalues_`` holds
     only the leading ones: the denominator of a threshold and of every cumulative share;
     None when ``eigenvalues_`` is the whole spectrum, whose positive values then sum to

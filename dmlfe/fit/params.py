@@ -146,8 +146,8 @@ COMMON: tuple[Param, ...] = (
           "it had the same number of\n    features, instead of random vectors; the "
           "stopping rule (``tol``) is the same,\n    and every row is still read. A fit on a "
           "store whose earlier version (before\n    an append) had a matrix-free fit of the "
-          "same method starts from that fit's\n    components without it (``cache``); "
-          "``solver_info_['warm_start']`` says which."),
+          "same method starts from the Ritz vectors\n    that fit saved beside the store, "
+          "warm_start or not (``cache``);\n    ``solver_info_['warm_start']`` says which."),
 )
 
 #: Common parameters that say where and how to run, not what the model is.
