@@ -70,7 +70,8 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     rather than read from the cache beside the store: 1 exact, 3 approximate),
     ``rows_read_`` (documents this fit read from the data, each once: all of them,
     except when cached statistics alone made the fit -- 0 -- or the cached statistics of
-    a store before its last appends, extended by the appended documents only; after
+    a store before its last appends, extended by the appended documents only -- a
+    matrix-free solve still reads every row, warm-started or not; after
     :meth:`partial_fit`, the rows read since the previous solve -- the new ones alone
     where the statistics suffice),
     ``converged_``, ``max_residual_`` (the largest ||A p_i - lambda_i p_i|| / |lambda_i|
@@ -84,7 +85,9 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     relation solves, whose pairs meet their tolerance against their own eigenvalue),
     ``solver_info_`` (the n-space route's block width, passes, restarts and seconds per
     slot -- the pass, the orthogonalisation, sending and waiting -- and on the driver;
-    None for the other solvers),
+    ``warm_start``: where a warm-started matrix-free solve started from -- the previous
+    fit's Ritz vectors or ``components_`` (``warm_start=True``), or the Ritz vectors a fit
+    on the store before its last appends saved beside it; None for the other solvers),
     ``eigenvalue_total_`` (tr(A), the sum of all eigenvalues, when ``eigenvalues_`` holds
     only the leading ones: the denominator of a threshold and of every cumulative share;
     None when ``eigenvalues_`` is the whole spectrum, whose positive values then sum to
@@ -198,13 +201,33 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         params = validate(self.get_params(deep=False), self._declared, name)
         spec = self._spec()
         self.__dict__.pop("_incremental", None)  # a fit starts afresh (sklearn convention)
+        start = self._warm_start() if params["warm_start"] else None
         if not (is_path(X) or is_dask(X)):
             X = checked_matrix(self, X, reset=True)
         data = fit_data(X, Y, params["split"], name, supervised=spec.supervised)
         self._check_documents(spec, data.shape)
         plan = plan_fit(spec, params, data.shape, Limits.from_params(params))
-        self._run(plan, data, params)
+        self.__dict__.pop("_start_block", None)
+        self._run(plan, data, params, start=start, keep_start=params["warm_start"])
         return self
+
+    def _warm_start(self) -> tuple[np.ndarray, str] | None:
+        """``warm_start``: the previous fit's last Ritz vectors (kept by a matrix-free
+        fit with ``warm_start``) or else its components (D x d) as a matrix-free start
+        block, and a line saying which; None when there is no previous fit on X's
+        features (or it was on the relation route, whose components are on prototypes)."""
+        if "_components" not in self.__dict__ or getattr(self, "relation_map_", None) \
+                is not None:
+            return None
+        block = self.__dict__.get("_start_block")
+        if block is not None:
+            return block, (f"the last Ritz vectors of the previous fit ({block.shape[1]} "
+                           "vectors)")
+        components, columns = self._kept_components()
+        block = np.asarray(components, dtype=np.float64).T
+        if columns is not None:
+            block = expand_rows(block, columns, int(self.n_features_in_))
+        return block, f"components_ of the previous fit ({block.shape[1]} components)"
 
     def _check_documents(self, spec: MethodSpec, shape: DataShape) -> None:
         if (spec.centred or spec.needs_graph) and shape.n_samples == 1:

@@ -142,6 +142,15 @@ COMMON: tuple[Param, ...] = (
           "statistics and the solve stay float64;\n    only the result is cast. With "
           "'float32', ``transform`` multiplies in float32\n    and returns float32 embeddings "
           "(``mean_`` and ``eigenvalues_`` stay float64)."),
+    Param("warm_start", False, boolean,
+          "bool, default False\n    Matrix-free randomized solve (scikit-learn's name): "
+          "``fit`` starts the iteration\n    from the previous fit's last Ritz vectors "
+          "(kept with it: D x (d + n_oversamples)\n    float64) or ``components_``, when "
+          "it had the same number of\n    features, instead of random vectors; the "
+          "stopping rule (``tol``) is the same,\n    and every row is still read. A fit on a "
+          "store whose earlier version (before\n    an append) had a matrix-free fit of the "
+          "same method starts from the Ritz vectors\n    that fit saved beside the store, "
+          "warm_start or not (``cache``);\n    ``solver_info_['warm_start']`` says which."),
 )
 
 #: Common parameters that say where and how to run, not what the model is.

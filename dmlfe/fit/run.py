@@ -37,8 +37,8 @@ from dmlfe.solvers.dual import label_only, solve_dual
 from dmlfe.solvers.krylov import block_width
 from dmlfe.solvers.matrix_free import solve_matrix_free
 from dmlfe.solvers.nspace import MEMORY_FRACTION, capacity, nspace_bytes
-from dmlfe.solvers.result import EigenResult, flip_signs_inplace
-from dmlfe.stats.cache import load_or_compute_gram, load_or_compute_stats
+from dmlfe.solvers.result import EigenResult, expand_rows, flip_signs_inplace
+from dmlfe.stats.cache import earlier_start, load_or_compute_gram, load_or_compute_stats, save_start
 from dmlfe.stats.gram import gram_matrix, transpose_product
 from dmlfe.stats.pass_ import compute_stats
 from dmlfe.stats.sufficient import SufficientStats
@@ -89,13 +89,16 @@ class FittedProjection:
     #: dual route every document, as the map back X^T alpha reads every row even when
     #: the Gram comes from the cache
     rows_read: int | None = None
+    #: the randomized matrix-free solver's last Ritz vectors (D x (k + oversampling)),
+    #: when the caller asked to keep them (``keep_start``): the estimator's warm start
+    start_block: np.ndarray | None = None
 
     def attributes(self) -> dict[str, Any]:
         """``{name_: value}`` for every field (shallow: arrays and maps are not copied);
         the components as ``_components`` and ``_component_columns`` (see
         :meth:`dmlfe.estimators.MultiLabelProjection.components_`)."""
         # dataclasses.asdict would deep-copy every array (0.8 GB of components at 2^20)
-        kept = ("components", "component_columns")
+        kept = ("components", "component_columns", "start_block")
         out = {f"{f.name}_": getattr(self, f.name) for f in fields(self) if f.name not in kept}
         return {**out, **{f"_{name}": getattr(self, name) for name in kept}}
 
@@ -222,11 +225,14 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
 
 def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: SufficientStats, *,
           client: Any = None, rmap: RelationMap | None = None,
-          tiled: TiledMatrix | None = None) -> EigenResult:
+          tiled: TiledMatrix | None = None, v0: np.ndarray | None = None,
+          keep_ritz: bool = False) -> EigenResult:
     """The plan's eigensolver on the template; d chosen by the one dimension rule.
 
     On the relation route the matrix-free passes map every row block to its relation
-    features first (``rmap``), so R is never held whole.
+    features first (``rmap``), so R is never held whole. ``v0`` and ``keep_ritz``: the
+    randomized matrix-free solver's warm start and its last Ritz vectors
+    (:func:`~dmlfe.solvers.matrix_free.solve_matrix_free`).
     """
     if plan.solver in MATRIX_FREE:
         options = plan.solver_options if plan.solver == "randomized" else {}
@@ -235,7 +241,8 @@ def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: Sufficie
                                  threshold_memory=plan.limits.threshold_memory, solver=plan.solver,
                                  client=client, random_state=plan.random_state, stats=stats,
                                  block_fn=None if rmap is None else ship(rmap, data.X),
-                                 compact=True, Y=data.Y, tiled=tiled, **options)
+                                 compact=True, Y=data.Y, tiled=tiled, v0=v0,
+                                 keep_ritz=keep_ritz, **options)
     return solve_dense(template, plan.n_components, max_components=plan.limits.max_components,
                        random_state=plan.random_state)
 
@@ -243,7 +250,9 @@ def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: Sufficie
 def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool = False,
             cache: bool = True, components_dtype: str = "float64",
             stats: SufficientStats | None = None,
-            gram: np.ndarray | None = None) -> FittedProjection:
+            gram: np.ndarray | None = None,
+            start: tuple[np.ndarray, str] | None = None,
+            keep_start: bool = False) -> FittedProjection:
     """Statistics -> template -> solve for ``plan`` on ``data``.
 
     Everything is computed in float64; ``components_dtype`` ("float64" or "float32") is
@@ -254,6 +263,17 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
     statistics pass and no Gram pass then. With ``stats`` on the feature route's dense
     or thin-SVD solve ``data`` is not read, and may hold no rows. Both are the caller's
     to hand over: the solve may overwrite them.
+
+    ``start``: (a D x c block, a line saying what it is), the warm start of a randomized
+    matrix-free solve on X (an estimator's ``warm_start``: its earlier components). On a
+    store with ``cache``, such a solve saves its last Ritz vectors beside the store
+    (:func:`dmlfe.stats.cache.save_start`), and without ``start`` a fit on a grown
+    version of the store starts from those of the version before the append
+    (:func:`dmlfe.stats.cache.earlier_start`). Either way only the start changes:
+    the solver stops on the same residual rule, and the passes still read every row.
+    ``solver_info_["warm_start"]`` says where a warm start came from. ``keep_start``:
+    such a solve's last Ritz vectors are also returned (``start_block``, D x (k +
+    oversampling)), a better start than the d components.
     """
     rmap, proto_idx, relation = None, None, None
     n_features_in = int(data.X.shape[1])
@@ -288,7 +308,8 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
             tiled = held_tiles(plan, data, rmap, client)
             return _fit(plan, data, rmap, proto_idx, relation, n_features_in, gather_note,
                         tiled, client=client, progress=progress, cache=cache,
-                        components_dtype=components_dtype, stats=stats, gram=gram)
+                        components_dtype=components_dtype, stats=stats, gram=gram,
+                        start=start, keep_start=keep_start)
         except ShardLostError as exc:
             if attempt == SHARD_RETRIES:
                 raise
@@ -351,8 +372,12 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
          relation: Any, n_features_in: int, gather_note: str | None,
          tiled: TiledMatrix | None, *, client: Any, progress: bool, cache: bool,
          components_dtype: str, stats: SufficientStats | None = None,
-         gram: np.ndarray | None = None) -> FittedProjection:
+         gram: np.ndarray | None = None,
+         start: tuple[np.ndarray, str] | None = None,
+         keep_start: bool = False) -> FittedProjection:
     stats_rows = None  # None: the fit reads every document
+    warm_note = None  # where a warm-started matrix-free solve started from
+    block = None  # its last Ritz vectors, when kept
     if plan.spec.needs_graph:  # graph methods: labels + K-NN graph -> one products pass
         stats, template, data_passes = graph_fit(
             plan.spec, plan.params, data.X, data.Y, data.store, rmap,
@@ -388,7 +413,28 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
                                        gram=gram, gram_passes=gram_passes)
         centred = plan.spec.centred
     else:
-        res = solve(plan, template, data, stats, client=client, rmap=rmap, tiled=tiled)
+        warm = plan.solver == "randomized" and rmap is None
+        saving = warm and cache and data.store is not None
+        key = {"method": template.method, "params": template.params, "route": plan.route,
+               "centred": template.centred, "n_features": int(template.n_features)}
+        if start is not None and np.shape(start[0])[0] != template.n_features:
+            start = None  # components of other features: no start for these
+        if warm and start is None and saving:
+            start = earlier_start(data.store, key)
+        res = solve(plan, template, data, stats, client=client, rmap=rmap, tiled=tiled,
+                    v0=start[0] if warm and start is not None else None,
+                    keep_ritz=warm and (saving or keep_start))
+        if (res.info or {}).get("warm_start"):
+            warm_note = start[1]
+            log.info("matrix-free solve of %s started from %s", template.method, warm_note)
+        if res.ritz is not None:
+            block = res.ritz if res.columns is None else \
+                expand_rows(res.ritz, res.columns, int(template.n_features))
+            res.ritz = None
+            if saving:
+                save_start(data.store, key, block)
+            if not keep_start:
+                block = None
         if tiled is not None:  # the workers need not hold X while the driver finishes
             tiled.release()
         centred, params = template.centred, dict(template.params)
@@ -411,8 +457,9 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
         route_reason=plan.route_reason if gather_note is None
         else f"{plan.route_reason}; {gather_note}",
         relation=relation, prototype_indices=proto_idx,
-        solver_info=solver_info(res),
+        solver_info=solver_info(res) if warm_note is None
+        else {**(solver_info(res) or {}), "warm_start": warm_note},
         training_store=None if data.store is None else data.store.provenance(),
         eigenvalue_total=None if res.trace is None else float(res.trace),
         rows_read=stats_rows if stats_rows is not None and res.n_passes == 0
-        and gather_note is None else int(stats.n))
+        and gather_note is None else int(stats.n), start_block=block)

@@ -432,6 +432,26 @@ N_OVERSAMPLES = 10
 _ESTIMATE_FLOOR = 1e-6
 
 
+def start_block(v0: np.ndarray, width: int, rng: np.random.Generator) -> np.ndarray:
+    """A D x ``width`` starting block: the columns of ``v0`` (at most ``width``, the
+    leading ones), then random Gaussian columns.
+
+    Random columns fill the block because ``v0`` spans at best the leading directions of
+    a nearby matrix: the oversampling columns are what lets the iteration pick up the
+    directions ``v0`` lacks (a pair that moved up past the k-th), as from a random start.
+    """
+    v0 = np.asarray(v0, dtype=np.float64)
+    if v0.ndim == 1:
+        v0 = v0.reshape(-1, 1)
+    if v0.ndim != 2 or not np.all(np.isfinite(v0)):
+        raise ValueError(f"v0 must be a finite D x c array; got shape {v0.shape}")
+    c = min(int(v0.shape[1]), width)
+    block = np.empty((v0.shape[0], width))
+    block[:, :c] = v0[:, :c]
+    block[:, c:] = rng.standard_normal((v0.shape[0], width - c))
+    return block
+
+
 def randomized_eigsh(
     op: ScatterOperator,
     k: int,
@@ -441,6 +461,8 @@ def randomized_eigsh(
     max_passes: int = 30,
     tol: float = 1e-5,
     random_state: int = 0,
+    v0: np.ndarray | None = None,
+    keep_ritz: bool = False,
 ) -> EigenResult:
     """Top-k eigenpairs of ``op`` by a randomized block method, one pass per block product.
 
@@ -475,6 +497,17 @@ def randomized_eigsh(
         far below theta_1 (MVMD's tail under its label part) are looser than ``tol``.
     random_state : int
         Seed of the starting block.
+    v0 : ndarray (D, c), optional
+        A warm start: these columns (e.g. the components of an earlier fit on fewer
+        documents) begin the starting block, random ones fill it up to k +
+        ``n_oversamples`` (:func:`start_block`). Only the start changes: the stopping
+        rule, and so the accuracy, are those of a random start. On the block Krylov
+        path a warm start checks its pairs after every pass (those of span(v0) first;
+        restarts of depth 2) rather than after a whole Krylov space of passes.
+    keep_ritz : bool
+        Also return every Ritz vector of the last block (``ritz``, D x (k +
+        ``n_oversamples``)): the best ``v0`` for a later solve on more documents (the
+        oversampling columns start near the pairs after the k-th).
     """
     D = op.n_features
     if not 1 <= k <= D:
@@ -483,25 +516,37 @@ def randomized_eigsh(
         raise ValueError(f"max_passes must be at least 1; got {max_passes}")
     if n_iter is not None and n_iter < 1:
         raise ValueError(f"n_iter must be at least 1 (or None); got {n_iter}")
+    if v0 is not None and np.shape(v0)[0] != D:
+        raise ValueError(f"v0 has {np.shape(v0)[0]} rows but the operator is {D} x {D}")
     width = min(D, k + max(int(n_oversamples), 0))
     start = op.n_passes
+    rng = np.random.default_rng(random_state)
     depth = 1 if n_iter is not None else int(min(KRYLOV_DEPTH, max_passes,
                                                  KRYLOV_MEMORY // (16 * D * width)))
     if depth > 1:
         # the Krylov space of `depth` blocks fits in memory: far fewer passes than
         # subspace iteration for the same accuracy (IMDB, d = 100: 30+ -> a handful)
+        first = None
+        if v0 is not None:
+            # a warm start is a few passes from converged: check after every pass (the
+            # start block's own pairs first), not after `depth` of them. A restart of
+            # depth 2 makes one product, as the thick restart knows A U already
+            depth, first = 2, 1
         w, U, info = block_krylov_eigh(op.matmat, D, k, block=width, depth=depth, tol=tol,
                                        max_restarts=max(1, (max_passes - 1) // (depth - 1)),
-                                       random_state=random_state, floor=1.0)
+                                       random_state=random_state, floor=1.0,
+                                       v0=None if v0 is None else start_block(v0, width, rng),
+                                       first_depth=first)
+        ritz = info.pop("ritz")
         return EigenResult(
             components=flip_signs(U), eigenvalues=w, n_components=k,
             n_genuine=n_genuine(w), solver="block-krylov", n_passes=op.n_passes - start,
             converged=bool(info["converged"]), trace=op.trace(),
-            residuals=np.asarray(info.pop("residuals"))[:k],
-            info={**info, "random_state": random_state,
+            residuals=np.asarray(info.pop("residuals"))[:k], ritz=ritz if keep_ritz else None,
+            info={**info, "random_state": random_state, "warm_start": v0 is not None,
                   "max_residual_over_theta1": info["max_residual"]})
-    rng = np.random.default_rng(random_state)
-    Q = _orthonormal_basis(rng.standard_normal((D, width)), rng)
+    Q = _orthonormal_basis(rng.standard_normal((D, width)) if v0 is None
+                           else start_block(v0, width, rng), rng)
     converged = False
     limit = max_passes if n_iter is None else n_iter
     # two D x w blocks take turns as Q and A Q: the next basis is written over A Q (by
@@ -526,7 +571,11 @@ def randomized_eigsh(
         if converged and n_iter is None or it == limit - 1:
             break
         spare, Q = Q, _orthonormal_basis(AQ, rng, gram=S, overwrite=True, work=Q)
-    U = Q @ W[:, :k]
+    if keep_ritz:  # every Ritz vector, in A Q's memory (A Q is not needed any more)
+        ritz = np.matmul(Q, W, out=AQ) if AQ.flags.c_contiguous else Q @ W
+        U = ritz[:, :k].copy()
+    else:
+        ritz, U = None, Q @ W[:, :k]
     eigenvalues = theta[:k].copy()
     return EigenResult(
         components=flip_signs_inplace(U),  # U is this function's own array
@@ -539,8 +588,9 @@ def randomized_eigsh(
         residuals=residuals[:k].copy(),
         trace=op.trace(),
         info={"block_width": width, "tol": tol, "n_iter": n_iter,
-              "random_state": random_state,
+              "random_state": random_state, "warm_start": v0 is not None,
               "max_residual_over_theta1": float(residuals[:k].max() / scale)},
+        ritz=ritz,
     )
 
 
@@ -673,6 +723,8 @@ def solve_matrix_free(
     compact: bool = False,
     Y: Any = None,
     tiled: Any = None,
+    v0: np.ndarray | None = None,
+    keep_ritz: bool = False,
     **solver_options: Any,
 ) -> EigenResult:
     """Solve a trace template in operator form by passes over X, and choose d.
@@ -718,6 +770,15 @@ def solve_matrix_free(
     compact : bool
         Return the components on the used columns only (``columns`` of the result says
         which; the other rows are exactly zero) instead of all D rows.
+    v0 : ndarray (D, c), optional
+        A warm start for the randomized solver on X in the store (:func:`randomized_eigsh`):
+        e.g. the components of an earlier fit of the same method on fewer documents.
+        Not used by the n-space route nor by Lanczos; ``info["warm_start"]`` says
+        whether it was.
+    keep_ritz : bool
+        Return the randomized solver's last block of Ritz vectors too (``ritz`` of the
+        result, on the rows ``columns`` names when ``compact``): the ``v0`` of a later
+        solve.
     **solver_options
         Passed to the solver (:func:`randomized_eigsh`: n_oversamples, n_iter, tol,
         max_passes).
@@ -764,6 +825,14 @@ def solve_matrix_free(
     if cols is not None and isinstance(n_components, numbers.Integral) \
             and cols.size <= n_components:
         cols = None  # d reaches into the zero eigenvalues: keep the whole space
+    if v0 is not None and np.shape(v0)[0] != D:
+        raise ValueError(f"v0 has {np.shape(v0)[0]} rows but the {template.method} template "
+                         f"has D = {D} features")
+    start: dict[str, Any] = {}
+    if solver == "randomized":
+        start = {"keep_ritz": True} if keep_ritz else {}
+        if v0 is not None:
+            start["v0"] = v0 if cols is None else np.asarray(v0)[cols]
     if cols is not None:  # the solver works on the used columns only
         block_fn, stats = SelectColumns(cols, D), None
         lowrank = None if lowrank is None else lowrank[cols]
@@ -775,7 +844,7 @@ def solve_matrix_free(
         r = matrix_free_eigh(X, k, solver=solver, xx_coef=template.xx_coef, lowrank=lowrank,
                              centre=template.centred, stats=stats, client=client,
                              block_fn=block_fn, random_state=random_state, n_features=Da,
-                             **solver_options)
+                             **start, **solver_options)
         passes += r.n_passes
         return r
 
@@ -795,6 +864,7 @@ def solve_matrix_free(
         res, rounds = threshold_rounds(solve, float(n_components), cap)
         res.info = {**(res.info or {}), "rounds": rounds, "cap_note": note}
         res.n_passes = passes
+    res.info = {**(res.info or {}), "warm_start": "v0" in start}
     if cols is not None:
         res.columns = cols
     return _finish(template, res, n_components, D, compact, solver_options)
@@ -817,6 +887,8 @@ def _finish(template: TraceTemplate, res: EigenResult, n_components: int | float
     res.components = np.ascontiguousarray(res.components[:, :d])
     if res.columns is not None and not compact:
         res.components = expand_rows(res.components, res.columns, D)
+        if res.ritz is not None:
+            res.ritz = expand_rows(res.ritz, res.columns, D)
         res.columns = None
     res.n_components = d
     res.n_genuine = n_genuine(res.eigenvalues)

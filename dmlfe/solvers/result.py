@@ -139,6 +139,10 @@ class EigenResult:
         None: ``components`` has all D rows. Otherwise the sorted columns of X (of D)
         that its rows are; the components are exactly zero on the others (columns no
         document of the fit uses: the dual and matrix-free routes leave them out).
+    ritz : ndarray or None
+        The randomized matrix-free solver's last block of Ritz vectors (D x (k +
+        oversampling), on the rows ``columns`` names), when asked for: the warm start of
+        a later solve on more documents (:func:`dmlfe.solvers.matrix_free.randomized_eigsh`).
     """
 
     components: np.ndarray
@@ -153,6 +157,7 @@ class EigenResult:
     trace: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
     columns: np.ndarray | None = None
+    ritz: np.ndarray | None = None
 
     def max_own_residual(self) -> float | None:
         """max ||A p_i - lambda_i p_i|| / |lambda_i| over the n_components kept, where

@@ -681,38 +681,38 @@ def gram_params(store: Store) -> dict[str, Any]:
             "subset": subset}
 
 
-def _gram_paths(directory: Path, params: dict[str, Any]) -> tuple[Path, Path]:
+def _matrix_paths(directory: Path, params: dict[str, Any], kind: str) -> tuple[Path, Path]:
     key = stats_key(params)
-    return directory / f"{key}.gram.npy", directory / f"{key}.gram.json"
+    return directory / f"{key}.{kind}.npy", directory / f"{key}.{kind}.json"
 
 
-def save_gram(G: np.ndarray, directory: str | os.PathLike[str], params: dict[str, Any]) -> Path:
-    """Write the Gram ``G`` as ``<key>.gram.npy`` (float64, C order: it can be memory
-    mapped) + ``<key>.gram.json`` under ``directory``; return the ``.npy``.
+def _gram_paths(directory: Path, params: dict[str, Any]) -> tuple[Path, Path]:
+    return _matrix_paths(directory, params, "gram")
 
-    Written as :func:`save_stats` writes statistics: each file to a temporary sibling
-    renamed into place, the record last, with the digest of the values.
-    """
+
+def _save_matrix(M: np.ndarray, directory: str | os.PathLike[str], params: dict[str, Any],
+                 kind: str) -> Path:
+    """Write the 2-D float64 ``M`` as ``<key>.<kind>.npy`` + ``<key>.<kind>.json``."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    npy_path, json_path = _gram_paths(directory, params)
-    G = np.ascontiguousarray(G, dtype=np.float64)
-    meta = {"key": stats_key(params), "params": _canonical(params), "n": int(G.shape[0]),
-            "sha256": arrays_digest({"gram": G}),
+    npy_path, json_path = _matrix_paths(directory, params, kind)
+    M = np.ascontiguousarray(M, dtype=np.float64)
+    meta = {"key": stats_key(params), "params": _canonical(params), "n": int(M.shape[0]),
+            "shape": list(M.shape), "sha256": arrays_digest({kind: M}),
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "dmlfe_version": __version__}
     text = json.dumps(meta, indent=2, sort_keys=True).encode("utf-8")
     json_path.unlink(missing_ok=True)  # as in save_stats: no old record beside new values
-    write_atomically(npy_path, lambda f: np.save(f, G, allow_pickle=False))
+    write_atomically(npy_path, lambda f: np.save(f, M, allow_pickle=False))
     write_atomically(json_path, lambda f: f.write(text))
     return npy_path
 
 
-def load_gram(directory: str | os.PathLike[str], params: dict[str, Any]) -> np.ndarray | None:
-    """The saved Gram for ``params`` as a read-only memory map; None when absent or
-    unusable (an unreadable record or array, another shape or dtype than the record's,
-    values that do not match its digest: ignored with a RuntimeWarning naming the file)."""
-    npy_path, json_path = _gram_paths(Path(directory), params)
+def _load_matrix(directory: str | os.PathLike[str], params: dict[str, Any], kind: str,
+                 what: str) -> np.ndarray | None:
+    """The matrix :func:`_save_matrix` wrote for ``params``, as a read-only memory map;
+    None when absent or unusable (then a RuntimeWarning names the file)."""
+    npy_path, json_path = _matrix_paths(Path(directory), params, kind)
     if not json_path.is_file() or not npy_path.is_file():
         return None
     try:
@@ -724,21 +724,46 @@ def load_gram(directory: str | os.PathLike[str], params: dict[str, Any]) -> np.n
                 not isinstance(meta.get("n"), int) or not isinstance(meta.get("sha256"), str):
             raise _BadEntry("its record lacks 'n' or 'sha256', or names other parameters")
         try:
-            G = np.load(npy_path, mmap_mode="r", allow_pickle=False)
+            M = np.load(npy_path, mmap_mode="r", allow_pickle=False)
         except ValueError as exc:  # not an .npy, truncated
             raise _BadEntry(f"unreadable ({exc})") from None
         n = meta["n"]
-        if G.shape != (n, n) or G.dtype != np.float64:
-            raise _BadEntry(f"it holds a {G.dtype} array of shape {G.shape}, its record a "
-                            f"float64 {n} x {n} Gram")
-        if arrays_digest({"gram": G}) != meta["sha256"]:
+        # Gram records written before "shape" was recorded name n only
+        shape = tuple(meta.get("shape") or (n, n))
+        if M.shape != shape or M.dtype != np.float64:
+            raise _BadEntry(f"it holds a {M.dtype} array of shape {M.shape}, its record a "
+                            f"float64 {' x '.join(map(str, shape))} {what}")
+        if arrays_digest({kind: M}) != meta["sha256"]:
             raise _BadEntry("its values do not match the digest in its record (the files "
                             "of two different writes, or a damaged file)")
     except FileNotFoundError:
         return None  # being replaced right now: a miss
     except (_BadEntry, OSError) as exc:
-        warnings.warn(f"ignoring unreadable Gram cache entry {npy_path}: {exc}; recomputing "
-                      "(the entry is replaced)", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"ignoring unreadable {what} cache entry {npy_path}: {exc}; recomputing "
+                      "(the entry is replaced)", RuntimeWarning, stacklevel=4)
+        return None
+    return M
+
+
+def save_gram(G: np.ndarray, directory: str | os.PathLike[str], params: dict[str, Any]) -> Path:
+    """Write the Gram ``G`` as ``<key>.gram.npy`` (float64, C order: it can be memory
+    mapped) + ``<key>.gram.json`` under ``directory``; return the ``.npy``.
+
+    Written as :func:`save_stats` writes statistics: each file to a temporary sibling
+    renamed into place, the record last, with the digest of the values.
+    """
+    return _save_matrix(G, directory, params, "gram")
+
+
+def load_gram(directory: str | os.PathLike[str], params: dict[str, Any]) -> np.ndarray | None:
+    """The saved Gram for ``params`` as a read-only memory map; None when absent or
+    unusable (an unreadable record or array, another shape or dtype than the record's,
+    values that do not match its digest: ignored with a RuntimeWarning naming the file)."""
+    G = _load_matrix(directory, params, "gram", "Gram")
+    if G is not None and G.shape[0] != G.shape[1]:
+        warnings.warn(f"ignoring Gram cache entry {_gram_paths(Path(directory), params)[0]}: "
+                      f"it is {G.shape[0]} x {G.shape[1]}, not square; recomputing",
+                      RuntimeWarning, stacklevel=2)
         return None
     return G
 
@@ -813,3 +838,69 @@ def load_or_compute_gram(store: Store, X: Any, *, client: Any = None, progress: 
         warnings.warn(f"could not save the Gram to {directory} ({exc}); it will be computed "
                       "again next time", RuntimeWarning, stacklevel=2)
     return G, 1
+
+
+# --------------------------------------------------------------------------- #
+# The matrix-free route's warm start
+# --------------------------------------------------------------------------- #
+#: The largest start block (D x (k + oversampling) float64) saved beside a store after a
+#: matrix-free fit: 1 GiB, e.g. 2^20 features and 128 columns. A larger one is not saved,
+#: and the next fit on the grown store starts from random vectors.
+MAX_START_CACHE_BYTES = 2**30
+
+
+def start_params(store: Store, method: dict[str, Any]) -> dict[str, Any]:
+    """The parameters that name a matrix-free fit's start block in the cache: those of
+    the statistics' key (the view's content fingerprint, split and row subset) and
+    ``method``, what defines the operator (the method, its parameters, the route)."""
+    split, subset = _view_selection(store)
+    return {"cache_format": CACHE_FORMAT, "dmlfe_version": __version__, "kind": "start",
+            "data": store.content_fingerprint, "split": _split_list(split),
+            "subset": subset, "method": method}
+
+
+def save_start(store: Store, method: dict[str, Any], block: np.ndarray,
+               cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
+    """Save the Ritz vectors a matrix-free fit on ``store`` ended with (D x w), the warm
+    start of a later fit with the same ``method`` on a grown version of the store
+    (:func:`earlier_start`); None when it is above :data:`MAX_START_CACHE_BYTES` or
+    cannot be written (a RuntimeWarning says so)."""
+    if 8 * block.size > MAX_START_CACHE_BYTES:
+        log.info("the %d x %d start block of %s is above MAX_START_CACHE_BYTES: not saved",
+                 *block.shape, store.path)
+        return None
+    directory = Path(stats_dir_for(store.path) if cache_dir is None else cache_dir)
+    params = start_params(store, method)
+    for path in _matrix_paths(directory, params, "start"):  # a killed save left these
+        try:
+            remove_stale(path)
+        except OSError:
+            pass
+    try:
+        return _save_matrix(block, directory, params, "start")
+    except OSError as exc:
+        warnings.warn(f"could not save the matrix-free start block to {directory} ({exc}); "
+                      "a refit after an append will start from random vectors",
+                      RuntimeWarning, stacklevel=2)
+        return None
+
+
+def earlier_start(store: Store, method: dict[str, Any],
+                  cache_dir: str | os.PathLike[str] | None = None
+                  ) -> tuple[np.ndarray, str] | None:
+    """The start block saved by a matrix-free fit with the same ``method`` on an earlier
+    version of ``store`` (before its latest appends), and a line saying which; None when
+    there is none.
+
+    Only earlier versions: a fit on the version it was saved for starts, as a first fit
+    does, from random vectors (a refit of the same data gives the same result).
+    """
+    directory = Path(stats_dir_for(store.path) if cache_dir is None else cache_dir)
+    earlier = _earlier(store, start_params(store, method),
+                       lambda p: _load_matrix(directory, p, "start", "start block"),
+                       "the matrix-free start block")
+    if earlier is None:
+        return None
+    entry, block = earlier
+    return np.array(block), (f"components of store version {entry['fingerprint']['uuid']} "
+                             f"(rows [0, {int(entry['rows'][1])}))")
