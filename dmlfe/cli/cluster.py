@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from dmlfe.cluster import read_profile
-from dmlfe.cluster_profiles import check_profile
+from dmlfe.cluster.profiles import check_profile
 
 
 def cmd_cluster_check(args: argparse.Namespace) -> int:
