@@ -77,7 +77,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     for add_parser in COMMANDS:
         add_parser(sub)
-
     for name, command in commands(p):
         add_common_flags(command, name)
     return p
