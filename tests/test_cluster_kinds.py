@@ -12,7 +12,7 @@ from distributed import LocalCluster
 from helpers import write_store
 
 from dmlfe.cli import main
-from dmlfe.cluster_profiles import (
+from dmlfe.cluster.profiles import (
     KINDS,
     ClusterKind,
     all_cluster_kinds,

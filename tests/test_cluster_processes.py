@@ -164,7 +164,7 @@ def test_slurm_profile_runs_its_job_script(tmp_path, monkeypatch):
     import yaml
 
     from dmlfe.cluster import get_client, read_profile
-    from dmlfe.cluster_profiles import SCHEDULER_PLACEHOLDER, job_script
+    from dmlfe.cluster.profiles import SCHEDULER_PLACEHOLDER, job_script
 
     jobs, fake = tmp_path / "jobs", tmp_path / "bin"
     jobs.mkdir()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dmlfe.cluster_profiles import parse_profile
+from dmlfe.cluster.profiles import parse_profile
 from dmlfe.errors import ClusterProfileError
 
 JOBQ = {"cores": 2, "memory": "4GiB"}

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from dask.utils import parse_bytes
 
-import dmlfe.cluster_profiles as cp
+import dmlfe.cluster.profiles as cp
 from dmlfe.cli import main
 from dmlfe.cluster import get_client, read_profile
 from dmlfe.errors import ClusterProfileError, MissingExtraError

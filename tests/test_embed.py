@@ -132,7 +132,7 @@ def test_cli_predict_uses_the_classifier_saved_by_fit(fitted, capsys, monkeypatc
     def no_cluster(*a, **k):
         raise AssertionError("predict with a saved classifier started a cluster")
 
-    monkeypatch.setattr("dmlfe.cli.client_from_args", no_cluster)
+    monkeypatch.setattr("dmlfe.cli.transform.client_from_args", no_cluster)
     assert main(["predict", str(model_dir), str(tmp / "new.txt"), "--out", str(out)]) == 0
     assert "no saved classifier" not in capsys.readouterr().err
     got = [json.loads(line) for line in out.read_text().splitlines()]

@@ -348,7 +348,8 @@ def test_a_symbolic_link_as_out_is_refused_without_overwrite(tmp_path, capsys, k
 
 def test_overwrite_onto_a_plain_file_is_refused_before_any_work(tmp_path, capsys,
                                                                 monkeypatch):
-    import dmlfe.cli as cli
+    from dmlfe.cli import fit as cli_fit
+    from dmlfe.cli import ingest as cli_ingest
 
     store = small_store(tmp_path / "s.zarr")
     plain = tmp_path / "notes.txt"
@@ -357,7 +358,8 @@ def test_overwrite_onto_a_plain_file_is_refused_before_any_work(tmp_path, capsys
     def refuse(args):
         raise AssertionError("a cluster was started before the output was checked")
 
-    monkeypatch.setattr(cli, "client_from_args", refuse)
+    for module in (cli_fit, cli_ingest):  # fit and import
+        monkeypatch.setattr(module, "client_from_args", refuse)
     assert main(["fit", str(store), "--method", "pca", "--dim", "2", "--out", str(plain),
                  "--overwrite"]) == 2
     err = one_error_line(capsys.readouterr().err, "fit")

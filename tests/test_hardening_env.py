@@ -540,7 +540,7 @@ def test_a_batch_cluster_starts_with_the_security_and_the_shared_folder(tmp_path
                                                                        monkeypatch):
     dask_jobqueue = pytest.importorskip("dask_jobqueue")
     pytest.importorskip("cryptography")
-    from dmlfe.cluster_profiles import read_profile_file, start_cluster
+    from dmlfe.cluster.profiles import read_profile_file, start_cluster
 
     private = tmp_path / "private"
     private.mkdir(mode=0o700)

@@ -122,6 +122,7 @@ def test_tests_take_helpers_from_the_helpers_module():
 @pytest.mark.parametrize(("old", "new"), [
     ("dmlfe.solvers.partial", "dmlfe.solvers.leading"),
     ("dmlfe.store._format", "dmlfe.store.layout"),
+    ("dmlfe.cluster_profiles", "dmlfe.cluster.profiles"),
 ])
 def test_moved_modules_keep_their_old_paths(old, new, monkeypatch):
     old_module, new_module = importlib.import_module(old), importlib.import_module(new)

@@ -11,6 +11,9 @@ from helpers import write_store
 
 import dmlfe
 import dmlfe.cli as cli
+from dmlfe.cli import fit as cli_fit
+from dmlfe.cli import ingest as cli_ingest
+from dmlfe.cli import store as cli_store
 from dmlfe.errors import DmlfeError, InputError, StoreError
 
 
@@ -51,7 +54,7 @@ def test_unexpected_errors_are_one_line_and_a_request_to_report(tmp_path, capsys
     def broken(args):
         raise TypeError("an internal slip")
 
-    monkeypatch.setattr(cli, "cmd_info", broken)
+    monkeypatch.setattr(cli_store, "cmd_info", broken)
     assert cli.main(["info", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "internal error: TypeError: an internal slip" in err
@@ -122,7 +125,8 @@ def no_cluster(monkeypatch):
     def refuse(args):
         raise AssertionError("a cluster was started before the input was checked")
 
-    monkeypatch.setattr(cli, "client_from_args", refuse)
+    for module in (cli_ingest, cli_fit):  # the commands these tests run
+        monkeypatch.setattr(module, "client_from_args", refuse)
 
 
 def test_mulan_without_labels_names_the_flag_before_a_cluster_starts(tmp_path, capsys,

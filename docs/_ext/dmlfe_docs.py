@@ -397,10 +397,10 @@ class Performance(Directive):
 
 class ClusterKinds(Directive):
     """``.. dmlfe-cluster-kinds::`` -- every registered cluster kind, its ``dmlfe.cluster``
-    settings and the extra it needs (:func:`dmlfe.cluster_profiles.all_cluster_kinds`)."""
+    settings and the extra it needs (:func:`dmlfe.cluster.profiles.all_cluster_kinds`)."""
 
     def run(self):
-        from dmlfe.cluster_profiles import all_cluster_kinds
+        from dmlfe.cluster.profiles import all_cluster_kinds
 
         rows = []
         for kind in all_cluster_kinds().values():

@@ -7,7 +7,7 @@ Three ways to say where work runs:
 * ``cluster="NAME"`` or ``cluster="path/to/profile.yaml"``: a profile file. A profile is
   valid dask configuration; its ``dmlfe.cluster`` block says what to start (``kind``:
   ``local``, ``scheduler``, ``ssh``, ``slurm``, ``pbs`` or ``kubernetes``; see
-  :mod:`dmlfe.cluster_profiles` for each kind's settings), and every other key is
+  :mod:`dmlfe.cluster.profiles` for each kind's settings), and every other key is
   applied with ``dask.config.set`` while the client is open. Profiles named without
   a path are looked up in ``$DMLFE_CLUSTER_CONFIGS``, then ``./cluster_configs``,
   then the ``cluster_configs`` folder of the dmlfe source tree, then the copy installed
@@ -33,7 +33,7 @@ from typing import Any
 import dask
 from distributed import Client
 
-from dmlfe.cluster_profiles import (
+from dmlfe.cluster.profiles import (
     Profile,
     get_cluster_kind,
     read_profile_file,
@@ -64,9 +64,10 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 #: the flag sets a wait: its workers start when the batch system runs their jobs.
 DEFAULT_WORKER_TIMEOUT = 30.0
 
-_SOURCE_CONFIGS = Path(__file__).resolve().parent.parent / "cluster_configs"
+_PACKAGE = Path(__file__).resolve().parent.parent  # dmlfe/, this module being dmlfe/cluster/
+_SOURCE_CONFIGS = _PACKAGE.parent / "cluster_configs"
 #: Where a (non-editable) install puts them: package data (see setup.py).
-_INSTALLED_CONFIGS = Path(__file__).resolve().parent / "cluster_configs"
+_INSTALLED_CONFIGS = _PACKAGE / "cluster_configs"
 
 
 def _profile_dirs() -> list[Path]:
@@ -97,7 +98,7 @@ def find_profile(name: str) -> Path:
 
 
 def read_profile(name: str) -> Profile:
-    """Find, read and validate a profile (see :mod:`dmlfe.cluster_profiles`)."""
+    """Find, read and validate a profile (see :mod:`dmlfe.cluster.profiles`)."""
     return read_profile_file(find_profile(name))
 
 
@@ -446,7 +447,7 @@ def client_from_args(args: argparse.Namespace) -> Any:
     # Unless --verbose, the workers of a local cluster do not log: their lines (a
     # worker's "Compute Failed" with its traceback) would precede the one-line error, and
     # those of other processes cannot be held back as this process's are
-    # (dmlfe.cli._held_dask_logs).
+    # (dmlfe.cli.manners._held_dask_logs).
     extra = {"silence_logs": logging.INFO if getattr(args, "verbose", False)
              else logging.CRITICAL}
     return get_client(scheduler=args.scheduler, cluster=args.cluster, n_workers=args.workers,
