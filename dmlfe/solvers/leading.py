@@ -86,10 +86,6 @@ FLOAT32_FLOOR = 1.0
 #: Depth of the float64 restarts that refine a float32 Ritz block (it is close already:
 #: shallow restarts from it are cheaper than a deep one).
 REFINE_DEPTH = 3
-
-#: Restarts a warm start (:func:`leading_eigh`'s ``start``) may take before the cold
-#: path is taken instead: good starting vectors converge in the first one or two.
-WARM_RESTARTS = 3
 #: Depth and most restarts of the float64 solve for :func:`leading_eigh`'s ``dominant``
 #: pairs (well separated: MVMD's q label pairs take one or two restarts; a
 #: guess that finds no gap stops there, and the float64 refinement finishes the job).
@@ -490,7 +486,7 @@ def krylov_pays(m: int, k: int) -> bool:
 
 def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
                  tol: float = KRYLOV_TOL, complete: bool = True, dominant: int = 0,
-                 dominant_start: np.ndarray | None = None, start: np.ndarray | None = None
+                 dominant_start: np.ndarray | None = None
                  ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Leading k eigenpairs of a dense symmetric A (descending, signs not yet fixed).
 
@@ -510,23 +506,12 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
     narrow solve: the result is checked in float64 all the same. ``dominant_start``
     (m x g, optional): columns spanning those pairs' eigenvectors approximately (MVMD:
     its label factor), the start of their solve instead of a random block.
-
-    ``start`` (m x g, optional): approximate eigenvectors, e.g. those of the same problem
-    before an append added a few documents (a warm start). Above FULL_SPECTRUM_LIMIT
-    they start a float64 block Krylov run whose first step checks their own
-    Rayleigh-Ritz pairs; the pairs are returned when every residual is within ``tol``
-    after at most :data:`WARM_RESTARTS` restarts (the accuracy of a cold solve), and
-    the cold path runs otherwise.
     """
     m = A.shape[0]
     k = min(int(k), m)
     if wants_full_spectrum(m, k, complete):
         w, V = _descending(*sla.eigh(A, check_finite=False))
         return w, V[:, :k], {"method": "lapack-full"}
-    if start is not None and start.ndim == 2 and start.shape[0] == m and start.shape[1]:
-        warm = _warm_pairs(A, k, start, tol, random_state)
-        if warm is not None:
-            return warm
     # both float32 branches below (m > FULL_SPECTRUM_LIMIT) deflate the dominant pairs
     locked, products64 = _dominant_block(A, k, dominant, tol, random_state, dominant_start) \
         if m > FULL_SPECTRUM_LIMIT else (None, 0)
@@ -561,25 +546,6 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
             f"relative residual of {info['max_residual']:.1e}, above tol = {tol:g}: the "
             f"{k} leading eigenpairs of this {m} x {m} problem are approximate (raise tol, "
             "or ask for fewer components)", RuntimeWarning, stacklevel=2)
-    return w, V, info
-
-
-def _warm_pairs(A: np.ndarray, k: int, start: np.ndarray, tol: float, random_state: int
-                ) -> tuple[np.ndarray, np.ndarray, dict] | None:
-    """k leading pairs of A from a float64 block Krylov run started at ``start`` (its
-    first k columns, then random ones up to the block width); None unless every pair's
-    residual is within ``tol`` after :data:`WARM_RESTARTS` restarts."""
-    m = A.shape[0]
-    b = min(m, k + KRYLOV_OVERSAMPLING)
-    g = min(start.shape[1], k)
-    rng = np.random.default_rng(random_state)
-    v0 = np.hstack([np.asarray(start[:, :g], dtype=np.float64),
-                    rng.standard_normal((m, b - g))])
-    w, V, info = block_krylov_eigh(lambda X: A @ X, m, k, depth=REFINE_DEPTH, tol=tol,
-                                   v0=v0, first_depth=1, max_restarts=WARM_RESTARTS)
-    if not info["converged"]:
-        return None
-    info["method"] = "block-krylov-warm"
     return w, V, info
 
 
