@@ -22,12 +22,6 @@ import numpy as np
 from dask.utils import format_bytes
 
 from dmlfe._version import __version__
-from dmlfe.classifier_files import (
-    PREDICT_CLASSIFIERS,
-    has_classifier,
-    load_classifier,
-    save_classifier,
-)
 from dmlfe.cli_flags import DEBUG, LABELS_SHOWN, add_common_flags, commands
 from dmlfe.cluster import (
     client_from_args,
@@ -59,10 +53,16 @@ from dmlfe.ingestion import (
     open_ingest,
     parse_split_names,
 )
+from dmlfe.io.classifier import (
+    PREDICT_CLASSIFIERS,
+    has_classifier,
+    load_classifier,
+    save_classifier,
+)
+from dmlfe.io.loading import load_model, text_pipeline
+from dmlfe.io.model import check_model_target
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
 from dmlfe.metrics import metric_report
-from dmlfe.model_files import check_model_target
-from dmlfe.model_io import load_model, text_pipeline
 from dmlfe.params import Param, bounds_of, flag_options
 from dmlfe.pipeline.cli import add_run_parser, cmd_run
 from dmlfe.pipeline.config import CLASSIFIERS, METRICS, ClassifierSpec

@@ -9,6 +9,7 @@ import pytest
 import scipy.sparse as sp
 import yaml
 from distributed import LocalCluster
+from helpers import write_store
 
 from dmlfe.cli import main
 from dmlfe.cluster_profiles import (
@@ -23,7 +24,6 @@ from dmlfe.cluster_profiles import (
 from dmlfe.errors import ClusterProfileError
 from dmlfe.model_io import load_model
 from dmlfe.params import Param, Worded, interval
-from tests.conftest import write_store
 
 STARTED: list[LocalCluster] = []
 
