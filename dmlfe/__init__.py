@@ -25,8 +25,8 @@ _PUBLIC = {
     **dict.fromkeys(("PPML", "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA"),
                     "dmlfe.evaluation"),
     **dict.fromkeys(("append", "ingest"), "dmlfe.ingestion"),
-    "load_model": "dmlfe.io.loading",
-    "text_pipeline": "dmlfe.io.loading",
+    "load_model": "dmlfe.model_io",
+    "text_pipeline": "dmlfe.model_io",
     "GRROOR": "dmlfe.selection",
     "open_store": "dmlfe.store",
 }

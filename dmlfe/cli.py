@@ -59,10 +59,10 @@ from dmlfe.io.classifier import (
     load_classifier,
     save_classifier,
 )
-from dmlfe.io.loading import load_model, text_pipeline
 from dmlfe.io.model import check_model_target
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
 from dmlfe.metrics import metric_report
+from dmlfe.model_io import load_model, text_pipeline
 from dmlfe.params import Param, bounds_of, flag_options
 from dmlfe.pipeline.cli import add_run_parser, cmd_run
 from dmlfe.pipeline.config import CLASSIFIERS, METRICS, ClassifierSpec

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from dmlfe.errors import InputError, MissingPathError
-from dmlfe.io.loading import check_compatible
+from dmlfe.model_io import check_compatible
 from dmlfe.readers.base import IngestReport
 from dmlfe.readers.registry import all_readers, get_reader
 from dmlfe.relation import relation_block_rows
@@ -101,7 +101,7 @@ def model_view(model: Any, store: str | os.PathLike[str], split: str | list[str]
     """The documents of ``store`` (of ``split`` only, when given) as ``model`` reads them.
 
     The store must be in the model's feature space
-    (:func:`dmlfe.io.loading.check_compatible`); for a relation-route model its blocks are
+    (:func:`dmlfe.model_io.check_compatible`); for a relation-route model its blocks are
     cut so that their dense relation features stay small on the workers.
     """
     view = open_store(store)

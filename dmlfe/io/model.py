@@ -39,7 +39,7 @@ model loads (NaN components would give NaN embeddings) or ends in a raw tracebac
 This module is the whole format: it writes a model (:func:`save_model`), reads the files
 back (:func:`read_model_files`) and sets a fitted estimator's state from them
 (:func:`restore_model`), so that a change of the format is a change of this module (and
-its test). :func:`dmlfe.io.loading.load_model` only adds the look-up of the estimator
+its test). :func:`dmlfe.model_io.load_model` only adds the look-up of the estimator
 class by name, which needs :mod:`dmlfe.estimators`, whose ``save`` calls this module. The
 directory is written under a temporary name beside the target
 (:func:`dmlfe.tempfiles.temp_sibling`; those a killed save left are removed first) and
@@ -154,7 +154,7 @@ RELATION_SCHEMA: dict[str, Key] = {
     "random_state": Key(("integer",), "the selection's seed", required=False),
 }
 
-#: fitted.training_store_: the keys dmlfe.io.loading.check_compatible reads (others are
+#: fitted.training_store_: the keys dmlfe.model_io.check_compatible reads (others are
 #: the store's provenance, kept as they are).
 TRAINING_STORE_SCHEMA: dict[str, Key] = {
     "path": Key(("string", "null"), "the training store", required=False),

@@ -34,8 +34,8 @@ import scipy.sparse as sp
 from dmlfe.estimators import make_estimator
 from dmlfe.evaluation.registry import get_classifier
 from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, ingest
-from dmlfe.io.loading import load_model
 from dmlfe.metrics import metric_report
+from dmlfe.model_io import load_model
 from dmlfe.pipeline.cache import StageCache, stage_key, to_json, write_json_atomic
 from dmlfe.pipeline.config import (
     ClassifierSpec,
