@@ -59,6 +59,7 @@ from dmlfe.io.classifier import (
     load_classifier,
     save_classifier,
 )
+from dmlfe.io.embeddings import embedding_obs, write_embeddings
 from dmlfe.io.model import check_model_target
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
 from dmlfe.metrics import metric_report
@@ -68,7 +69,6 @@ from dmlfe.pipeline.cli import add_run_parser, cmd_run
 from dmlfe.pipeline.config import CLASSIFIERS, METRICS, ClassifierSpec
 from dmlfe.pipeline.runner import make_classifier
 from dmlfe.progress import show_progress
-from dmlfe.projection import embedding_obs, write_embeddings
 from dmlfe.readers.registry import get_reader, reader_names, reader_options
 from dmlfe.relation.similarities import similarity_choices
 from dmlfe.solvers.dimension import check_n_components
