@@ -24,7 +24,7 @@ from dmlfe.params import Check
 
 @dataclass(frozen=True)
 class Key:
-    """One key of model.json.
+    """One key of a JSON file (model.json).
 
     ``types`` are JSON type names ("object", "array", "string", "integer", "number",
     "boolean", "null"; "number" includes integers, neither includes booleans, and a
@@ -44,7 +44,7 @@ class Key:
 
 @dataclass(frozen=True)
 class ArraySpec:
-    """One array of arrays.npz.
+    """One array of an npz archive (arrays.npz).
 
     ``kinds`` are the accepted numpy ``dtype.kind`` letters; ``shape`` names each
     dimension (see :data:`dmlfe.io.model.DIMENSIONS`; None: any number of dimensions).
