@@ -569,7 +569,7 @@ def synthetic_run(n_docs: int, vocab_size: int = 1_000_000, ngrams: int = 2) -> 
     """
     import dmlfe
     from dmlfe.cluster import get_client
-    from dmlfe.projection import write_embeddings
+    from dmlfe.io.embeddings import write_embeddings
 
     rec: dict[str, Any] = {"docs": n_docs, "vocab_size": vocab_size, "ngram_range": [1, ngrams]}
     store = WORK / f"synthetic_{n_docs}.zarr"

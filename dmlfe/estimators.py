@@ -36,13 +36,13 @@ from dmlfe.fit.data import FitData, is_path
 from dmlfe.fit.incremental import Accumulator
 from dmlfe.fit.params import COMMON, N_COMPONENTS
 from dmlfe.fit.plan import DataShape, FitPlan
+from dmlfe.io.model import save_model
 from dmlfe.methods.registry import (
     MethodSpec,
     estimator_methods,
     estimator_names,
     resolve_method,
 )
-from dmlfe.model_files import save_model
 from dmlfe.params import Param, validate
 from dmlfe.projection import project, project_block, projection_operands
 from dmlfe.relation import ship
@@ -391,7 +391,7 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
         """Save the fitted model to the directory ``path`` (JSON + npz, no pickle).
 
-        See :mod:`dmlfe.model_files`; load it with :func:`dmlfe.load_model`.
+        See :mod:`dmlfe.io.model`; load it with :func:`dmlfe.load_model`.
         """
         return save_model(self, path, overwrite=overwrite)
 

@@ -1,10 +1,12 @@
 """Loading saved models, and checking that a store fits a model's feature space.
 
-The format (JSON + npz, never pickle) is described and written by
-:mod:`dmlfe.model_files`; ``estimator.save(path)`` and :func:`save_model` write it.
-Loading never unpickles: the npz is read with ``allow_pickle=False``, the estimator
-class is looked up by name among dmlfe's own estimators, and the files are checked
-against the schema (:func:`dmlfe.model_files.check_model`) before anything is built.
+The format (JSON + npz, never pickle) is described, written, read and restored by
+:mod:`dmlfe.io.model`; ``estimator.save(path)`` and :func:`save_model` write it. This
+module adds what needs the estimator classes (:mod:`dmlfe.estimators`, whose ``save``
+imports the format): :func:`load_model` looks the class up by name among dmlfe's own
+estimators and lets :func:`dmlfe.io.model.restore_model` set its state. Loading never
+unpickles: the npz is read with ``allow_pickle=False``, and the files are checked against
+the schema (:func:`dmlfe.io.model.check_model`) before anything is built.
 """
 
 from __future__ import annotations
@@ -18,19 +20,15 @@ from sklearn.pipeline import Pipeline
 
 from dmlfe.errors import InputError, ModelFormatError
 from dmlfe.estimators import estimator_classes
-from dmlfe.model_files import (
+from dmlfe.io.model import (
     ARRAYS_NPZ,
-    COLUMNS_ARRAY,
-    FITTED_ARRAYS,
     FORMAT_NAME,
     FORMAT_VERSION,
     MODEL_JSON,
-    RELATION_PREFIX,
-    model_params,
     read_model_files,
+    restore_model,
     save_model,
 )
-from dmlfe.relation import RelationMap
 from dmlfe.store import open_store
 
 __all__ = ["ARRAYS_NPZ", "FORMAT_NAME", "FORMAT_VERSION", "MODEL_JSON", "check_compatible",
@@ -81,7 +79,7 @@ def check_compatible(model: Any, store: Any) -> None:
 def load_model(path: str | os.PathLike[str]) -> Any:
     """Load a model written by :func:`save_model`; returns a fitted estimator.
 
-    The files are checked against the schema of :mod:`dmlfe.model_files` and the
+    The files are checked against the schema of :mod:`dmlfe.io.model` and the
     parameters against the estimator class's declarations, so a damaged or tampered
     model is refused rather than loaded (or half-loaded).
 
@@ -95,33 +93,11 @@ def load_model(path: str | os.PathLike[str]) -> Any:
     """
     path = Path(path)
     meta, arrays = read_model_files(path)
-    where = path / MODEL_JSON
     name = meta["estimator"]
     cls = estimator_classes().get(name)
     if cls is None:  # registered methods changed between the check and here
-        raise ModelFormatError(f"{where}: estimator: {name!r} is not one of dmlfe's")
-    est = cls(**model_params(meta, arrays, cls, path))
-    if est._method != meta["method"]:
-        raise ModelFormatError(f"{where}: method: {meta['method']!r} does not match {name} "
-                               f"with these parameters ({est._method!r})")
-
-    # kept as saved: on component_columns, components_ builds the d x D array on first use
-    est._keep_components(arrays["components_"], arrays.get(COLUMNS_ARRAY))
-    for key in FITTED_ARRAYS[1:]:
-        setattr(est, key, arrays[key])
-    for key, value in meta["fitted"].items():
-        setattr(est, key, value)
-    est.route_ = est.route_ or "feature"  # models written before the relation route
-    est.relation_map_, est.prototype_indices_ = None, None
-    if est.relation_ is not None:
-        try:
-            est.relation_map_ = RelationMap.from_arrays(est.relation_, arrays, RELATION_PREFIX)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ModelFormatError(
-                f"{where}: fitted.relation_: the relation route's prototypes cannot be "
-                f"rebuilt from it and {ARRAYS_NPZ} ({' '.join(str(exc).split())})") from None
-        est.prototype_indices_ = arrays.get(RELATION_PREFIX + "prototype_indices")
-    return est
+        raise ModelFormatError(f"{path / MODEL_JSON}: estimator: {name!r} is not one of dmlfe's")
+    return restore_model(cls, meta, arrays, path)
 
 
 def text_pipeline(model: Any, classifier: Any = None,

@@ -6,14 +6,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from dmlfe.classifier_files import PREDICT_CLASSIFIERS, save_classifier
 from dmlfe.cli.outputs import _check_out, _split_text, _unrecorded_warning
 from dmlfe.cluster import client_from_args, positive_int
 from dmlfe.embed import training_classifier
 from dmlfe.estimators import MultiLabelProjection, make_estimator
 from dmlfe.fit.params import COMMON, SELECTIONS
+from dmlfe.io.classifier import PREDICT_CLASSIFIERS, save_classifier
+from dmlfe.io.model import check_model_target
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
-from dmlfe.model_files import check_model_target
 from dmlfe.params import Param, bounds_of, flag_options
 from dmlfe.pipeline.config import ClassifierSpec
 from dmlfe.pipeline.runner import make_classifier

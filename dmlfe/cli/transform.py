@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from dmlfe.classifier_files import PREDICT_CLASSIFIERS, has_classifier, load_classifier
 from dmlfe.cli.fit import _classifier
 from dmlfe.cli.outputs import (
     STDOUT,
@@ -35,10 +34,11 @@ from dmlfe.embed import (
     training_classifier,
 )
 from dmlfe.errors import InputError
+from dmlfe.io.classifier import PREDICT_CLASSIFIERS, has_classifier, load_classifier
+from dmlfe.io.embeddings import embedding_obs, write_embeddings
 from dmlfe.metrics import metric_report
 from dmlfe.model_io import load_model, text_pipeline
 from dmlfe.pipeline.config import CLASSIFIERS, METRICS
-from dmlfe.projection import embedding_obs, write_embeddings
 
 
 def cmd_transform(args: argparse.Namespace) -> int:

@@ -4,10 +4,10 @@ A :class:`ClassifierDeclaration` gives a classifier's name (as the pipeline's
 ``classifiers:`` entries, ``dmlfe fit --classifier`` and ``dmlfe predict --classifier``
 spell it), its class, the pipeline's default parameters, and whether ``dmlfe fit
 --classifier`` saves it for ``dmlfe predict``. The pipeline configuration and runner
-(:mod:`dmlfe.pipeline`), the saved classifier files (:mod:`dmlfe.classifier_files`) and
+(:mod:`dmlfe.pipeline`), the saved classifier files (:mod:`dmlfe.io.classifier`) and
 the command line read it.
 
-The saved form is the same for every classifier (:mod:`dmlfe.classifier_files`): its
+The saved form is the same for every classifier (:mod:`dmlfe.io.classifier`): its
 constructor parameters and fitted scalars in JSON, its fitted arrays in npz, loaded by
 building the registered class -- so a classifier whose fitted state is arrays and JSON
 scalars needs nothing more than its declaration.

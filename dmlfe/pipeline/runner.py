@@ -34,6 +34,7 @@ import scipy.sparse as sp
 from dmlfe.estimators import make_estimator
 from dmlfe.evaluation.registry import get_classifier
 from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, ingest
+from dmlfe.io.embeddings import embedding_obs, read_embeddings, write_embeddings
 from dmlfe.metrics import metric_report
 from dmlfe.model_io import load_model
 from dmlfe.pipeline.cache import StageCache, stage_key, to_json, write_json_atomic
@@ -47,7 +48,6 @@ from dmlfe.pipeline.config import (
 )
 from dmlfe.pipeline.report import write_report
 from dmlfe.pipeline.splits import split_roles
-from dmlfe.projection import embedding_obs, read_embeddings, write_embeddings
 from dmlfe.store import open_store
 
 

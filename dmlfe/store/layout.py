@@ -18,6 +18,10 @@ A store is one zarr v3 group laid out the way anndata lays out an ``AnnData``, s
 root attrs ``dmlfe``         dmlfe's own metadata; ``complete: true`` is written last
 ===========================  ==========================================================
 
+The embeddings that ``dmlfe transform`` writes (:mod:`dmlfe.io.embeddings`) are an
+``AnnData`` too, with the same ``obs``, ``obsm/Y``, ``uns/label_names`` and an empty
+``var``: :func:`create_anndata` writes that skeleton for both.
+
 Stores without feature names (hashing stores, up to 2**24 features) get the feature
 numbers 0..D-1 as an integer ``var`` index instead: about 100 kB on disk for 2**24
 features (bit-shuffled blosc/zstd) and well under a second to write, and anndata still
@@ -30,9 +34,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import zarr
 from zarr.codecs import BloscCodec, ZstdCodec
 
 FORMAT_NAME = "dmlfe-store"
@@ -147,3 +154,88 @@ def dir_size(path: Path) -> int:
         if p.is_file():
             total += p.stat().st_size
     return total
+
+
+# --------------------------------------------------------------------------- #
+# The AnnData skeleton, shared by the store and the embeddings
+# --------------------------------------------------------------------------- #
+def new_array(group: zarr.Group, name: str, shape: tuple, chunks: tuple, dtype: Any,
+              attributes: dict | None = None, fill_value: Any = None) -> zarr.Array:
+    """A new array of a dmlfe zarr: the zstd codec (:func:`compressor`), no sharding."""
+    return group.create_array(name, shape=shape, chunks=chunks, dtype=dtype,
+                              compressors=compressor(), shards=None,
+                              attributes=attributes or {}, fill_value=fill_value)
+
+
+@dataclass(frozen=True)
+class AnnDataGroups:
+    """The groups and the per-document arrays :func:`create_anndata` made (still empty).
+
+    ``codes`` (``obs/split/codes``) is None without a split, ``labels`` (``obsm/Y``)
+    None without labels; ``columns`` maps each further obs column to its array.
+    """
+
+    root: zarr.Group
+    obs: zarr.Group
+    obsm: zarr.Group
+    uns: zarr.Group
+    var: zarr.Group
+    index: zarr.Array
+    codes: zarr.Array | None
+    labels: zarr.Array | None
+    columns: dict[str, zarr.Array]
+    var_index: zarr.Array
+
+
+def create_anndata(path: str | Path, *, n: int, chunk_rows: int,
+                   categories: Sequence[str] | None = None,
+                   obs_columns: Sequence[str] = (),
+                   label_names: Sequence[str] | None = None,
+                   n_features: int = 0, named_features: bool = True) -> AnnDataGroups:
+    """A new zarr v3 group at ``path`` laid out as an ``AnnData`` of ``n`` documents.
+
+    Writes the encodings of every group and the small arrays: ``obs`` (``_index``, the
+    categorical ``split`` when ``categories`` are given, a string column per name in
+    ``obs_columns``), ``obsm`` (``Y``, n x q uint8, when ``label_names`` are given),
+    ``uns`` (``label_names``), ``var`` (an index of ``n_features`` names, or of the
+    feature numbers when not ``named_features``) and the empty groups anndata expects.
+    The per-document arrays are chunked by ``chunk_rows`` and left for the caller to
+    fill, as are ``X`` or ``obsm/X_<method>``.
+    """
+    root = zarr.create_group(store=str(path), zarr_format=3, attributes=ANNDATA_ENC)
+    obs = root.create_group("obs", attributes=dataframe_attrs(
+        (["split"] if categories is not None else []) + list(obs_columns)))
+    index = new_array(obs, "_index", (n,), (chunk_rows,), str, STRING_ENC)
+    codes = None
+    if categories is not None:
+        split = obs.create_group("split", attributes=CATEGORICAL_ENC)
+        cats = new_array(split, "categories", (len(categories),),
+                         (max(1, len(categories)),), str, STRING_ENC)
+        if categories:
+            cats[:] = np.array(list(categories), dtype=object)
+        codes = new_array(split, "codes", (n,), (chunk_rows,), codes_dtype(len(categories)),
+                          ARRAY_ENC)
+    columns = {key: new_array(obs, key, (n,), (chunk_rows,), str, STRING_ENC)
+               for key in obs_columns}
+    obsm = root.create_group("obsm", attributes=DICT_ENC)
+    uns = root.create_group("uns", attributes=DICT_ENC)
+    labels = None
+    if label_names is not None:
+        q = len(label_names)
+        labels = new_array(obsm, "Y", (n, q), (chunk_rows, max(q, 1)), np.uint8, ARRAY_ENC)
+        names = new_array(uns, "label_names", (q,), (max(q, 1),), str, STRING_ENC)
+        if q:
+            names[:] = np.array(list(label_names), dtype=object)
+    var = root.create_group("var", attributes=dataframe_attrs([]))
+    chunk = max(1, min(VAR_CHUNK, n_features))
+    if named_features:
+        var_index = new_array(var, "_index", (n_features,), (chunk,), str, STRING_ENC)
+    else:
+        # bit-shuffled consecutive integers compress to almost nothing
+        var_index = var.create_array("_index", shape=(n_features,), chunks=(chunk,),
+                                     dtype=index_dtype(n_features),
+                                     compressors=number_compressor(), shards=None,
+                                     attributes=ARRAY_ENC)
+    for empty in EMPTY_GROUPS:
+        root.create_group(empty, attributes=DICT_ENC)
+    return AnnDataGroups(root, obs, obsm, uns, var, index, codes, labels, columns, var_index)

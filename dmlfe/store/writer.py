@@ -268,14 +268,6 @@ def _spans(bounds: np.ndarray, c0: int, c1: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def _array(g, name: str, shape: tuple, chunks: tuple, dtype, attributes: dict | None = None,
-           fill_value=None) -> zarr.Array:
-    """A new zarr array of a store: the store's codec, no sharding."""
-    return g.create_array(name, shape=shape, chunks=chunks, dtype=dtype,
-                          compressors=F.compressor(), shards=None,
-                          attributes=attributes or {}, fill_value=fill_value)
-
-
 def _fill_tasks(plan: _Plan, root: str, cr: int, idx_dtype: np.dtype, code_dtype: np.dtype,
                 categories: list[str] | None, row_base: int = 0, nnz_base: int = 0,
                 row_start: int = 0, elem_start: int = 0) -> list[tuple]:
@@ -435,50 +427,32 @@ class StoreWriter:
 
         root = str(self.tmp_path)
         cr = self.chunk_rows
-        group = zarr.create_group(store=root, zarr_format=3, attributes=F.ANNDATA_ENC)
-        n, nnz, q = plan.n, plan.nnz, len(plan.label_names)
+        n, nnz = plan.n, plan.nnz
+        skeleton = F.create_anndata(root, n=n, chunk_rows=cr, categories=plan.categories,
+                                    obs_columns=plan.meta_keys, label_names=plan.label_names,
+                                    n_features=plan.n_features,
+                                    named_features=plan.feature_names is not None)
+        group = skeleton.root
         idx_dtype = F.index_dtype(plan.n_features)
         elem_chunk = F.ELEM_CHUNK
-        arr = _array
+        arr = F.new_array
 
         gx = group.create_group("X", attributes={**F.CSR_ENC, "shape": [n, plan.n_features]})
         arr(gx, "data", (nnz,), (elem_chunk,), np.float64)
         arr(gx, "indices", (nnz,), (elem_chunk,), idx_dtype)
         arr(gx, "indptr", (n + 1,), (cr,), np.int64)
-
-        columns = (["split"] if plan.categories is not None else []) + plan.meta_keys
-        gobs = group.create_group("obs", attributes=F.dataframe_attrs(columns))
-        arr(gobs, "_index", (n,), (cr,), str, F.STRING_ENC)
         code_dtype = F.codes_dtype(len(plan.categories or []))
-        if plan.categories is not None:
-            gsplit = gobs.create_group("split", attributes=F.CATEGORICAL_ENC)
-            cats = arr(gsplit, "categories", (len(plan.categories),),
-                       (max(1, len(plan.categories)),), str, F.STRING_ENC)
-            if plan.categories:
-                cats[:] = np.array(plan.categories, dtype=object)
-            arr(gsplit, "codes", (n,), (cr,), code_dtype, F.ARRAY_ENC)
-        for key in plan.meta_keys:
-            arr(gobs, key, (n,), (cr,), str, F.STRING_ENC)
-
-        gobsm = group.create_group("obsm", attributes=F.DICT_ENC)
-        arr(gobsm, "Y", (n, q), (cr, max(q, 1)), np.uint8, F.ARRAY_ENC)
 
         tasks = _fill_tasks(plan, root, cr, idx_dtype, code_dtype, plan.categories)
         written = integrity.merge_entries(_run_tasks(tasks, client))
 
-        _write_var(group, plan, arr)
-        guns = group.create_group("uns", attributes=F.DICT_ENC)
-        names = arr(guns, "label_names", (q,), (max(q, 1),), str, F.STRING_ENC)
-        if q:
-            names[:] = np.array(plan.label_names, dtype=object)
+        _write_var(skeleton.var_index, plan)
         if idf is not None:
             idf = np.asarray(idf, dtype=np.float64)
             if idf.shape != (plan.n_features,):
                 raise ValueError(f"idf has shape {idf.shape}; expected ({plan.n_features},)")
             chunk = max(1, min(F.VAR_CHUNK, plan.n_features))
-            arr(guns, "idf", idf.shape, (chunk,), np.float64, F.ARRAY_ENC)[:] = idf
-        for empty in F.EMPTY_GROUPS:
-            group.create_group(empty, attributes=F.DICT_ENC)
+            arr(skeleton.uns, "idf", idf.shape, (chunk,), np.float64, F.ARRAY_ENC)[:] = idf
         shutil.rmtree(self.tmp_path / "pieces")  # not part of the store (nor its record)
         # per-chunk sizes and CRC-32s: the big arrays' came back from the tasks that wrote
         # them, the small arrays the driver wrote are read back here
@@ -714,12 +688,12 @@ class StoreAppender(StoreWriter):
             columns = ["split"] + list(gobs.attrs["column-order"])
             gobs.attrs["column-order"] = columns
             gsplit = gobs.create_group("split", attributes=F.CATEGORICAL_ENC)
-            _array(gsplit, "codes", (n,), (self.chunk_rows,), F.codes_dtype(len(cats)),
-                   F.ARRAY_ENC, fill_value=-1)
+            F.new_array(gsplit, "codes", (n,), (self.chunk_rows,), F.codes_dtype(len(cats)),
+                        F.ARRAY_ENC, fill_value=-1)
             recreated.add("obs/split/codes")
         shutil.rmtree(self.tmp_path / "obs" / "split" / "categories", ignore_errors=True)
-        _array(group["obs/split"], "categories", (len(cats),), (max(1, len(cats)),), str,
-               F.STRING_ENC)[:] = np.array(cats, dtype=object)
+        F.new_array(group["obs/split"], "categories", (len(cats),), (max(1, len(cats)),),
+                    str, F.STRING_ENC)[:] = np.array(cats, dtype=object)
         recreated.add("obs/split/categories")
         return recreated
 
@@ -801,25 +775,17 @@ def check_store_target(out: Path, overwrite: bool) -> None:
                               "yourself or choose another output path")
 
 
-def _write_var(group, plan: _Plan, arr) -> None:
-    """``var``: feature names, or the feature numbers for stores without names."""
-    gvar = group.create_group("var", attributes=F.dataframe_attrs([]))
+def _write_var(index, plan: _Plan) -> None:
+    """Fill ``var/_index`` (made by :func:`dmlfe.store.layout.create_anndata`): the feature
+    names, or the feature numbers for stores without names."""
     D = plan.n_features
     chunk = max(1, min(F.VAR_CHUNK, D))
-    if plan.feature_names is not None:
-        index = arr(gvar, "_index", (D,), (chunk,), str, F.STRING_ENC)
-    else:
-        num_dtype = F.index_dtype(D)
-        # bit-shuffled consecutive integers compress to almost nothing (~100 kB for 2**24)
-        index = gvar.create_array("_index", shape=(D,), chunks=(chunk,), dtype=num_dtype,
-                                  compressors=F.number_compressor(), shards=None,
-                                  attributes=F.ARRAY_ENC)
     for s0 in range(0, D, chunk):
         s1 = min(s0 + chunk, D)
         if plan.feature_names is not None:
             index[s0:s1] = np.array(plan.feature_names[s0:s1], dtype=object)
         else:
-            index[s0:s1] = np.arange(s0, s1, dtype=num_dtype)
+            index[s0:s1] = np.arange(s0, s1, dtype=F.index_dtype(D))
 
 
 class _Plan:
