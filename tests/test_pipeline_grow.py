@@ -14,30 +14,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import labelled_docs as _docs
 
 from dmlfe.pipeline import run_pipeline
 from dmlfe.pipeline.sources import file_state, plan_update, with_digests
 from dmlfe.projection import read_embeddings
 from dmlfe.store import open_store
 
-LABELS = ["alpha", "beta", "gamma", "delta"]
-WORDS = [f"w{i:03d}" for i in range(300)]
 # idf learned from a split of its own, so that new training and test documents leave a
 # fresh ingest's idf as it was: the append is then exactly a fresh ingest
 OPTIONS = {"vectorizer": "hashing", "n_features": 512, "fit_split": "vocab", "id_field": "id"}
-
-
-def _docs(seed: int, n: int, start: int, split: str) -> list[dict]:
-    rng = np.random.default_rng(seed)
-    p = 1.0 / np.arange(1, len(WORDS) + 1)
-    p /= p.sum()
-    out = []
-    for k in range(n):
-        words = rng.choice(WORDS, size=int(rng.integers(3, 30)), p=p)
-        labs = sorted(rng.choice(LABELS, size=int(rng.integers(1, 3)), replace=False).tolist())
-        out.append({"id": f"d{start + k}", "text": " ".join(words), "labels": labs,
-                    "split": split})
-    return out
 
 
 def _lines(docs: list[dict]) -> str:

@@ -2,7 +2,9 @@
 
 Stages, in order for each data set (see :mod:`dmlfe.pipeline.config`):
 
-* ``ingest``   corpus -> store (skipped for ``store: PATH``);
+* ``ingest``   corpus -> store (skipped for ``store: PATH``); a corpus that grew since
+  is appended to the store instead (:mod:`dmlfe.pipeline.sources`), and the stages
+  after it are keyed again by the store's content once it is up to date;
 * ``split``    the label-stratified parts (``split: {stratified: ...}`` only);
 * ``fit``      one estimator setting on the training documents -> saved model;
 * ``transform`` the model's embeddings of the training/validation/test documents;
