@@ -337,15 +337,16 @@ class PipelineRun:
             update = plan_update(read_record(src.folder), attrs, uuid, src.files,
                                  src.option_files, ds.format or "", ds.options)
         self._say_reingest(ds, update)
-        appended = None
+        appended: list[int] | None = None
+        tail_copy: Path | None = None
         if update.kind == "append":
             paths: list[Any] = list(update.new_files)
             if update.tail is not None:
                 path, start, stop = update.tail
                 # the new bytes as a file of their own; the history names it and the range
-                tail = d / f"{Path(path).name}.bytes-{start}-{stop}"
-                update.copy_tail(tail)
-                paths.insert(0, tail)
+                tail_copy = d / f"{Path(path).name}.bytes-{start}-{stop}"
+                update.copy_tail(tail_copy)
+                paths.insert(0, tail_copy)
             why = vectoriser_change(attrs or {}, ds.format or "", paths)
             if why is not None:
                 grown = update.tail[0] if update.tail is not None else paths[0]
@@ -355,6 +356,8 @@ class PipelineRun:
                 entry = append(out, paths if len(paths) > 1 else paths[0], format=ds.format,
                                client=self.client, progress=self.progress)
                 appended = entry["rows"]
+            if tail_copy is not None:
+                tail_copy.unlink()  # read by the append only
         if update.kind == "ingest":
             source: Any = ds.source
             if source is not None and len(source) == 1:
