@@ -165,11 +165,25 @@ def test_an_edited_or_idf_changing_source_is_ingested_again_with_the_reason(
     assert len(err) == 1 and str(corpus) in err[0], err
     _assert_as_fresh(res, work, corpus, tmp_path, cluster_client)
 
+    # test documents with a label the store does not have: the append refuses them, a
+    # fresh ingest takes them
+    new = _docs(7, 4, 230, "test")
+    new[0]["labels"] = ["epsilon"]
+    with open(corpus, "a") as f:
+        f.write(_lines(new))
+    res, kinds = _run(path, work, cluster_client)
+    rec = _ingest_record(res, work)
+    assert rec["update"] == "ingest" and "append was refused" in rec["reason"]
+    assert "epsilon" in rec["reason"]
+    store = open_store(rec["store"])
+    assert len(store.history()) == 1 and "epsilon" in list(store.label_names)
+    capsys.readouterr()
+
     # the first line edited (same length), then lines appended: not a growth
     text = corpus.read_text()
     edited = text.replace('"id": "d0"', '"id": "e0"', 1)
     assert len(edited) == len(text) and edited != text
-    corpus.write_text(edited + _lines(_docs(6, 5, 230, "test")))
+    corpus.write_text(edited + _lines(_docs(6, 5, 240, "test")))
     res, kinds = _run(path, work, cluster_client)
     rec = _ingest_record(res, work)
     assert rec["update"] == "ingest" and "was edited within its first" in rec["reason"]

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from dmlfe.errors import DataFormatError, InputError
 from dmlfe.estimators import make_estimator
 from dmlfe.evaluation.registry import get_classifier
 from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, append, ingest
@@ -347,15 +348,21 @@ class PipelineRun:
                 tail_copy = d / f"{Path(path).name}.bytes-{start}-{stop}"
                 update.copy_tail(tail_copy)
                 paths.insert(0, tail_copy)
+            grown = update.tail[0] if update.tail is not None else paths[0]
             why = vectoriser_change(attrs or {}, ds.format or "", paths)
+            if why is None:
+                try:
+                    entry = append(out, paths if len(paths) > 1 else paths[0],
+                                   format=ds.format, client=self.client,
+                                   progress=self.progress)
+                    appended = entry["rows"]
+                except (InputError, DataFormatError) as exc:
+                    # the store is as it was (an append is atomic); a fresh ingest takes
+                    # what an append refuses (a new label), or names the bad line
+                    why = f"the append was refused ({exc})"
             if why is not None:
-                grown = update.tail[0] if update.tail is not None else paths[0]
                 update = SourceUpdate("ingest", f"{grown} grew, but {why}")
                 self._say_reingest(ds, update)
-            else:
-                entry = append(out, paths if len(paths) > 1 else paths[0], format=ds.format,
-                               client=self.client, progress=self.progress)
-                appended = entry["rows"]
             if tail_copy is not None:
                 tail_copy.unlink()  # read by the append only
         if update.kind == "ingest":

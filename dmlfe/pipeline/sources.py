@@ -14,8 +14,8 @@ store's uuid right after). On the next run the files are compared with the recor
   the store's reader options), so the stages downstream rerun only as the store's new
   fingerprint requires;
 * anything else (a file edited, truncated, removed or reordered; a label file changed;
-  a growth an append cannot reproduce exactly): the corpus is ingested again, and the
-  run says why in one line.
+  a growth an append cannot reproduce exactly, or one :func:`dmlfe.append` refuses): the
+  corpus is ingested again, and the run says why in one line.
 
 An append must give the store a fresh ingest of the grown files would give, so it is
 refused (and the corpus ingested again) where it would not: new text documents in the
