@@ -159,3 +159,26 @@ def low_rank_psd(m: int, rank: int, decay: float, seed: int = 0):
     rng = np.random.default_rng(seed)
     F = rng.normal(size=(m, rank)) * decay ** np.arange(rank)
     return F @ F.T
+
+
+#: Label and word sets of :func:`labelled_docs`.
+DOC_LABELS = ["alpha", "beta", "gamma", "delta"]
+DOC_WORDS = [f"w{i:03d}" for i in range(300)]
+
+
+def labelled_docs(seed: int, n: int, start: int, split: str) -> list[dict]:
+    """``n`` JSON Lines records (``id`` d<start>.., Zipf-distributed words, one or two
+    labels, ``split``), the same for the same seed."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, len(DOC_WORDS) + 1)
+    p /= p.sum()
+    out = []
+    for k in range(n):
+        words = rng.choice(DOC_WORDS, size=int(rng.integers(3, 30)), p=p)
+        labs = sorted(rng.choice(DOC_LABELS, size=int(rng.integers(1, 3)),
+                                 replace=False).tolist())
+        out.append({"id": f"d{start + k}", "text": " ".join(words), "labels": labs,
+                    "split": split})
+    return out

@@ -12,27 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import labelled_docs as _docs
 
 import dmlfe
 from dmlfe.stats.cache import load_or_compute_stats
 from dmlfe.store import open_store
 
-LABELS = ["alpha", "beta", "gamma", "delta"]
-WORDS = [f"w{i:03d}" for i in range(300)]
 APPEND = {"id_field": "id", "split_field": "split"}
-
-
-def _docs(seed: int, n: int, start: int, split: str) -> list[dict]:
-    rng = np.random.default_rng(seed)
-    p = 1.0 / np.arange(1, len(WORDS) + 1)
-    p /= p.sum()
-    out = []
-    for k in range(n):
-        words = rng.choice(WORDS, size=int(rng.integers(3, 30)), p=p)
-        labs = sorted(rng.choice(LABELS, size=int(rng.integers(1, 3)), replace=False).tolist())
-        out.append({"id": f"d{start + k}", "text": " ".join(words), "labels": labs,
-                    "split": split})
-    return out
 
 
 def _write(path: Path, docs: list[dict]) -> Path:

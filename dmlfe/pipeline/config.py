@@ -138,7 +138,9 @@ PIPELINE_KEYS: dict[str, tuple[KeyDoc, ...]] = {
                + ", ".join(reader_names())),
         KeyDoc("source", "path or list of paths", "required unless ``store`` or "
                "synthetic", "the corpus file(s), relative to ``data_dir``; MULAN/MEKA "
-               "files name their split (``Corel5k-train-sparse.arff``: train)"),
+               "files name their split (``Corel5k-train-sparse.arff``: train); new "
+               "lines or files are appended to the pipeline's store (see the "
+               "incremental page)"),
         KeyDoc("options", "mapping", "{}", "ingest options of the format (see "
                "``datasets[i].options``)"),
         KeyDoc("chunk_rows", "integer", "10000", "documents per store chunk"),

@@ -2,7 +2,9 @@
 
 Stages, in order for each data set (see :mod:`dmlfe.pipeline.config`):
 
-* ``ingest``   corpus -> store (skipped for ``store: PATH``);
+* ``ingest``   corpus -> store (skipped for ``store: PATH``); a corpus that grew since
+  is appended to the store instead (:mod:`dmlfe.pipeline.sources`), and the stages
+  after it are keyed again by the store's content once it is up to date;
 * ``split``    the label-stratified parts (``split: {stratified: ...}`` only);
 * ``fit``      one estimator setting on the training documents -> saved model;
 * ``transform`` the model's embeddings of the training/validation/test documents;
@@ -31,13 +33,14 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from dmlfe.errors import DataFormatError, InputError
 from dmlfe.estimators import make_estimator
 from dmlfe.evaluation.registry import get_classifier
-from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, ingest
+from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, append, ingest
 from dmlfe.io.embeddings import embedding_obs, read_embeddings, write_embeddings
 from dmlfe.metrics import metric_report
 from dmlfe.model_io import load_model
-from dmlfe.pipeline.cache import StageCache, stage_key, to_json, write_json_atomic
+from dmlfe.pipeline.cache import RECORD, StageCache, stage_key, to_json, write_json_atomic
 from dmlfe.pipeline.config import (
     ClassifierSpec,
     DatasetSpec,
@@ -47,6 +50,15 @@ from dmlfe.pipeline.config import (
     load_config,
 )
 from dmlfe.pipeline.report import write_report
+from dmlfe.pipeline.sources import (
+    SourceUpdate,
+    file_state,
+    plan_update,
+    read_record,
+    same_cheaply,
+    vectoriser_change,
+    write_record,
+)
 from dmlfe.pipeline.splits import split_roles
 from dmlfe.store import open_store
 
@@ -130,6 +142,7 @@ class PipelineRun:
         self._views: dict[str, dict[str, Any]] = {}
         self._labels: dict[tuple[str, str], np.ndarray] = {}
         self._raw: dict[tuple[str, str], Any] = {}
+        self._indices: dict[str, int] = {}
 
     # ------------------------------------------------------------------ plan
     def plan(self) -> list[Stage]:
@@ -152,41 +165,83 @@ class PipelineRun:
         return stages
 
     def _plan_dataset(self, i: int, ds: DatasetSpec) -> list[Stage]:
-        stages: list[Stage] = []
         if ds.store is not None:
             try:
                 store = open_store(ds.store)
             except (FileNotFoundError, ValueError) as exc:
                 raise PipelineConfigError(f"{self.cfg.path}: datasets[{i}].store: {exc}") from None
-            data_key = stage_key("store", store.fingerprint)
             self._stores[ds.name] = Path(ds.store)
+            return self._plan_downstream(i, ds, *self._store_keys(i, ds, store))
+        src = self._source_files(i, ds)
+        self._stores[ds.name] = src.folder / "store.zarr"
+        self._indices[ds.name] = i
+        stage = Stage("ingest", src.key, f"{ds.name}",
+                      lambda d, ds=ds, src=src: self._ingest(ds, src, d), {"dataset": ds.name})
+        if self.cache.done("ingest", src.key) and not self.fresh:
+            keys = self._store_keys(i, ds, self._store(ds))
         else:
-            sources = []
-            for p in (ds.source or []) + [v for k, v in ds.options.items() if k == "labels"]:
-                if not Path(p).exists():
-                    raise FileNotFoundError(
-                        f"{self.cfg.path}: datasets[{i}] ({ds.name}): {p} not found; set "
-                        "DMLFE_DATA or the pipeline's data_dir to the folder of the corpora")
-                sources.append({"path": p, "bytes": _size(Path(p))})
-            conf = {"format": ds.format, "sources": sources, "options": ds.options,
-                    "chunk_rows": ds.chunk_rows}
-            data_key = stage_key("ingest", conf)
-            self._stores[ds.name] = self.cache.dir("ingest", data_key) / "store.zarr"
-            stages.append(Stage("ingest", data_key, f"{ds.name}",
-                                lambda d, ds=ds: self._ingest(ds, d), {"dataset": ds.name}))
+            # provisional keys: the stages after the ingest are planned again once the
+            # store is up to date (execute), keyed by its content as for ``store: PATH``
+            keys = (src.key, None)
+        return [stage] + self._plan_downstream(i, ds, *keys)
+
+    def _source_files(self, i: int, ds: DatasetSpec) -> SourceFiles:
+        """The source files of a data set, the folder of its store and its ingest key."""
+        paths = list(ds.source or [])
+        opt_paths = [v for k, v in ds.options.items() if k == "labels"]
+        for p in paths + opt_paths:
+            if not Path(p).exists():
+                raise FileNotFoundError(
+                    f"{self.cfg.path}: datasets[{i}] ({ds.name}): {p} not found; set "
+                    "DMLFE_DATA or the pipeline's data_dir to the folder of the corpora")
+        files = [file_state(p) for p in paths]
+        option_files = [file_state(p) for p in opt_paths]
+        # the store's folder is named by the source's identity, not its content, so that
+        # a grown corpus is appended to the store (and its statistics cache) in place
+        conf = {"format": ds.format, "sources": paths, "options": ds.options,
+                "chunk_rows": ds.chunk_rows}
+        folder = self.cache.dir("source", stage_key("source", conf))
+        key = stage_key("ingest", {**conf, "files": files, "option_files": option_files})
+        if self.cache.done("ingest", key):
+            record = read_record(folder)
+            try:
+                current = open_store(folder / "store.zarr").fingerprint["uuid"]
+            except (FileNotFoundError, ValueError):
+                current = None
+            if record is None or record.get("store_uuid") != current \
+                    or not same_cheaply(record.get("files", []), files):
+                # the files are back to a state ingested before, but the store has moved on
+                (self.cache.dir("ingest", key) / RECORD).unlink()
+        return SourceFiles(folder, key, files, option_files)
+
+    def _store_keys(self, i: int, ds: DatasetSpec, store: Any) -> tuple[str, str | None]:
+        """The keys of a data set's content and of its training documents (None: the
+        split's key stands for them)."""
+        def identity(fingerprint: dict[str, Any]) -> dict[str, Any]:
+            # a store of the work folder is known by its uuid, wherever the folder is moved
+            if ds.store is None:
+                return {k: v for k, v in fingerprint.items() if k != "path"}
+            return fingerprint
+
+        data_key = stage_key("store", identity(store.fingerprint))
+        if ds.split.by != "store":
+            return data_key, None
+        try:
+            train = store.subset(ds.split.roles["train"])
+        except ValueError as exc:
+            raise PipelineConfigError(f"{self.cfg.path}: datasets[{i}].split: {exc}") from None
+        return data_key, stage_key("train", {"data": identity(train.content_fingerprint),
+                                             "split": ds.split.to_dict()})
+
+    def _plan_downstream(self, i: int, ds: DatasetSpec, data_key: str,
+                         train_key: str | None) -> list[Stage]:
+        """The stages after the ingest: split, select, fit, transform, classify."""
+        stages: list[Stage] = []
         split_key = stage_key("split", ds.split.to_dict(), [data_key])
         self._split_keys[ds.name] = split_key
         # a fit reads the training documents only: keyed by them, an append of test
-        # documents (dmlfe ingest --append) leaves the fit stages cached
-        train_key = split_key
-        if ds.store is not None and ds.split.by == "store":
-            try:
-                train = store.subset(ds.split.roles["train"])
-            except ValueError as exc:
-                raise PipelineConfigError(f"{self.cfg.path}: datasets[{i}].split: {exc}"
-                                          ) from None
-            train_key = stage_key("train", {"data": train.content_fingerprint,
-                                            "split": ds.split.to_dict()})
+        # documents (dmlfe ingest --append, a grown source) leaves the fit stages cached
+        train_key = train_key or split_key
         if ds.split.by == "stratified":
             stages.append(Stage("split", split_key, f"{ds.name} stratified",
                                 lambda d, ds=ds: self._split(ds, d), {"dataset": ds.name}))
@@ -270,17 +325,67 @@ class PipelineRun:
         return self._raw[(ds.name, role)]
 
     # ------------------------------------------------------------------ stage actions
-    def _ingest(self, ds: DatasetSpec, d: Path) -> dict[str, Any]:
-        src: Any = ds.source
-        if src is not None and len(src) == 1:
-            src = src[0]
-        out = ingest(src, format=ds.format, out=d / "store.zarr",
-                     chunk_rows=ds.chunk_rows or DEFAULT_CHUNK_ROWS, client=self.client,
-                     overwrite=True, progress=self.progress, **ds.options)
-        info = open_store(out).info()
+    def _ingest(self, ds: DatasetSpec, src: SourceFiles, d: Path) -> dict[str, Any]:
+        out = src.folder / "store.zarr"
+        try:
+            store = open_store(out)
+            attrs, uuid = store.attrs, store.fingerprint["uuid"]
+        except (FileNotFoundError, ValueError):
+            attrs = uuid = None
+        if self.fresh:
+            update = SourceUpdate("ingest")
+        else:
+            update = plan_update(read_record(src.folder), attrs, uuid, src.files,
+                                 src.option_files, ds.format or "", ds.options)
+        self._say_reingest(ds, update)
+        appended: list[int] | None = None
+        tail_copy: Path | None = None
+        if update.kind == "append":
+            paths: list[Any] = list(update.new_files)
+            if update.tail is not None:
+                path, start, stop = update.tail
+                # the new bytes as a file of their own; the history names it and the range
+                tail_copy = d / f"{Path(path).name}.bytes-{start}-{stop}"
+                update.copy_tail(tail_copy)
+                paths.insert(0, tail_copy)
+            grown = update.tail[0] if update.tail is not None else paths[0]
+            why = vectoriser_change(attrs or {}, ds.format or "", paths)
+            if why is None:
+                try:
+                    entry = append(out, paths if len(paths) > 1 else paths[0],
+                                   format=ds.format, client=self.client,
+                                   progress=self.progress)
+                    appended = entry["rows"]
+                except (InputError, DataFormatError) as exc:
+                    # the store is as it was (an append is atomic); a fresh ingest takes
+                    # what an append refuses (a new label), or names the bad line
+                    why = f"the append was refused ({exc})"
+            if why is not None:
+                update = SourceUpdate("ingest", f"{grown} grew, but {why}")
+                self._say_reingest(ds, update)
+            if tail_copy is not None:
+                tail_copy.unlink()  # read by the append only
+        if update.kind == "ingest":
+            source: Any = ds.source
+            if source is not None and len(source) == 1:
+                source = source[0]
+            src.folder.mkdir(parents=True, exist_ok=True)
+            ingest(source, format=ds.format, out=out,
+                   chunk_rows=ds.chunk_rows or DEFAULT_CHUNK_ROWS, client=self.client,
+                   overwrite=True, progress=self.progress, **ds.options)
+        store = open_store(out)
+        write_record(src.folder, update.files or src.files, src.option_files,
+                     store.fingerprint["uuid"])
+        info = store.info()
         keep = ("shape", "nnz", "n_labels", "labels", "splits", "docs_without_labels",
                 "empty_docs", "features")
-        return {"store": "store.zarr", "info": {k: info[k] for k in keep}}
+        return {"store": str(out), "update": update.kind, "reason": update.reason,
+                "appended_rows": appended, "info": {k: info[k] for k in keep}}
+
+    def _say_reingest(self, ds: DatasetSpec, update: SourceUpdate) -> None:
+        if update.reason is not None and self.progress:
+            print(f"[dmlfe run] {ds.name}: ingesting the whole corpus again: {update.reason}",
+                  file=sys.stderr, flush=True)
 
     def _split(self, ds: DatasetSpec, d: Path) -> dict[str, Any]:
         store = self._store(ds)
@@ -371,6 +476,17 @@ class PipelineRun:
         return {"n_train": int(Xtr.shape[0]), "n_features": int(Xtr.shape[1]),
                 "fit": info, **curves, "seconds": round(time.perf_counter() - t0, 3)}
 
+    def _replan(self, stages: list[Stage], after: int, dataset: str) -> None:
+        """Key the stages after a data set's ingest (``stages[after:]``) by its store as
+        it now is: same stages, so the plan's length and order do not change."""
+        i = self._indices[dataset]
+        ds = self.cfg.datasets[i]
+        self._views.pop(ds.name, None)
+        new = self._plan_downstream(i, ds, *self._store_keys(i, ds, self._store(ds)))
+        old = stages[after:after + len(new)]
+        assert [s.kind for s in old] == [s.kind for s in new], "replanned stages differ"
+        stages[after:after + len(new)] = new
+
     # ------------------------------------------------------------------ run
     def execute(self, stages: list[Stage]) -> list[tuple[Stage, StageRun, dict[str, Any]]]:
         done = []
@@ -389,6 +505,8 @@ class PipelineRun:
                           "meta": to_json(st.meta), **record}
                 self.cache.finish(st.kind, st.key, record)
                 status = "ran"
+                if st.kind == "ingest":
+                    self._replan(stages, i, st.meta["dataset"])
             secs = time.perf_counter() - t0
             if self.progress:
                 how = "cached" if status == "cached" else f"ran in {secs:.1f} s"
@@ -399,10 +517,14 @@ class PipelineRun:
         return done
 
 
-def _size(p: Path) -> int:
-    if p.is_file():
-        return p.stat().st_size
-    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+@dataclass
+class SourceFiles:
+    """A data set's corpus: its store's folder, its ingest stage key, the file states."""
+
+    folder: Path
+    key: str
+    files: list[dict[str, Any]]
+    option_files: list[dict[str, Any]]
 
 
 def _current_report(report_dir: Path, plan_key: str) -> dict[str, Any] | None:
