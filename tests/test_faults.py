@@ -114,7 +114,7 @@ def _rewrite(npz: Path, js: Path, change) -> Path:
         np.savez(f, **arrays)
     meta = json.loads(js.read_text())
     meta["arrays"] = {k: list(a.shape) for k, a in arrays.items()}
-    meta["sha256"] = stats_cache._digest(arrays)
+    meta["sha256"] = stats_cache.arrays_digest(arrays)
     js.write_text(json.dumps(meta))
     return npz
 

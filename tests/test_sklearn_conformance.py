@@ -47,7 +47,10 @@ def test_sklearn_estimator_checks(estimator, check):
 def test_every_public_estimator_is_checked():
     assert {"PCA", "MVMD", "KernelMDDM", "MOPE", "HSL"} <= set(PROJECTIONS)
     checked = {type(c).__name__ for c in CLASSIFIERS}
-    assert checked | set(NOT_YET_CHECKED) == set(dmlfe.evaluation.__all__)
+    classes = {name for name in dmlfe.evaluation.__all__
+               if isinstance(getattr(dmlfe.evaluation, name), type)
+               and issubclass(getattr(dmlfe.evaluation, name), BaseEstimator)}
+    assert checked | set(NOT_YET_CHECKED) == classes
     assert not checked & set(NOT_YET_CHECKED)
     selectors = {name for name in dmlfe.selection.__all__
                  if isinstance(getattr(dmlfe.selection, name), type)
