@@ -349,9 +349,25 @@ def _workers_table(rows: list[dict]) -> list[str]:
                         "speed-up over 1 worker", "passes", "``max_residual_``"], body)
 
 
+def _refits_table(rows: list[dict]) -> list[str]:
+    body = []
+    for r in rows:
+        passes = "" if r.get("passes") is None else \
+            f"{r['passes']['warm']} / {r['passes']['fresh']}"
+        body.append([f"``{r['method']}``", r["store"], _seconds(r["refit_seconds"]),
+                     _seconds(r["fresh_seconds"]),
+                     f"{r['refit_seconds'] / r['fresh_seconds']:.2f}",
+                     f"{r['rows_read']['refit']:,} / {r['rows_read']['fresh']:,}", passes,
+                     f"{r['eigenvalues_max_rel_diff']:.1e}"])
+    return _list_table(["fit", "store", "refit (s)", "fresh fit (s)", "refit / fresh",
+                        "rows read, refit / fresh", "passes, refit / fresh",
+                        "eigenvalues' largest relative difference"], body)
+
+
 #: How each ``kind`` of results file is rendered.
 RESULT_TABLES = {"fits": _fits_table, "exactness": _exactness_table,
-                 "stages": _stages_table, "workers": _workers_table}
+                 "stages": _stages_table, "workers": _workers_table,
+                 "refits": _refits_table}
 
 
 class Performance(Directive):
