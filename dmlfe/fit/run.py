@@ -244,7 +244,7 @@ def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: Sufficie
                                  compact=True, Y=data.Y, tiled=tiled, v0=v0,
                                  keep_ritz=keep_ritz, **options)
     return solve_dense(template, plan.n_components, max_components=plan.limits.max_components,
-                       random_state=plan.random_state)
+                       random_state=plan.random_state, compact=True)
 
 
 def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool = False,

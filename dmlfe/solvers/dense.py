@@ -271,27 +271,34 @@ def eigh_generalized(
     return w, flip_signs(V), r
 
 
-def thin_svd(F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _all_rows(U: np.ndarray, rows: np.ndarray, m: int) -> np.ndarray:
+    out = np.zeros((m, U.shape[1]))
+    out[rows] = U
+    return out
+
+
+def thin_svd(F: np.ndarray, compact: bool = False
+             ) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Eigenpairs of F F^T from the thin SVD of F (D x r): U, s^2. Never forms D x D.
 
     A zero row of F (a feature no document uses: hashed text leaves most of 2^20 empty)
     is a zero row of U, exactly; the SVD is taken of the other rows when they are at most
-    half of D (and at least r, so that r pairs come out either way).
+    half of D (and at least r, so that r pairs come out either way). ``compact``: return
+    (s^2, U on those rows, the rows) instead -- rows None when all D are kept -- so that
+    no D x r array is made (:attr:`EigenResult.columns`).
     """
     F = np.asarray(F, dtype=np.float64)
     rows = np.flatnonzero(np.any(F != 0, axis=1))
     if rows.size > F.shape[0] // 2 or rows.size < F.shape[1]:
         U, s, _ = sla.svd(F, full_matrices=False, check_finite=True)
-    else:
-        Us, s, _ = sla.svd(F[rows], full_matrices=False, check_finite=True)
-        # the order and the sign rule on the used rows alone: the zero rows neither
-        # hold a column's largest entry nor move the first of equal ones
-        w, Us = _descending(s * s, Us)
-        U = np.zeros((F.shape[0], Us.shape[1]))
-        U[rows] = flip_signs(Us)
-        return w, U
-    w, U = _descending(s * s, U)
-    return w, flip_signs(U)
+        w, U = _descending(s * s, U)
+        return (w, flip_signs(U), None) if compact else (w, flip_signs(U))
+    Us, s, _ = sla.svd(F[rows], full_matrices=False, check_finite=True)
+    # the order and the sign rule on the used rows alone: the zero rows neither hold a
+    # column's largest entry nor move the first of equal ones
+    w, Us = _descending(s * s, Us)
+    Us = flip_signs(Us)
+    return (w, Us, rows) if compact else (w, _all_rows(Us, rows, F.shape[0]))
 
 
 def _leading(template: TraceTemplate, n_components: int | float, k: int, random_state: int
@@ -461,6 +468,7 @@ def _known_psd(template: TraceTemplate) -> bool:
 def solve_dense(
     template: TraceTemplate, n_components: int | float = DEFAULT_THRESHOLD, *,
     max_components: int | None = None, random_state: int = 0, cap_note: str | None = None,
+    compact: bool = False,
 ) -> EigenResult:
     """Solve a trace template on the driver and choose d.
 
@@ -471,6 +479,8 @@ def solve_dense(
     (:mod:`dmlfe.solvers.leading`): d of them for an int ``n_components``; for a
     threshold as many as it needs (all m at most, ``max_components`` when given), whose
     denominator is then the trace -- or the whole spectrum when A is indefinite.
+    ``compact``: the thin SVD's components on the rows where F is not zero only, named by
+    the result's ``columns`` (a fit's stored components; D x d otherwise).
 
     Raises
     ------
@@ -480,9 +490,14 @@ def solve_dense(
     """
     reg = 0.0
     total = None
+    columns = None
     nc = check_n_components(n_components)
     if template.is_pure_lowrank:
-        w, V = thin_svd(template.lowrank)
+        # the components on the used features only (hashed text: a few percent of D)
+        w, V, columns = thin_svd(template.lowrank, compact=True)
+        if not compact and columns is not None:
+            V = _all_rows(V, columns, template.lowrank.shape[0])
+            columns = None
         solver = "thin_svd"
     elif template.A is None:
         raise ValueError(
@@ -516,4 +531,5 @@ def solve_dense(
         n_passes=0,
         converged=True,
         trace=total,
+        columns=columns,
     )

@@ -138,7 +138,8 @@ class EigenResult:
     columns : ndarray or None
         None: ``components`` has all D rows. Otherwise the sorted columns of X (of D)
         that its rows are; the components are exactly zero on the others (columns no
-        document of the fit uses: the dual and matrix-free routes leave them out).
+        document of the fit uses: the dual and matrix-free routes and the thin SVD leave
+        them out).
     ritz : ndarray or None
         The randomized matrix-free solver's last block of Ritz vectors (D x (k +
         oversampling), on the rows ``columns`` names), when asked for: the warm start of
