@@ -137,3 +137,29 @@ def test_a_store_hashed_to_many_features_extends_its_cache_on_used_rows(tmp_path
                                np.sort(np.linalg.svd(fresh.centred_xty(),
                                                      compute_uv=False) ** 2)[::-1][:2],
                                rtol=1e-10)
+
+
+def test_a_thin_svd_fit_keeps_its_components_on_the_used_features(tmp_path: Path) -> None:
+    """MDDMp on text hashed to 2^16: the fitted components are held on the features the
+    documents use (``EigenResult.columns``), and equal the dense SVD of Xc^T Yc."""
+    rng = np.random.default_rng(8)
+    words = [f"u{i}" for i in range(300)]
+    docs = [{"id": f"d{k}", "text": " ".join(rng.choice(words, size=int(rng.integers(3, 20)))),
+             "labels": sorted(set(rng.choice(["a", "b", "c"], size=2).tolist()))}
+            for k in range(90)]
+    src = tmp_path / "d.jsonl"
+    src.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    store = dmlfe.ingest(src, "jsonl", tmp_path / "s.zarr", vectorizer="hashing",
+                         n_features=2**16, chunk_rows=40, id_field="id")
+    est = dmlfe.MDDM(n_components=2, variant="p", route="feature").fit(str(store))
+    X = open_store(store).X.compute().toarray()
+    Y = open_store(store).Y.compute().astype(float)
+    used = np.flatnonzero((X * X).sum(0))
+    assert est._component_columns is not None
+    np.testing.assert_array_equal(est._component_columns, used)
+    F = (X - X.mean(0)).T @ (Y - Y.mean(0))
+    U, s, _ = np.linalg.svd(F, full_matrices=False)
+    np.testing.assert_allclose(est.eigenvalues_[:2], s[:2] ** 2, rtol=1e-10)
+    np.testing.assert_allclose(est.components_, flip_signs(U[:, :2]).T, atol=1e-10)
+    np.testing.assert_allclose(est.transform(X), (X - X.mean(0)) @ flip_signs(U[:, :2]),
+                               atol=1e-8)
