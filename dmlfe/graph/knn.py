@@ -54,7 +54,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -521,24 +520,17 @@ def _extended_graph(store: Any, params: dict[str, Any], directory: Path, client:
     when it is approximate (NN-descent is run again on all rows: the log says so), or
     when it does not cover the view's rows before the append (a RuntimeWarning)."""
     earlier = earlier_version(store, params, lambda p: _load_graph(directory, p),
-                              "the K-NN graph")
+                              "the K-NN graph", covers=lambda g: g.n)
     if earlier is None:
         return None
-    entry, old = earlier
+    entry, old, tail = earlier
     if not old.exact:
         log.info("the approximate K-NN graph of %s is searched again from all rows after an "
                  "append: NN-descent lists are not extended (knn_search='exact' extends an "
                  "exact graph by the appended rows only)", store.path)
         return None
-    stop = int(entry["rows"][1])
-    new = store.since(stop).n_docs
-    if old.n + new != int(store.X.shape[0]):
-        warnings.warn(f"the K-NN graph saved for {store.path} as of row {stop} covers {old.n} "
-                      f"documents but the view holds {int(store.X.shape[0]) - new} before that "
-                      "row; searching it again from all rows", RuntimeWarning, stacklevel=3)
-        return None
     log.info("K-NN graph of %s: %d saved rows (as of row %d) extended by %d", store.path,
-             old.n, stop, new)
+             old.n, int(entry["rows"][1]), tail.n_docs)
     return extend_graph(old, store.X, client=client, progress=progress)
 
 

@@ -441,20 +441,13 @@ def _extended(store: Store, params: dict[str, Any], cache_dir: Path,
     documents), the earlier entries were saved under other parameters and nothing
     matches: the caller's full pass says so in the log.
     """
-    earlier = _earlier(store, params, lambda p: load_stats(
+    earlier = earlier_version(store, params, lambda p: load_stats(
         cache_dir, p, need_xtx=kwargs["need_xtx"], need_xtwx=kwargs["need_xtwx"]),
-        "statistics")
+        "the statistics", covers=lambda s: s.n)
     if earlier is None:
         return None
-    entry, found = earlier
+    entry, found, tail = earlier
     stop = int(entry["rows"][1])
-    tail = store.since(stop)
-    if found.n + tail.n_docs != store.n_docs:
-        warnings.warn(
-            f"statistics cached for {store.path} as of row {stop} count {found.n} documents "
-            f"but the store holds {store.n_docs - tail.n_docs} of this selection before that "
-            "row; computing them again from all rows", RuntimeWarning, stacklevel=3)
-        return None
     if tail.n_docs == 0:
         found.rows_read = 0
         return found
@@ -649,26 +642,41 @@ def _view_selection(store: Store) -> tuple[Any, dict[str, Any] | None]:
 
 
 def earlier_version(store: Store, params: dict[str, Any], load: Callable[[dict[str, Any]], Any],
-                    what: str) -> tuple[dict[str, Any], Any] | None:
+                    what: str, covers: Callable[[Any], int] | None = None
+                    ) -> tuple[dict[str, Any], Any, Store | None] | None:
     """The newest version of ``store`` before the one ``params["data"]`` names (the view's
     content fingerprint) whose entry ``load(params)`` finds, with ``params`` naming that
-    version's fingerprint instead: (its history entry, the entry); None when no earlier
-    version has one (the log says so when there is one)."""
+    version's fingerprint instead: (its history entry, the entry, the view's rows
+    appended since); None when no earlier version has one (the log says so when there is
+    one).
+
+    ``covers(entry)``, the rows an entry holds (documents of statistics, rows of a Gram
+    or graph): an entry that does not hold exactly the view's rows before the append is
+    not used, and a RuntimeWarning says so. Without it the rows appended since are not
+    looked up (None).
+    """
     entries = store.history()
     prints = [e["fingerprint"] for e in entries]
     current = prints.index(params["data"]) if params["data"] in prints else len(prints) - 1
     for entry in reversed(entries[:current]):
         found = load({**params, "data": entry["fingerprint"]})
-        if found is not None:
-            return entry, found
+        if found is None:
+            continue
+        if covers is None:
+            return entry, found, None
+        stop = int(entry["rows"][1])
+        tail = store.since(stop)
+        if covers(found) + tail.n_docs == store.n_docs:
+            return entry, found, tail
+        warnings.warn(
+            f"{what} cached for {store.path} as of row {stop} covers {covers(found)} "
+            f"documents but the view holds {store.n_docs - tail.n_docs} before that row; "
+            "computing it again from all rows", RuntimeWarning, stacklevel=3)
+        return None
     if current > 0:
         log.info("%s of %s computed from all its rows: none cached for an earlier version "
                  "with the same parameters", what, store.path)
     return None
-
-
-#: The name the statistics and the Gram use (:func:`earlier_version`).
-_earlier = earlier_version
 
 
 def gram_params(store: Store) -> dict[str, Any]:
@@ -815,20 +823,13 @@ def load_or_compute_gram(store: Store, X: Any, *, client: Any = None, progress: 
         log.info("reusing the Gram %s from %s", stats_key(params), directory)
         return np.array(found), 0
     G = None
-    earlier = _earlier(store, params, lambda p: load_gram(directory, p), "the Gram")
+    earlier = earlier_version(store, params, lambda p: load_gram(directory, p), "the Gram",
+                              covers=lambda g: g.shape[0])
     if earlier is not None:
-        entry, old = earlier
-        stop = int(entry["rows"][1])
-        new = store.since(stop).n_docs
-        if old.shape[0] + new == n:
-            G = gram_extended(old, X, client=client, progress=progress)
-            log.info("Gram of %s: %d cached rows (as of row %d) extended by %d", store.path,
-                     old.shape[0], stop, new)
-        else:
-            warnings.warn(
-                f"the Gram cached for {store.path} as of row {stop} covers {old.shape[0]} "
-                f"documents but the view holds {n - new} before that row; computing it "
-                "again from all rows", RuntimeWarning, stacklevel=2)
+        entry, old, tail = earlier
+        G = gram_extended(old, X, client=client, progress=progress)
+        log.info("Gram of %s: %d cached rows (as of row %d) extended by %d", store.path,
+                 old.shape[0], int(entry["rows"][1]), tail.n_docs)
         del old
     if G is None:
         G = gram_matrix(X, client=client, progress=progress)
@@ -896,11 +897,11 @@ def earlier_start(store: Store, method: dict[str, Any],
     does, from random vectors (a refit of the same data gives the same result).
     """
     directory = Path(stats_dir_for(store.path) if cache_dir is None else cache_dir)
-    earlier = _earlier(store, start_params(store, method),
+    earlier = earlier_version(store, start_params(store, method),
                        lambda p: _load_matrix(directory, p, "start", "start block"),
                        "the matrix-free start block")
     if earlier is None:
         return None
-    entry, block = earlier
+    entry, block, _ = earlier
     return np.array(block), (f"components of store version {entry['fingerprint']['uuid']} "
                              f"(rows [0, {int(entry['rows'][1])}))")
