@@ -208,11 +208,16 @@ def add_transform_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentPa
                         "--out r10-test-emb --format parquet")
     pt.add_argument("model", help="a model directory written by dmlfe fit")
     pt.add_argument("store", help="the store whose documents to project")
-    pt.add_argument("--out", required=True, help="the embeddings to write (a directory)")
-    pt.add_argument("--format", choices=["zarr", "parquet"], default="zarr",
-                    help="embeddings format (default zarr)")
+    _add_embeddings_output(pt)
     pt.set_defaults(func=cmd_transform)
     return pt
+
+
+def _add_embeddings_output(p: argparse.ArgumentParser) -> None:
+    """``--out`` and ``--format`` of the commands that write embeddings."""
+    p.add_argument("--out", required=True, help="the embeddings to write (a directory)")
+    p.add_argument("--format", choices=["zarr", "parquet"], default="zarr",
+                   help="embeddings format (default zarr)")
 
 
 def add_embed_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -225,9 +230,7 @@ def add_embed_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
         "written on a cluster only when --scheduler, --cluster or --workers is given.",
         epilog="example: dmlfe embed model/ new.jsonl --out new-emb --format parquet")
     _add_document_flags(pb)
-    pb.add_argument("--out", required=True, help="the embeddings to write (a directory)")
-    pb.add_argument("--format", choices=["zarr", "parquet"], default="zarr",
-                    help="embeddings format (default zarr)")
+    _add_embeddings_output(pb)
     pb.set_defaults(func=cmd_embed)
     return pb
 

@@ -42,7 +42,7 @@ from dmlfe.solvers.leading import (
     leading_pairs,
     lowrank_generalized,
 )
-from dmlfe.solvers.result import EigenResult, flip_signs
+from dmlfe.solvers.result import EigenResult, expand_rows, flip_signs
 
 #: B is "near-singular" when its smallest/largest eigenvalue ratio is below this.
 COND_RTOL = 1e-10
@@ -271,12 +271,6 @@ def eigh_generalized(
     return w, flip_signs(V), r
 
 
-def _all_rows(U: np.ndarray, rows: np.ndarray, m: int) -> np.ndarray:
-    out = np.zeros((m, U.shape[1]))
-    out[rows] = U
-    return out
-
-
 def thin_svd(F: np.ndarray, compact: bool = False
              ) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Eigenpairs of F F^T from the thin SVD of F (D x r): U, s^2. Never forms D x D.
@@ -298,7 +292,7 @@ def thin_svd(F: np.ndarray, compact: bool = False
     # column's largest entry nor move the first of equal ones
     w, Us = _descending(s * s, Us)
     Us = flip_signs(Us)
-    return (w, Us, rows) if compact else (w, _all_rows(Us, rows, F.shape[0]))
+    return (w, Us, rows) if compact else (w, expand_rows(Us, rows, F.shape[0]))
 
 
 def _leading(template: TraceTemplate, n_components: int | float, k: int, random_state: int
@@ -496,7 +490,7 @@ def solve_dense(
         # the components on the used features only (hashed text: a few percent of D)
         w, V, columns = thin_svd(template.lowrank, compact=True)
         if not compact and columns is not None:
-            V = _all_rows(V, columns, template.lowrank.shape[0])
+            V = expand_rows(V, columns, template.lowrank.shape[0])
             columns = None
         solver = "thin_svd"
     elif template.A is None:
