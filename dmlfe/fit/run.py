@@ -247,6 +247,16 @@ def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: Sufficie
                        random_state=plan.random_state, compact=True)
 
 
+def statistics_passes(stats: SufficientStats) -> int:
+    """Passes over the data the statistics step made: 1 when it read every row, 0 when
+    they came from the cache or extended an earlier version's cached statistics by the
+    appended rows only -- reading those is not a pass over X (``rows_read_`` counts
+    them), as a :meth:`~dmlfe.estimators.MultiLabelProjection.partial_fit` block is not."""
+    if stats.from_cache:
+        return 0
+    return 0 if stats.rows_read is not None and stats.rows_read < stats.n else 1
+
+
 def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool = False,
             cache: bool = True, components_dtype: str = "float64",
             stats: SufficientStats | None = None,
@@ -398,7 +408,7 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
     else:
         stats = statistics(plan, data, rmap, client=client, progress=progress, cache=cache,
                            tiled=tiled)
-        data_passes = 0 if stats.from_cache and tiled is None else 1
+        data_passes = 1 if tiled is not None else statistics_passes(stats)
         if tiled is None and stats.rows_read is not None:
             stats_rows = stats.rows_read
         # the dual route builds its templates in the row space (solve_dual_route)
