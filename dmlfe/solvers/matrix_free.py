@@ -396,12 +396,13 @@ class ScatterOperator:
         return raw
 
     def scatter_part(self, V: np.ndarray, AV: np.ndarray) -> np.ndarray | None:
-        """X^T X V from A V (:meth:`finish` undone; a new array): what a later solve on
-        more documents adds the new rows' part to. None when the weight is 0 (A V then
-        holds nothing of X^T X V) or no pass has recorded the column sums yet."""
+        """X^T X V from A V (:meth:`finish` undone, in ``AV``'s memory when it is a
+        float64 array: it is returned): what a later solve on more documents adds the new
+        rows' part to. None when the weight is 0 (A V then holds nothing of X^T X V) or
+        no pass has recorded the column sums yet."""
         if self.xx_coef == 0 or self.n is None:
             return None
-        raw = np.array(AV, dtype=np.float64)
+        raw = np.asarray(AV, dtype=np.float64)
         if self.lowrank is not None:
             _add_rows_product(raw, self.lowrank, -(self.lowrank.T @ V))
         raw /= self.xx_coef
