@@ -89,7 +89,9 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     slot -- the pass, the orthogonalisation, sending and waiting -- and on the driver;
     ``warm_start``: where a warm-started matrix-free solve started from -- the previous
     fit's Ritz vectors or ``components_`` (``warm_start=True``), or the Ritz vectors a fit
-    on the store before its last appends saved beside it; None for the other solvers),
+    on the store before its last appends saved beside it, and whether their saved image
+    X^T X V, with the appended rows' part added, spared the first pass; None for the
+    other solvers),
     ``eigenvalue_total_`` (tr(A), the sum of all eigenvalues, when ``eigenvalues_`` holds
     only the leading ones: the denominator of a threshold and of every cumulative share;
     None when ``eigenvalues_`` is the whole spectrum, whose positive values then sum to
