@@ -22,7 +22,7 @@ import dmlfe
 from dmlfe.estimators import make_estimator
 from dmlfe.solvers import matrix_free
 from dmlfe.solvers.matrix_free import ScatterOperator, randomized_eigsh
-from dmlfe.stats.cache import arrays_digest, stats_dir_for
+from dmlfe.stats.cache import arrays_digest, earlier_start, save_start, saved_start, stats_dir_for
 from dmlfe.store import open_store
 
 WORDS = [f"w{i:03d}" for i in range(400)]
@@ -287,3 +287,28 @@ def test_estimator_warm_start_in_memory() -> None:
         other = make_estimator(method, warm_start=True, **kw).fit(X, Y)
         other.fit(X2[:, :200], Y2)
         assert other.solver_info_ is None
+
+
+def test_saved_start_keeps_the_image_with_its_block(corpus) -> None:
+    """save_start saves the block's image beside it; after an append saved_start returns
+    both and the appended rows; a block saved again without an image is never paired with
+    the earlier block's image."""
+    grown, new = corpus
+    store = open_store(grown)
+    method = {"method": "test", "params": {}, "route": "feature", "centred": True,
+              "n_features": 256}
+    rng = np.random.default_rng(5)
+    block, image = rng.standard_normal((256, 4)), rng.standard_normal((256, 4))
+    save_start(store, method, block, image=image)
+    dmlfe.append(grown, new, **APPEND)
+    saved = saved_start(open_store(grown), method)
+    np.testing.assert_array_equal(saved.block, block)
+    np.testing.assert_array_equal(saved.image, image)
+    assert saved.added.n_docs == N_NEW and f"[0, {N_FIRST})" in saved.note
+    assert earlier_start(open_store(grown), method)[1] == saved.note
+
+    save_start(store, method, block[:, ::-1].copy())  # the same version, another block
+    again = saved_start(open_store(grown), method)
+    np.testing.assert_array_equal(again.block, block[:, ::-1])
+    assert again.image is None and again.added is None
+    assert not list(stats_dir_for(grown).glob("*.startimage.*"))  # the old one went with it

@@ -861,11 +861,13 @@ def start_params(store: Store, method: dict[str, Any]) -> dict[str, Any]:
             "subset": subset, "method": method}
 
 
-def _image_params(params: dict[str, Any], block: np.ndarray) -> dict[str, Any]:
-    """The key of a start block's image: the block's own key and its digest, so that an
-    image is only ever found beside the block it was computed for."""
-    return {**params, "kind": "startimage",
-            "block": arrays_digest({"start": np.ascontiguousarray(block, dtype=np.float64)})}
+def _image_params(params: dict[str, Any], block: np.ndarray | str) -> dict[str, Any]:
+    """The key of a start block's image: the block's own key and its digest (the
+    ``sha256`` of the block's record, or computed from ``block``), so that an image is
+    only ever found beside the block it was computed for."""
+    if not isinstance(block, str):
+        block = arrays_digest({"start": np.ascontiguousarray(block, dtype=np.float64)})
+    return {**params, "kind": "startimage", "block": block}
 
 
 def save_start(store: Store, method: dict[str, Any], block: np.ndarray,
@@ -888,8 +890,16 @@ def save_start(store: Store, method: dict[str, Any], block: np.ndarray,
     directory = Path(stats_dir_for(store.path) if cache_dir is None else cache_dir)
     params = start_params(store, method)
     image_params = _image_params(params, block)
-    for path in (*_matrix_paths(directory, params, "start"),  # a killed save left these
-                 *_matrix_paths(directory, image_params, "startimage")):
+    stale = [*_matrix_paths(directory, params, "start"),  # a killed save left these
+             *_matrix_paths(directory, image_params, "startimage")]
+    try:  # the image of the block this one replaces: of no use without it
+        earlier = json.loads(stale[1].read_text(encoding="utf-8"))["sha256"]
+        for path in _matrix_paths(directory, _image_params(params, str(earlier)),
+                                  "startimage"):
+            path.unlink(missing_ok=True)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    for path in stale:
         try:
             remove_stale(path)
         except OSError:
