@@ -63,8 +63,10 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     ones when they are at most a fifth of an n above
     ``dmlfe.solvers.leading.SUBSET_MIN`` = 256), ``n_components_``, ``mean_`` (training
     feature means; zeros for uncentred methods, whose projection is X P),
-    ``centred_``, ``solver_``, ``n_passes_`` (passes over the data made by this fit:
-    the statistics pass unless ``stats_from_cache_``, plus the solver's: the Gram and
+    ``centred_``, ``solver_``, ``n_passes_`` (passes over the data made by this fit,
+    each reading every row: the statistics pass unless the statistics came from the
+    cache, or from the cache of the store before its last appends extended by the
+    appended rows only (``rows_read_`` counts those), plus the solver's: the Gram and
     map-back passes of the dual route, one per iteration of the matrix-free one; for the
     graph methods the products pass plus the K-NN search's when the graph was searched
     rather than read from the cache beside the store: 1 exact, 3 approximate),
@@ -87,7 +89,9 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     slot -- the pass, the orthogonalisation, sending and waiting -- and on the driver;
     ``warm_start``: where a warm-started matrix-free solve started from -- the previous
     fit's Ritz vectors or ``components_`` (``warm_start=True``), or the Ritz vectors a fit
-    on the store before its last appends saved beside it; None for the other solvers),
+    on the store before its last appends saved beside it, and whether their saved image
+    X^T X V, with the appended rows' part added, spared the first pass; None for the
+    other solvers),
     ``eigenvalue_total_`` (tr(A), the sum of all eigenvalues, when ``eigenvalues_`` holds
     only the leading ones: the denominator of a threshold and of every cumulative share;
     None when ``eigenvalues_`` is the whole spectrum, whose positive values then sum to

@@ -111,6 +111,8 @@ def test_fit_after_append_equals_a_fresh_fit(stores, cluster_client, method, par
     fresh = kind(n_components=3, split=["first", "train"], client=cluster_client,
                  cache=False, **params).fit(str(whole))
     assert refit.rows_read_ == 50 and fresh.rows_read_ == 200
+    # reading the appended rows is no pass over X; the fresh fit's statistics are one
+    assert (refit.n_passes_, fresh.n_passes_) == (0, 1)
     assert refit.n_samples_ == fresh.n_samples_ == 200
     np.testing.assert_allclose(refit.eigenvalues_[:3], fresh.eigenvalues_[:3], rtol=1e-10)
     np.testing.assert_allclose(refit.components_, fresh.components_, atol=1e-8)
@@ -127,7 +129,7 @@ def test_parameters_that_depend_on_every_row_are_recomputed(stores) -> None:
     refit = dmlfe.MLDA(n_components=2, split="train", route="feature").fit(str(grown))
     fresh = dmlfe.MLDA(n_components=2, split=["first", "train"], route="feature",
                        cache=False).fit(str(whole))
-    assert refit.rows_read_ == 200
+    assert refit.rows_read_ == 200 and refit.n_passes_ == 1
     np.testing.assert_allclose(refit.eigenvalues_[:2], fresh.eigenvalues_[:2], rtol=1e-10)
 
 

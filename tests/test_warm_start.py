@@ -1,7 +1,8 @@
 """Issue 34, the matrix-free route's warm start: a refit after a 1 % append starts from
-the Ritz vectors the fit before the append saved beside the store, and takes at most
-half the passes of a fresh fit, to the same accuracy; ``warm_start=True`` starts a fit
-from the previous ``components_``; ``randomized_eigsh(v0=)`` itself.
+the Ritz vectors the fit before the append saved beside the store, with their scatter
+image X^T X V (the appended rows' part added: no pass over X for the start), and takes at
+most half the passes over X of a fresh fit, to the same accuracy; ``warm_start=True``
+starts a fit from the previous ``components_``; ``randomized_eigsh(v0=, av0=)`` itself.
 
 References: eigenvalues and eigenvectors of the dense matrix (numpy ``eigh`` of the
 centred scatter, or the dense solver's fit on the same documents), and a fresh fit (no
@@ -21,6 +22,7 @@ import dmlfe
 from dmlfe.estimators import make_estimator
 from dmlfe.solvers import matrix_free
 from dmlfe.solvers.matrix_free import ScatterOperator, randomized_eigsh
+from dmlfe.stats.cache import arrays_digest, earlier_start, save_start, saved_start, stats_dir_for
 from dmlfe.store import open_store
 
 WORDS = [f"w{i:03d}" for i in range(400)]
@@ -127,6 +129,7 @@ def test_refit_after_append_starts_from_the_saved_block(corpus, cluster_client, 
     for method in methods:
         first = est(method).fit(str(grown))
         assert first.solver_info_ is None or "warm_start" not in first.solver_info_
+    _check_saved_images(grown, n_blocks=len(methods))
     dmlfe.append(grown, new, **APPEND)
     X = open_store(grown).X.compute()
     for method in methods:
@@ -139,10 +142,14 @@ def test_refit_after_append_starts_from_the_saved_block(corpus, cluster_client, 
         note = refit.solver_info_["warm_start"]
         assert note.startswith("components of store version") and \
             f"[0, {N_FIRST})" in note, note
+        assert f"that of the {N_NEW} appended: no pass over X" in note, note
         assert fresh.solver_info_ is None or "warm_start" not in fresh.solver_info_
         assert refit.converged_ and fresh.converged_
-        # the count the issue sets: at most half a fresh fit's passes (the refit's
-        # statistics pass reads the appended rows only; its solver reads every row)
+        # the count the issue sets: at most half a fresh fit's passes over X. The fresh
+        # fit's statistics are one; the refit's read the appended rows only (or come from
+        # the cache, after the first method's refit), as does its start's image, so every
+        # pass it counts is one of the solver's over all rows
+        assert not fresh.stats_from_cache_
         assert refit.n_passes_ <= 0.5 * fresh.n_passes_, (method, refit.n_passes_,
                                                           fresh.n_passes_)
         # a matrix-free solve reads every row, warm or not
@@ -156,6 +163,23 @@ def test_refit_after_append_starts_from_the_saved_block(corpus, cluster_client, 
         Xd = X.toarray()
         rows = np.linalg.norm(Xd - Xd.mean(axis=0), axis=1)
         assert np.all(np.abs(Zr - Zf) <= rows[:, None] * 2 * _vector_bounds(vals)[None, :])
+
+
+def _check_saved_images(store: Path, n_blocks: int) -> None:
+    """Each start block saved beside the store has its image X^T X block beside it (by
+    the block's digest), equal to numpy's product over the store's rows."""
+    X = open_store(store).X.compute().toarray()
+    folder = stats_dir_for(store)
+    blocks = {arrays_digest({"start": np.load(p)}): np.load(p)
+              for p in folder.glob("*.start.npy")}
+    images = [(json.loads(p.with_suffix(".json").read_text())["params"]["block"], np.load(p))
+              for p in folder.glob("*.startimage.npy")]
+    assert len(blocks) == len(images) == n_blocks
+    for digest, image in images:
+        block = blocks[digest]
+        assert image.shape == block.shape == (X.shape[1], K + matrix_free.N_OVERSAMPLES)
+        np.testing.assert_allclose(image, X.T @ (X @ block), rtol=1e-10,
+                                   atol=1e-12 * np.abs(image).max())
 
 
 def test_randomized_eigsh_warm_start_is_as_accurate(monkeypatch) -> None:
@@ -187,6 +211,32 @@ def test_randomized_eigsh_warm_start_is_as_accurate(monkeypatch) -> None:
         # fewer columns than the block: random ones fill it up
         few = randomized_eigsh(ScatterOperator(Xn), K, tol=TOL, v0=before.components[:, :2])
         assert few.converged and np.all(np.abs(few.eigenvalues - ref) < TOL * ref[0])
+
+        # the start's image from the saved scatter part plus the new rows' part: the same
+        # iteration as from v0 alone, one pass fewer
+        V = before.ritz
+        old = ScatterOperator(X)
+        old.known_sums(X.shape[0], np.asarray(X.sum(axis=0)).ravel(),
+                       float(X.multiply(X).sum()))
+        scatter = old.scatter_part(V, before.ritz_image)
+        Xd = X.toarray()
+        np.testing.assert_allclose(scatter, Xd.T @ (Xd @ V), rtol=1e-10,
+                                   atol=1e-12 * np.abs(scatter).max())
+        new = Xn[X.shape[0]:]
+        op = ScatterOperator(Xn)
+        op.known_sums(Xn.shape[0], np.asarray(Xn.sum(axis=0)).ravel(),
+                      float(Xn.multiply(Xn).sum()))
+        av0 = op.finish(V, scatter + new.T @ (new @ V))
+        np.testing.assert_allclose(av0, (Xc.T @ (Xc @ V)), rtol=1e-10,
+                                   atol=1e-12 * np.abs(av0).max())
+        imaged = randomized_eigsh(op, K, tol=TOL, v0=V, av0=av0)
+        assert imaged.info["start_image"] and not warm.info["start_image"]
+        assert imaged.converged and imaged.n_passes == warm.n_passes - 1
+        assert imaged.residuals.max() <= TOL * imaged.eigenvalues[0]
+        np.testing.assert_array_less(np.abs(imaged.eigenvalues - ref), TOL * ref[0])
+        # narrower than the block: random columns, whose image is unknown
+        assert not randomized_eigsh(ScatterOperator(Xn), K, tol=TOL, v0=V[:, :3],
+                                    av0=av0[:, :3]).info["start_image"]
     with pytest.raises(ValueError, match="v0 has 5 rows"):
         randomized_eigsh(ScatterOperator(Xn), K, v0=np.ones((5, 2)))
 
@@ -237,3 +287,28 @@ def test_estimator_warm_start_in_memory() -> None:
         other = make_estimator(method, warm_start=True, **kw).fit(X, Y)
         other.fit(X2[:, :200], Y2)
         assert other.solver_info_ is None
+
+
+def test_saved_start_keeps_the_image_with_its_block(corpus) -> None:
+    """save_start saves the block's image beside it; after an append saved_start returns
+    both and the appended rows; a block saved again without an image is never paired with
+    the earlier block's image."""
+    grown, new = corpus
+    store = open_store(grown)
+    method = {"method": "test", "params": {}, "route": "feature", "centred": True,
+              "n_features": 256}
+    rng = np.random.default_rng(5)
+    block, image = rng.standard_normal((256, 4)), rng.standard_normal((256, 4))
+    save_start(store, method, block, image=image)
+    dmlfe.append(grown, new, **APPEND)
+    saved = saved_start(open_store(grown), method)
+    np.testing.assert_array_equal(saved.block, block)
+    np.testing.assert_array_equal(saved.image, image)
+    assert saved.added.n_docs == N_NEW and f"[0, {N_FIRST})" in saved.note
+    assert earlier_start(open_store(grown), method)[1] == saved.note
+
+    save_start(store, method, block[:, ::-1].copy())  # the same version, another block
+    again = saved_start(open_store(grown), method)
+    np.testing.assert_array_equal(again.block, block[:, ::-1])
+    assert again.image is None and again.added is None
+    assert not list(stats_dir_for(grown).glob("*.startimage.*"))  # the old one went with it

@@ -38,7 +38,7 @@ from dmlfe.solvers.krylov import block_width
 from dmlfe.solvers.matrix_free import solve_matrix_free
 from dmlfe.solvers.nspace import MEMORY_FRACTION, capacity, nspace_bytes
 from dmlfe.solvers.result import EigenResult, expand_rows, flip_signs_inplace
-from dmlfe.stats.cache import earlier_start, load_or_compute_gram, load_or_compute_stats, save_start
+from dmlfe.stats.cache import load_or_compute_gram, load_or_compute_stats, save_start, saved_start
 from dmlfe.stats.gram import gram_matrix, transpose_product
 from dmlfe.stats.pass_ import compute_stats
 from dmlfe.stats.sufficient import SufficientStats
@@ -226,12 +226,14 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
 def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: SufficientStats, *,
           client: Any = None, rmap: RelationMap | None = None,
           tiled: TiledMatrix | None = None, v0: np.ndarray | None = None,
-          keep_ritz: bool = False) -> EigenResult:
+          keep_ritz: bool = False, v0_image: np.ndarray | None = None,
+          added: Any = None) -> EigenResult:
     """The plan's eigensolver on the template; d chosen by the one dimension rule.
 
     On the relation route the matrix-free passes map every row block to its relation
-    features first (``rmap``), so R is never held whole. ``v0`` and ``keep_ritz``: the
-    randomized matrix-free solver's warm start and its last Ritz vectors
+    features first (``rmap``), so R is never held whole. ``v0``, ``keep_ritz``,
+    ``v0_image`` and ``added``: the randomized matrix-free solver's warm start, its last
+    Ritz vectors, and the start's image without a pass over X
     (:func:`~dmlfe.solvers.matrix_free.solve_matrix_free`).
     """
     if plan.solver in MATRIX_FREE:
@@ -242,9 +244,20 @@ def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: Sufficie
                                  client=client, random_state=plan.random_state, stats=stats,
                                  block_fn=None if rmap is None else ship(rmap, data.X),
                                  compact=True, Y=data.Y, tiled=tiled, v0=v0,
-                                 keep_ritz=keep_ritz, **options)
+                                 keep_ritz=keep_ritz, v0_image=v0_image, added=added,
+                                 **options)
     return solve_dense(template, plan.n_components, max_components=plan.limits.max_components,
                        random_state=plan.random_state, compact=True)
+
+
+def statistics_passes(stats: SufficientStats) -> int:
+    """Passes over the data the statistics step made: 1 when it read every row, 0 when
+    they came from the cache or extended an earlier version's cached statistics by the
+    appended rows only -- reading those is not a pass over X (``rows_read_`` counts
+    them), as a :meth:`~dmlfe.estimators.MultiLabelProjection.partial_fit` block is not."""
+    if stats.from_cache:
+        return 0
+    return 0 if stats.rows_read is not None and stats.rows_read < stats.n else 1
 
 
 def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool = False,
@@ -267,9 +280,11 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
     ``start``: (a D x c block, a line saying what it is), the warm start of a randomized
     matrix-free solve on X (an estimator's ``warm_start``: its earlier components). On a
     store with ``cache``, such a solve saves its last Ritz vectors beside the store
-    (:func:`dmlfe.stats.cache.save_start`), and without ``start`` a fit on a grown
-    version of the store starts from those of the version before the append
-    (:func:`dmlfe.stats.cache.earlier_start`). Either way only the start changes:
+    (:func:`dmlfe.stats.cache.save_start`) and their scatter image X^T X block, and
+    without ``start`` a fit on a grown version of the store starts from those of the
+    version before the append (:func:`dmlfe.stats.cache.saved_start`): the image plus
+    the appended rows' part is the start's image, so its first Rayleigh-Ritz step makes
+    no pass over X. Either way only the start changes:
     the solver stops on the same residual rule, and the passes still read every row.
     ``solver_info_["warm_start"]`` says where a warm start came from. ``keep_start``:
     such a solve's last Ritz vectors are also returned (``start_block``, D x (k +
@@ -398,7 +413,7 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
     else:
         stats = statistics(plan, data, rmap, client=client, progress=progress, cache=cache,
                            tiled=tiled)
-        data_passes = 0 if stats.from_cache and tiled is None else 1
+        data_passes = 1 if tiled is not None else statistics_passes(stats)
         if tiled is None and stats.rows_read is not None:
             stats_rows = stats.rows_read
         # the dual route builds its templates in the row space (solve_dual_route)
@@ -419,20 +434,30 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
                "centred": template.centred, "n_features": int(template.n_features)}
         if start is not None and np.shape(start[0])[0] != template.n_features:
             start = None  # components of other features: no start for these
+        image = added = None  # X^T X start of the earlier rows, and the rows since
         if warm and start is None and saving:
-            start = earlier_start(data.store, key)
+            saved = saved_start(data.store, key)
+            if saved is not None:
+                start, image = (saved.block, saved.note), saved.image
+                added = None if saved.added is None else saved.added.X
         res = solve(plan, template, data, stats, client=client, rmap=rmap, tiled=tiled,
                     v0=start[0] if warm and start is not None else None,
-                    keep_ritz=warm and (saving or keep_start))
+                    keep_ritz=warm and (saving or keep_start), v0_image=image, added=added)
         if (res.info or {}).get("warm_start"):
             warm_note = start[1]
+            if (res.info or {}).get("start_image"):
+                warm_note += (f", with their image under those rows plus that of the "
+                              f"{int(added.shape[0])} appended: no pass over X for it")
             log.info("matrix-free solve of %s started from %s", template.method, warm_note)
         if res.ritz is not None:
             block = res.ritz if res.columns is None else \
                 expand_rows(res.ritz, res.columns, int(template.n_features))
-            res.ritz = None
+            image = res.ritz_image
+            if image is not None and res.columns is not None:
+                image = expand_rows(image, res.columns, int(template.n_features))
+            res.ritz = res.ritz_image = None
             if saving:
-                save_start(data.store, key, block)
+                save_start(data.store, key, block, image=image)
             if not keep_start:
                 block = None
         if tiled is not None:  # the workers need not hold X while the driver finishes

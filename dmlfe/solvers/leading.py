@@ -222,7 +222,8 @@ def block_krylov_eigh(matmat: MatMat, m: int, k: int, *, block: int | None = Non
                       depth: int = 6, tol: float = KRYLOV_TOL, max_restarts: int = 60,
                       random_state: int = 0, dtype: type = np.float64,
                       v0: np.ndarray | None = None, first_depth: int | None = None,
-                      floor: float = PAIR_FLOOR) -> tuple[np.ndarray, np.ndarray, dict]:
+                      floor: float = PAIR_FLOOR, av0: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, np.ndarray, dict]:
     """The k leading eigenpairs of a symmetric m x m operator given by its products.
 
     Parameters
@@ -248,6 +249,9 @@ def block_krylov_eigh(matmat: MatMat, m: int, k: int, *, block: int | None = Non
     first_depth : int, optional
         Depth of the first restart (default ``depth``); 1 checks the Rayleigh-Ritz
         pairs of span(v0) itself before any Krylov step.
+    av0 : ndarray (m, b), optional
+        A v0, for a ``v0`` with orthonormal columns: the first restart starts from this
+        image, and with ``first_depth=1`` checks span(v0) without a product.
     floor : float
         Pair i is converged when ||A u_i - theta_i u_i|| <= tol x max(|theta_i|,
         floor x |theta_1|) (:func:`pair_scales`); 1 measures every pair against theta_1
@@ -258,7 +262,7 @@ def block_krylov_eigh(matmat: MatMat, m: int, k: int, *, block: int | None = Non
     (eigenvalues descending (k,), eigenvectors (m, k) orthonormal, info)
         ``info``: products, restarts, converged, max_residual (relative to theta_1),
         residuals (||A u_i - theta_i u_i|| of the k pairs), ritz (all b Ritz vectors
-        of the last restart).
+        of the last restart) and ritz_image (A ritz).
     """
     if v0 is None:
         b = min(m, block or k + KRYLOV_OVERSAMPLING)
@@ -266,9 +270,13 @@ def block_krylov_eigh(matmat: MatMat, m: int, k: int, *, block: int | None = Non
     else:
         start_block = np.asarray(v0)
         b = min(m, block or start_block.shape[1])
-    V = _extend_basis(None, start_block.astype(dtype, copy=False))
+    # A V of a restart block: the Ritz vectors' images (or the caller's of v0)
+    AV_known: np.ndarray | None = None
+    if av0 is None:
+        V = _extend_basis(None, start_block.astype(dtype, copy=False))
+    else:
+        V, AV_known = start_block.astype(dtype, copy=False), np.asarray(av0, dtype=dtype)
     b = max(b, V.shape[1])
-    AV_known: np.ndarray | None = None  # A V of a restart block: the Ritz vectors' images
     products, converged, worst = 0, False, np.inf
     theta, U = np.zeros(0), np.zeros((m, 0), dtype=dtype)
     restarts = 0
@@ -326,7 +334,7 @@ def block_krylov_eigh(matmat: MatMat, m: int, k: int, *, block: int | None = Non
         V, AV_known = U, AU  # U = Q Y is orthonormal: restart from it and its image
     info = {"products": products, "restarts": restarts, "converged": converged,
             "max_residual": worst, "residuals": res, "block": b, "depth": depth, "tol": tol,
-            "ritz": U}
+            "ritz": U, "ritz_image": AU}
     return theta[:k].copy(), U[:, :k], info
 
 

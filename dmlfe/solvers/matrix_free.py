@@ -271,6 +271,7 @@ class ScatterOperator:
         self.n: int | None = None
         self.sum_x: np.ndarray | None = None
         self.sumsq: float | None = None
+        self._known_sums = False
         self._x_blocks = X.to_delayed().ravel() if is_dask(X) else None
         self._held = None if is_dask(X) else _HeldX(X, block_fn, self.n_features)
 
@@ -346,7 +347,15 @@ class ScatterOperator:
         return out
 
     def _record_sums(self, res: dict[str, Any]) -> None:
-        """n, column sums and sum of squares from the first pass (checked against stats)."""
+        """n, column sums and sum of squares from the first pass (checked against stats,
+        or against those :meth:`known_sums` took)."""
+        if self._known_sums:
+            self._known_sums = False
+            if self.n != int(res["n"]) or not np.allclose(self.sum_x, res["sum_x"],
+                                                          rtol=1e-10, atol=1e-12):
+                raise ValueError(
+                    f"the column sums given (n = {self.n}) do not describe this X (n = "
+                    f"{int(res['n'])}): pass the statistics of the same documents and features")
         if self.n is None:
             self.n, self.sum_x, self.sumsq = int(res["n"]), res["sum_x"], float(res["sumsq"])
             if self.stats is not None and (
@@ -373,14 +382,49 @@ class ScatterOperator:
         if out is not None and (out.shape != V.shape or out.dtype != np.float64
                                 or not out.flags.c_contiguous or np.shares_memory(out, V)):
             out = None
-        out = self._pass(V, out)
+        return self.finish(V, self._pass(V, out))
+
+    def finish(self, V: np.ndarray, raw: np.ndarray) -> np.ndarray:
+        """A V from the scatter product ``raw`` = X^T X V (overwritten: it is returned):
+        the centring from the column sums, the weight and the low-rank term."""
         if self.centre and self.n:
             assert self.sum_x is not None
-            _add_rows_product(out, self.sum_x[:, None], (self.sum_x @ V)[None, :] / -self.n)
-        out *= self.xx_coef
+            _add_rows_product(raw, self.sum_x[:, None], (self.sum_x @ V)[None, :] / -self.n)
+        raw *= self.xx_coef
         if self.lowrank is not None:
-            _add_rows_product(out, self.lowrank, self.lowrank.T @ V)
-        return out
+            _add_rows_product(raw, self.lowrank, self.lowrank.T @ V)
+        return raw
+
+    def scatter_part(self, V: np.ndarray, AV: np.ndarray) -> np.ndarray | None:
+        """X^T X V from A V (:meth:`finish` undone, in ``AV``'s memory when it is a
+        float64 array: it is returned): what a later solve on more documents adds the new
+        rows' part to. None when the weight is 0 (A V then holds nothing of X^T X V) or
+        no pass has recorded the column sums yet."""
+        if self.xx_coef == 0 or self.n is None:
+            return None
+        raw = np.asarray(AV, dtype=np.float64)
+        if self.lowrank is not None:
+            _add_rows_product(raw, self.lowrank, -(self.lowrank.T @ V))
+        raw /= self.xx_coef
+        if self.centre and self.n:
+            assert self.sum_x is not None
+            _add_rows_product(raw, self.sum_x[:, None], (self.sum_x @ V)[None, :] / self.n)
+        return raw
+
+    def scatter_product(self, V: np.ndarray) -> np.ndarray:
+        """X^T X V by one pass over this operator's X (its rows only: no centring, weight
+        or low-rank term), counted in ``n_passes``."""
+        V = np.asarray(V, dtype=np.float64)
+        return self._pass(V.reshape(V.shape[0], -1))
+
+    def known_sums(self, n: int, sum_x: np.ndarray, sumsq: float) -> None:
+        """Take n, the column sums and the sum of squares of X from its statistics, so
+        that :meth:`finish` and :meth:`trace` work before the first pass (the first pass
+        checks them against its own)."""
+        if self.n is None:
+            self._known_sums = True
+            self.n, self.sum_x, self.sumsq = int(n), np.asarray(sum_x, dtype=np.float64), \
+                float(sumsq)
 
     def trace(self) -> float | None:
         """tr(A), known once a pass has been made (None before)."""
@@ -452,6 +496,30 @@ def start_block(v0: np.ndarray, width: int, rng: np.random.Generator) -> np.ndar
     return block
 
 
+def _with_image(v0: np.ndarray, av0: np.ndarray, width: int
+                ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(Q, A Q): the first ``width`` columns of ``v0`` made orthonormal (CholeskyQR2) and
+    their image ``av0`` carried along by the same factors; None when ``v0`` has fewer
+    columns or they are not clearly independent (the start is then :func:`start_block`'s,
+    without its image)."""
+    v0, av0 = np.asarray(v0, dtype=np.float64), np.asarray(av0, dtype=np.float64)
+    if v0.ndim != 2 or v0.shape[1] < width or av0.shape[0] != v0.shape[0] \
+            or av0.shape[1] < width or not np.all(np.isfinite(av0)):
+        return None
+    Q, AQ = v0[:, :width], av0[:, :width]
+    for _ in range(2):  # the second round leaves Q orthonormal to round-off
+        try:
+            L = np.linalg.cholesky(Q.T @ Q)
+        except np.linalg.LinAlgError:
+            return None
+        d = np.abs(np.diag(L))
+        if d.min() <= 1e-7 * d.max():
+            return None
+        factor = np.linalg.inv(L.T)
+        Q, AQ = Q @ factor, AQ @ factor
+    return Q, AQ
+
+
 def randomized_eigsh(
     op: ScatterOperator,
     k: int,
@@ -463,6 +531,7 @@ def randomized_eigsh(
     random_state: int = 0,
     v0: np.ndarray | None = None,
     keep_ritz: bool = False,
+    av0: np.ndarray | None = None,
 ) -> EigenResult:
     """Top-k eigenpairs of ``op`` by a randomized block method, one pass per block product.
 
@@ -507,7 +576,13 @@ def randomized_eigsh(
     keep_ritz : bool
         Also return every Ritz vector of the last block (``ritz``, D x (k +
         ``n_oversamples``)): the best ``v0`` for a later solve on more documents (the
-        oversampling columns start near the pairs after the k-th).
+        oversampling columns start near the pairs after the k-th); ``ritz_image`` of the
+        result is A ritz.
+    av0 : ndarray (D, c), optional
+        A v0 under ``op``, for a ``v0`` of at least k + ``n_oversamples`` columns (e.g.
+        the scatter product saved with an earlier fit's Ritz vectors plus the new rows'
+        part, :meth:`ScatterOperator.finish`): the Rayleigh-Ritz step on span(v0) then
+        makes no pass, and the count starts with the first product after it.
     """
     D = op.n_features
     if not 1 <= k <= D:
@@ -523,6 +598,7 @@ def randomized_eigsh(
     rng = np.random.default_rng(random_state)
     depth = 1 if n_iter is not None else int(min(KRYLOV_DEPTH, max_passes,
                                                  KRYLOV_MEMORY // (16 * D * width)))
+    known = None if v0 is None or av0 is None else _with_image(v0, av0, width)
     if depth > 1:
         # the Krylov space of `depth` blocks fits in memory: far fewer passes than
         # subspace iteration for the same accuracy (IMDB, d = 100: 30+ -> a handful)
@@ -532,29 +608,42 @@ def randomized_eigsh(
             # start block's own pairs first), not after `depth` of them. A restart of
             # depth 2 makes one product, as the thick restart knows A U already
             depth, first = 2, 1
+        if known is None:
+            start_v, start_av = None if v0 is None else start_block(v0, width, rng), None
+        else:
+            start_v, start_av = known
         w, U, info = block_krylov_eigh(op.matmat, D, k, block=width, depth=depth, tol=tol,
-                                       max_restarts=max(1, (max_passes - 1) // (depth - 1)),
+                                       max_restarts=max(1, (max_passes - 1) // (depth - 1))
+                                       + (known is not None),
                                        random_state=random_state, floor=1.0,
-                                       v0=None if v0 is None else start_block(v0, width, rng),
-                                       first_depth=first)
-        ritz = info.pop("ritz")
+                                       v0=start_v, av0=start_av, first_depth=first)
+        ritz, image = info.pop("ritz"), info.pop("ritz_image")
         return EigenResult(
             components=flip_signs(U), eigenvalues=w, n_components=k,
             n_genuine=n_genuine(w), solver="block-krylov", n_passes=op.n_passes - start,
             converged=bool(info["converged"]), trace=op.trace(),
             residuals=np.asarray(info.pop("residuals"))[:k], ritz=ritz if keep_ritz else None,
+            ritz_image=image if keep_ritz else None,
             info={**info, "random_state": random_state, "warm_start": v0 is not None,
+                  "start_image": known is not None,
                   "max_residual_over_theta1": info["max_residual"]})
-    Q = _orthonormal_basis(rng.standard_normal((D, width)) if v0 is None
-                           else start_block(v0, width, rng), rng)
+    AQ_known = None  # the start block's image, when it came with it: no pass for it
+    if known is not None:
+        Q, AQ_known = known
+    else:
+        Q = _orthonormal_basis(rng.standard_normal((D, width)) if v0 is None
+                               else start_block(v0, width, rng), rng)
     converged = False
     limit = max_passes if n_iter is None else n_iter
     # two D x w blocks take turns as Q and A Q: the next basis is written over A Q (by
     # way of the old basis, free once Q^T A Q is made), and the next product over the
     # old basis -- no fresh D x w arrays after the first pass
     spare: np.ndarray | None = None
-    for it in range(limit):
-        AQ = op.matmat(Q, out=spare)
+    while True:
+        if AQ_known is None:
+            AQ = op.matmat(Q, out=spare)
+        else:
+            AQ, AQ_known = AQ_known, None
         T = Q.T @ AQ
         theta, W = np.linalg.eigh(0.5 * (T + T.T))
         order = np.argsort(theta)[::-1]
@@ -568,10 +657,12 @@ def randomized_eigsh(
             # measure them directly (two D x w x k products, near the end only)
             residuals = np.linalg.norm(AQ @ W[:, :k] - (Q @ W[:, :k]) * theta[:k], axis=0)
         converged = bool(np.all(residuals[:k] <= tol * scale) or width == D)
-        if converged and n_iter is None or it == limit - 1:
+        if converged and n_iter is None or op.n_passes - start >= limit:
             break
         spare, Q = Q, _orthonormal_basis(AQ, rng, gram=S, overwrite=True, work=Q)
+    image = None
     if keep_ritz:  # every Ritz vector, in A Q's memory (A Q is not needed any more)
+        image = AQ @ W
         ritz = np.matmul(Q, W, out=AQ) if AQ.flags.c_contiguous else Q @ W
         U = ritz[:, :k].copy()
     else:
@@ -589,8 +680,10 @@ def randomized_eigsh(
         trace=op.trace(),
         info={"block_width": width, "tol": tol, "n_iter": n_iter,
               "random_state": random_state, "warm_start": v0 is not None,
+              "start_image": known is not None,
               "max_residual_over_theta1": float(residuals[:k].max() / scale)},
         ritz=ritz,
+        ritz_image=image,
     )
 
 
@@ -647,6 +740,8 @@ def matrix_free_eigh(
     block_fn: BlockFn | None = None,
     random_state: int = 0,
     n_features: int | None = None,
+    sums: tuple[int, np.ndarray, float] | None = None,
+    v0_scatter: np.ndarray | None = None,
     **solver_options: Any,
 ) -> EigenResult:
     """Top-k eigenpairs of xx_coef * Xc^T Xc + lowrank lowrank^T by passes over X.
@@ -654,6 +749,11 @@ def matrix_free_eigh(
     ``solver`` is "randomized" (default; one pass per iteration, see
     :func:`randomized_eigsh`) or "lanczos" (one pass per matvec, see
     :func:`lanczos_eigsh`); ``solver_options`` go to that function.
+
+    ``sums``: (n, column sums, sum of squares) of X, known before the first pass
+    (:meth:`ScatterOperator.known_sums`). ``v0_scatter``: X^T X v0 for the randomized
+    solver's ``v0``, so that its start makes no pass (its ``av0``). A ``ritz_image`` of the
+    result is the scatter part X^T X ritz (:meth:`ScatterOperator.scatter_part`).
     """
     op = ScatterOperator(
         X,
@@ -665,8 +765,17 @@ def matrix_free_eigh(
         block_fn=block_fn,
         n_features=n_features,
     )
+    if sums is not None:
+        op.known_sums(*sums)
     if solver == "randomized":
-        return randomized_eigsh(op, k, random_state=random_state, **solver_options)
+        v0 = solver_options.get("v0")
+        if v0_scatter is not None and v0 is not None and op.n is not None:
+            v0 = np.asarray(v0, dtype=np.float64)
+            solver_options["av0"] = op.finish(v0, np.array(v0_scatter, dtype=np.float64))
+        res = randomized_eigsh(op, k, random_state=random_state, **solver_options)
+        if res.ritz_image is not None:
+            res.ritz_image = op.scatter_part(res.ritz, res.ritz_image)
+        return res
     if solver == "lanczos":
         return lanczos_eigsh(op, k, random_state=random_state, **solver_options)
     raise ValueError(f"solver = {solver!r} is not one of 'randomized', 'lanczos'")
@@ -725,6 +834,8 @@ def solve_matrix_free(
     tiled: Any = None,
     v0: np.ndarray | None = None,
     keep_ritz: bool = False,
+    v0_image: np.ndarray | None = None,
+    added: Any = None,
     **solver_options: Any,
 ) -> EigenResult:
     """Solve a trace template in operator form by passes over X, and choose d.
@@ -778,7 +889,17 @@ def solve_matrix_free(
     keep_ritz : bool
         Return the randomized solver's last block of Ritz vectors too (``ritz`` of the
         result, on the rows ``columns`` names when ``compact``): the ``v0`` of a later
-        solve.
+        solve; ``ritz_image`` with it is X^T X ritz (the scatter part of A ritz,
+        uncentred and unscaled), its ``v0_image``.
+    v0_image : ndarray (D, c), optional
+        With ``v0``, X_b^T X_b v0 for the rows X_b of X before ``added`` (the
+        ``ritz_image`` of the fit that saved ``v0``, on fewer documents); ``added``: the
+        rest of X's rows, its last ones (the documents appended since). A v0 is then that
+        plus the added rows' part, by a pass over them only, centred and weighted from
+        ``stats``: the solver's Rayleigh-Ritz step on span(v0) makes no pass over X
+        (``info["start_image"]`` says whether it did so: not when v0 has fewer columns
+        than the block). Used with the randomized solver on X, ``stats``
+        (with their sums of squares) and no ``block_fn``; ignored otherwise.
     **solver_options
         Passed to the solver (:func:`randomized_eigsh`: n_oversamples, n_iter, tol,
         max_passes).
@@ -833,6 +954,9 @@ def solve_matrix_free(
         start = {"keep_ritz": True} if keep_ritz else {}
         if v0 is not None:
             start["v0"] = v0 if cols is None else np.asarray(v0)[cols]
+    if "v0" in start and v0_image is not None and added is not None and \
+            block_fn is None and stats is not None and stats.sumsq_x is not None:
+        start.update(_start_scatter(start["v0"], v0_image, added, stats, cols, D, client))
     if cols is not None:  # the solver works on the used columns only
         block_fn, stats = SelectColumns(cols, D), None
         lowrank = None if lowrank is None else lowrank[cols]
@@ -870,6 +994,31 @@ def solve_matrix_free(
     return _finish(template, res, n_components, D, compact, solver_options)
 
 
+def _start_scatter(v0: np.ndarray, v0_image: np.ndarray, added: Any, stats: SufficientStats,
+                   cols: np.ndarray | None, D: int, client: Any) -> dict[str, Any]:
+    """The ``sums`` and ``v0_scatter`` of :func:`matrix_free_eigh` for a start ``v0``
+    (already on the used columns ``cols``): X^T X v0 = ``v0_image`` (of the rows before
+    ``added``) + added^T added v0, by a pass over the added rows only.
+
+    Exact on the used columns: X has no entry outside them, so neither has X^T X v0 and
+    (X^T X)[cols, cols] v0[cols] is its part there.
+    """
+    image = np.asarray(v0_image, dtype=np.float64)
+    if image.shape != (D, np.shape(v0)[1]):
+        raise ValueError(f"v0_image is {' x '.join(map(str, image.shape))} but v0 needs "
+                         f"{D} x {np.shape(v0)[1]}")
+    scatter = np.array(image if cols is None else image[cols])
+    if added is not None and int(added.shape[0]):
+        part = ScatterOperator(added, centre=False, client=client,
+                               block_fn=None if cols is None else SelectColumns(cols, D),
+                               n_features=scatter.shape[0])
+        scatter += part.scatter_product(v0)
+    sum_x = stats.sum_x if cols is None else stats.sum_x[cols]
+    return {"v0_scatter": scatter,
+            "sums": (int(stats.n), np.asarray(sum_x, dtype=np.float64),
+                     float(np.sum(stats.sumsq_x)))}
+
+
 def _finish(template: TraceTemplate, res: EigenResult, n_components: int | float, D: int,
             compact: bool, solver_options: dict[str, Any]) -> EigenResult:
     """d from the one rule, the components cut to d (on all D rows unless ``compact``),
@@ -889,6 +1038,8 @@ def _finish(template: TraceTemplate, res: EigenResult, n_components: int | float
         res.components = expand_rows(res.components, res.columns, D)
         if res.ritz is not None:
             res.ritz = expand_rows(res.ritz, res.columns, D)
+        if res.ritz_image is not None:
+            res.ritz_image = expand_rows(res.ritz_image, res.columns, D)
         res.columns = None
     res.n_components = d
     res.n_genuine = n_genuine(res.eigenvalues)

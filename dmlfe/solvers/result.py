@@ -144,6 +144,11 @@ class EigenResult:
         The randomized matrix-free solver's last block of Ritz vectors (D x (k +
         oversampling), on the rows ``columns`` names), when asked for: the warm start of
         a later solve on more documents (:func:`dmlfe.solvers.matrix_free.randomized_eigsh`).
+    ritz_image : ndarray or None
+        With ``ritz``: its image under the solver's operator, A ritz (the randomized
+        solver), or -- after :func:`dmlfe.solvers.matrix_free.solve_matrix_free` -- the
+        scatter part X^T X ritz of it (uncentred, unscaled): a later solve on more
+        documents adds the new rows' part and starts without a pass.
     """
 
     components: np.ndarray
@@ -159,6 +164,7 @@ class EigenResult:
     info: dict[str, Any] = field(default_factory=dict)
     columns: np.ndarray | None = None
     ritz: np.ndarray | None = None
+    ritz_image: np.ndarray | None = None
 
     def max_own_residual(self) -> float | None:
         """max ||A p_i - lambda_i p_i|| / |lambda_i| over the n_components kept, where

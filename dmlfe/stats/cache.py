@@ -40,6 +40,7 @@ import logging
 import os
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -860,25 +861,54 @@ def start_params(store: Store, method: dict[str, Any]) -> dict[str, Any]:
             "subset": subset, "method": method}
 
 
+def _image_params(params: dict[str, Any], block: np.ndarray | str) -> dict[str, Any]:
+    """The key of a start block's image: the block's own key and its digest (the
+    ``sha256`` of the block's record, or computed from ``block``), so that an image is
+    only ever found beside the block it was computed for."""
+    if not isinstance(block, str):
+        block = arrays_digest({"start": np.ascontiguousarray(block, dtype=np.float64)})
+    return {**params, "kind": "startimage", "block": block}
+
+
 def save_start(store: Store, method: dict[str, Any], block: np.ndarray,
-               cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
+               cache_dir: str | os.PathLike[str] | None = None,
+               image: np.ndarray | None = None) -> Path | None:
     """Save the Ritz vectors a matrix-free fit on ``store`` ended with (D x w), the warm
     start of a later fit with the same ``method`` on a grown version of the store
     (:func:`earlier_start`); None when it is above :data:`MAX_START_CACHE_BYTES` or
-    cannot be written (a RuntimeWarning says so)."""
+    cannot be written (a RuntimeWarning says so).
+
+    ``image``: X^T X block over the view's rows (D x w, the scatter part of the
+    operator's image: :attr:`dmlfe.solvers.result.EigenResult.ritz_image`), saved beside
+    it when both fit in :data:`MAX_START_CACHE_BYTES`: a later fit adds the appended
+    rows' part to it and starts without a pass over X (:func:`saved_start`).
+    """
     if 8 * block.size > MAX_START_CACHE_BYTES:
         log.info("the %d x %d start block of %s is above MAX_START_CACHE_BYTES: not saved",
                  *block.shape, store.path)
         return None
     directory = Path(stats_dir_for(store.path) if cache_dir is None else cache_dir)
     params = start_params(store, method)
-    for path in _matrix_paths(directory, params, "start"):  # a killed save left these
+    image_params = _image_params(params, block)
+    stale = [*_matrix_paths(directory, params, "start"),  # a killed save left these
+             *_matrix_paths(directory, image_params, "startimage")]
+    try:  # the image of the block this one replaces: of no use without it
+        earlier = json.loads(stale[1].read_text(encoding="utf-8"))["sha256"]
+        for path in _matrix_paths(directory, _image_params(params, str(earlier)),
+                                  "startimage"):
+            path.unlink(missing_ok=True)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    for path in stale:
         try:
             remove_stale(path)
         except OSError:
             pass
     try:
-        return _save_matrix(block, directory, params, "start")
+        saved = _save_matrix(block, directory, params, "start")
+        if image is not None and 8 * (block.size + image.size) <= MAX_START_CACHE_BYTES:
+            _save_matrix(image, directory, image_params, "startimage")
+        return saved
     except OSError as exc:
         warnings.warn(f"could not save the matrix-free start block to {directory} ({exc}); "
                       "a refit after an append will start from random vectors",
@@ -886,22 +916,60 @@ def save_start(store: Store, method: dict[str, Any], block: np.ndarray,
         return None
 
 
-def earlier_start(store: Store, method: dict[str, Any],
-                  cache_dir: str | os.PathLike[str] | None = None
-                  ) -> tuple[np.ndarray, str] | None:
+@dataclass
+class SavedStart:
+    """A matrix-free fit's start block saved for an earlier version of a store
+    (:func:`saved_start`).
+
+    Attributes
+    ----------
+    block : ndarray (D, w)
+        The Ritz vectors that fit ended with.
+    note : str
+        Which store version saved them, and its rows.
+    image : ndarray (D, w) or None
+        X^T X block over that version's rows of the view, when saved with it.
+    added : Store or None
+        With ``image``: the view's rows appended since (X^T X block of all rows is
+        ``image`` plus their part).
+    """
+
+    block: np.ndarray
+    note: str
+    image: np.ndarray | None = None
+    added: Store | None = None
+
+
+def saved_start(store: Store, method: dict[str, Any],
+                cache_dir: str | os.PathLike[str] | None = None) -> SavedStart | None:
     """The start block saved by a matrix-free fit with the same ``method`` on an earlier
-    version of ``store`` (before its latest appends), and a line saying which; None when
-    there is none.
+    version of ``store`` (before its latest appends), with its image and the rows
+    appended since when the image was saved too; None when there is no block.
 
     Only earlier versions: a fit on the version it was saved for starts, as a first fit
     does, from random vectors (a refit of the same data gives the same result).
     """
     directory = Path(stats_dir_for(store.path) if cache_dir is None else cache_dir)
-    earlier = earlier_version(store, start_params(store, method),
-                       lambda p: _load_matrix(directory, p, "start", "start block"),
-                       "the matrix-free start block")
+    params = start_params(store, method)
+    earlier = earlier_version(store, params,
+                              lambda p: _load_matrix(directory, p, "start", "start block"),
+                              "the matrix-free start block")
     if earlier is None:
         return None
     entry, block, _ = earlier
-    return np.array(block), (f"components of store version {entry['fingerprint']['uuid']} "
-                             f"(rows [0, {int(entry['rows'][1])}))")
+    block = np.array(block)
+    stop = int(entry["rows"][1])
+    image = _load_matrix(directory, _image_params({**params, "data": entry["fingerprint"]},
+                                                  block), "startimage", "start block image")
+    note = f"components of store version {entry['fingerprint']['uuid']} (rows [0, {stop}))"
+    if image is None:
+        return SavedStart(block, note)
+    return SavedStart(block, note, np.array(image), store.since(stop))
+
+
+def earlier_start(store: Store, method: dict[str, Any],
+                  cache_dir: str | os.PathLike[str] | None = None
+                  ) -> tuple[np.ndarray, str] | None:
+    """(block, note) of :func:`saved_start`, without the image."""
+    saved = saved_start(store, method, cache_dir)
+    return None if saved is None else (saved.block, saved.note)
