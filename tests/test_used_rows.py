@@ -277,3 +277,19 @@ def test_thin_svd_of_held_rows_equals_that_of_the_whole_matrix() -> None:
     np.testing.assert_array_equal(w2, w)
     np.testing.assert_array_equal(cols, np.delete(rows, 7))
     np.testing.assert_array_equal(U2, U[cols])
+
+
+@pytest.mark.parametrize("density", [0.01, 0.3])
+def test_add_into_a_dense_array_equals_the_dense_sum(density: float) -> None:
+    """A sparse addend, scattered (few non-zeros) or slab by slab (many), with duplicate
+    coordinates: the dense sum, entry for entry."""
+    from dmlfe.stats.sufficient import add_into
+
+    rng = np.random.default_rng(18)
+    out = rng.standard_normal((3000, 700))
+    m = sp.random(3000, 700, density=density, format="coo", random_state=19)
+    m = sp.coo_matrix((np.r_[m.data, m.data[:50]], (np.r_[m.row, m.row[:50]],
+                                                    np.r_[m.col, m.col[:50]])), m.shape)
+    want = out + m.toarray()
+    add_into(out, m)
+    np.testing.assert_array_equal(out, want)
