@@ -293,3 +293,10 @@ def test_add_into_a_dense_array_equals_the_dense_sum(density: float) -> None:
     want = out + m.toarray()
     add_into(out, m)
     np.testing.assert_array_equal(out, want)
+
+
+def test_centred_xtx_equals_the_dense_formula() -> None:
+    s, X = _sparse_stats(20, n=70, used=3000)
+    np.testing.assert_array_equal(s.centred_xtx(), s.xtx - np.outer(s.sum_x, s.sum_x) / s.n)
+    Xc = X - X.mean(0)
+    np.testing.assert_allclose(s.centred_xtx(), Xc.T @ Xc, rtol=1e-9, atol=1e-9)

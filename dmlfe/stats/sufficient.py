@@ -261,10 +261,17 @@ class SufficientStats:
                 "need_xtx=True (only possible when D is below the dense-scatter limit)"
             )
         # one new D x D array (the same operations as xtx - outer / n, in place): each
-        # temporary would be D x D x 8 bytes of fresh pages
-        out = np.outer(self.sum_x, self.sum_x)
-        out /= self.n
-        return np.subtract(self.xtx, out, out=out)
+        # temporary would be D x D x 8 bytes of fresh pages; a slab of rows at a time,
+        # so that the three steps find it in the cache
+        xtx, s = self.xtx, self.sum_x
+        out = np.empty(xtx.shape)
+        step = max(1, 2**17 // max(1, s.size))
+        for r in range(0, s.size, step):
+            slab = out[r:r + step]
+            np.outer(s[r:r + step], s, out=slab)
+            slab /= self.n
+            np.subtract(xtx[r:r + step], slab, out=slab)
+        return out
 
     def used_columns(self, max_fraction: float = USED_COLUMNS_FRACTION) -> np.ndarray | None:
         """Sorted indices of the columns some document uses (``sumsq_x > 0``), or None.
