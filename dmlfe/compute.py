@@ -19,6 +19,7 @@ This module imports nothing from the rest of dmlfe but :mod:`dmlfe.progress`.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -35,6 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 from dask.base import tokenize
 from dask.delayed import Delayed, delayed
+from threadpoolctl import ThreadpoolController
 
 from dmlfe.progress import LocalProgress, ProgressLine, progress_default, watch_futures
 
@@ -267,6 +269,40 @@ def _in_worker_task() -> bool:
     except (ImportError, ValueError):
         return False
     return True
+
+
+@functools.cache
+def _blas_controller() -> ThreadpoolController:
+    # found once per process: a controller looks through every loaded shared library
+    return ThreadpoolController()
+
+
+def blas_threads(n: int) -> Any:
+    """A context in which the driver's BLAS libraries (numpy's and scipy's) run on ``n``
+    threads."""
+    return _blas_controller().limit(limits=max(1, int(n)), user_api="blas")
+
+
+def one_blas_thread() -> Any:
+    """:func:`blas_threads` (1): for chains of small products and factorisations, whose
+    BLAS threads would only wait for each other (and, on a busy machine, for the CPU)."""
+    return blas_threads(1)
+
+
+def idle_cpus() -> int:
+    """The CPUs this process may run on that the machine's 1-minute load average leaves
+    idle, at least 1: BLAS threads beyond them wait for a CPU at every
+    synchronisation, and a product split over them takes several times longer than on
+    one thread."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - platforms without affinity (macOS)
+        n = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # pragma: no cover - platforms without a load average
+        return n
+    return max(1, min(n, int(n - load + 0.5)))
 
 
 def driver_threads() -> int:

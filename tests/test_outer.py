@@ -116,6 +116,33 @@ def test_driver_threads_is_one_inside_a_dask_task(cluster_client):
     assert cluster_client.submit(driver_threads, pure=False).result() == 1
 
 
+@pytest.mark.parametrize(("load", "want"), [(0.0, 4), (1.4, 3), (2.6, 1), (3.6, 1), (40.0, 1)])
+def test_idle_cpus_are_those_the_load_average_leaves(monkeypatch, load, want):
+    """BLAS threads for the driver's eigensolver: the CPUs not taken by the load (1 at
+    least), as the 1-minute load average counts them."""
+    import dmlfe.compute as compute
+
+    monkeypatch.setattr(compute.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3},
+                        raising=False)
+    monkeypatch.setattr(compute.os, "getloadavg", lambda: (load, 0.0, 0.0))
+    assert compute.idle_cpus() == want
+
+
+def test_blas_threads_sets_and_restores_the_driver_blas_threads():
+    from threadpoolctl import threadpool_info
+
+    from dmlfe.compute import blas_threads, one_blas_thread
+
+    before = {i["filepath"]: i["num_threads"] for i in threadpool_info()
+              if i["user_api"] == "blas"}
+    with one_blas_thread():
+        assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
+    with blas_threads(2):
+        assert all(i["num_threads"] == 2 for i in threadpool_info() if i["user_api"] == "blas")
+    assert {i["filepath"]: i["num_threads"] for i in threadpool_info()
+            if i["user_api"] == "blas"} == before
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 def test_in_threads_runs_every_call_and_reraises(threads):
     from dmlfe.compute import in_threads

@@ -77,10 +77,16 @@ def label_kernel_matrix(
 
 
 def _dependence_parts(
-    stats: SufficientStats, label_kernel: LabelKernel, rbf_gamma: float | None
+    stats: SufficientStats, label_kernel: LabelKernel, rbf_gamma: float | None,
+    xty: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray | None]:
-    """(Xc^T Yc, B_label or None, F = Xc^T Yc K, K = B^{1/2}); F, K None when B is not PSD."""
-    xty = stats.centred_xty()
+    """(Xc^T Yc, B_label or None, F = Xc^T Yc K, K = B^{1/2}); F, K None when B is not PSD.
+
+    ``xty``: Xc^T Yc when the caller has it (on the used features' rows only:
+    :meth:`SufficientStats.centred_xty_rows`; F then has the same rows).
+    """
+    if xty is None:
+        xty = stats.centred_xty()
     Bl = label_kernel_matrix(stats, label_kernel, rbf_gamma)
     if Bl is None:
         return xty, None, xty, np.eye(stats.n_labels)
@@ -123,7 +129,9 @@ def mddm_p(
         Also form the D x D A. The operator form (xx_coef = 0, lowrank =
         Xc^T Yc B^{1/2}) is always returned when B is positive semi-definite.
     """
-    xty, Bl, F, K = _dependence_parts(stats, label_kernel, rbf_gamma)
+    # without the dense A, F is kept on the used features' rows (no D x q array)
+    xty, rows = (stats.centred_xty(), None) if dense else stats.centred_xty_rows()
+    xty, Bl, F, K = _dependence_parts(stats, label_kernel, rbf_gamma, xty)
     if F is None and not dense:
         raise ValueError(
             "mddm_p: the label-correlation matrix is not positive semi-definite, so A has "
@@ -140,6 +148,7 @@ def mddm_p(
         lowrank=F,
         operator_form=F is not None,
         label_factor=K,
+        lowrank_rows=rows,
     )
 
 

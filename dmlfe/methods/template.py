@@ -26,7 +26,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from dmlfe.stats.outer import dense_crossprod, mirror_upper
-from dmlfe.stats.sufficient import SufficientStats
+from dmlfe.stats.sufficient import RowsField, SufficientStats, held
 
 
 @dataclass
@@ -65,6 +65,10 @@ class TraceTemplate:
     inverse_constraint : (a, b, g, c) or None
         B = Xc^T (a Gc + b Yc Yc^T + g I_n)^{-1} Xc + c I (MLSI, mvmd eq. 39; Gc = Xc Xc^T,
         Yc the centred 0/1 labels) when B has that form: the dual route's form 4.
+    lowrank_rows : ndarray of int or None
+        None: ``lowrank`` is held whole. Otherwise the sorted features (rows of F) it is
+        held on, F being zero on the others (MDDMp's Xc^T Yc of hashed text): reading
+        ``lowrank`` makes it whole (and this None); :meth:`lowrank_part` reads it as held.
     """
 
     method: str
@@ -74,12 +78,17 @@ class TraceTemplate:
     A: np.ndarray | None = None
     B: np.ndarray | None = None
     xx_coef: float = 0.0
-    lowrank: np.ndarray | None = None
+    lowrank: np.ndarray | None = RowsField("lowrank_rows", default=None)  # noqa: RUF009
     operator_form: bool = False
     notes: list[str] = field(default_factory=list)
     label_factor: np.ndarray | None = None
     constraint: tuple[float, float] | None = None
     inverse_constraint: tuple[float, float, float, float] | None = None
+    lowrank_rows: np.ndarray | None = None
+
+    def lowrank_part(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(F as held, the rows it is held on or None when whole): no D x r array made."""
+        return held(self, "lowrank"), self.lowrank_rows
 
     @property
     def generalized(self) -> bool:
@@ -92,7 +101,7 @@ class TraceTemplate:
         return (
             self.operator_form
             and self.xx_coef == 0.0
-            and self.lowrank is not None
+            and held(self, "lowrank") is not None
             and self.B is None
         )
 

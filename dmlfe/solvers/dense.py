@@ -21,6 +21,7 @@ from collections.abc import Callable
 import numpy as np
 import scipy.linalg as sla
 
+from dmlfe.compute import one_blas_thread
 from dmlfe.errors import InputError
 from dmlfe.methods.template import TraceTemplate, symmetrize
 from dmlfe.solvers.dimension import (
@@ -271,7 +272,8 @@ def eigh_generalized(
     return w, flip_signs(V), r
 
 
-def thin_svd(F: np.ndarray, compact: bool = False
+def thin_svd(F: np.ndarray, compact: bool = False, rows: np.ndarray | None = None,
+             n_rows: int | None = None
              ) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Eigenpairs of F F^T from the thin SVD of F (D x r): U, s^2. Never forms D x D.
 
@@ -279,20 +281,29 @@ def thin_svd(F: np.ndarray, compact: bool = False
     is a zero row of U, exactly; the SVD is taken of the other rows when they are at most
     half of D (and at least r, so that r pairs come out either way). ``compact``: return
     (s^2, U on those rows, the rows) instead -- rows None when all D are kept -- so that
-    no D x r array is made (:attr:`EigenResult.columns`).
+    no D x r array is made (:attr:`EigenResult.columns`). ``rows``: F holds only these
+    rows (sorted) of an ``n_rows`` x r matrix whose other rows are zero
+    (:meth:`~dmlfe.methods.template.TraceTemplate.lowrank_part`); the result is that of
+    the whole matrix.
     """
     F = np.asarray(F, dtype=np.float64)
-    rows = np.flatnonzero(np.any(F != 0, axis=1))
-    if rows.size > F.shape[0] // 2 or rows.size < F.shape[1]:
-        U, s, _ = sla.svd(F, full_matrices=False, check_finite=True)
-        w, U = _descending(s * s, U)
-        return (w, flip_signs(U), None) if compact else (w, flip_signs(U))
-    Us, s, _ = sla.svd(F[rows], full_matrices=False, check_finite=True)
+    D = F.shape[0] if rows is None else int(n_rows if n_rows is not None else F.shape[0])
+    nonzero = np.any(F != 0, axis=1)
+    used = np.flatnonzero(nonzero) if rows is None else rows[nonzero]
+    # an SVD of a few columns is a chain of small BLAS calls: the driver's BLAS threads
+    # only wait for each other there (more so on a busy machine)
+    with one_blas_thread():
+        if used.size > D // 2 or used.size < F.shape[1]:
+            whole = F if rows is None or F.shape[0] == D else expand_rows(F, rows, D)
+            U, s, _ = sla.svd(whole, full_matrices=False, check_finite=True)
+            w, U = _descending(s * s, U)
+            return (w, flip_signs(U), None) if compact else (w, flip_signs(U))
+        Us, s, _ = sla.svd(F[nonzero], full_matrices=False, check_finite=True)
     # the order and the sign rule on the used rows alone: the zero rows neither hold a
     # column's largest entry nor move the first of equal ones
     w, Us = _descending(s * s, Us)
     Us = flip_signs(Us)
-    return (w, Us, rows) if compact else (w, expand_rows(Us, rows, F.shape[0]))
+    return (w, Us, used) if compact else (w, expand_rows(Us, used, D))
 
 
 def _leading(template: TraceTemplate, n_components: int | float, k: int, random_state: int
@@ -488,9 +499,11 @@ def solve_dense(
     nc = check_n_components(n_components)
     if template.is_pure_lowrank:
         # the components on the used features only (hashed text: a few percent of D)
-        w, V, columns = thin_svd(template.lowrank, compact=True)
+        F, rows = template.lowrank_part()
+        n_rows = F.shape[0] if rows is None else template.n_features
+        w, V, columns = thin_svd(F, compact=True, rows=rows, n_rows=n_rows)
         if not compact and columns is not None:
-            V = expand_rows(V, columns, template.lowrank.shape[0])
+            V = expand_rows(V, columns, n_rows)
             columns = None
         solver = "thin_svd"
     elif template.A is None:

@@ -34,6 +34,7 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.linalg import blas
 
+from dmlfe.compute import blas_threads, idle_cpus
 from dmlfe.solvers.dimension import threshold_rounds
 from dmlfe.solvers.result import flip_signs
 from dmlfe.stats.outer import mirror_upper
@@ -496,6 +497,18 @@ def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
                  tol: float = KRYLOV_TOL, complete: bool = True, dominant: int = 0,
                  dominant_start: np.ndarray | None = None
                  ) -> tuple[np.ndarray, np.ndarray, dict]:
+    """:func:`_leading_eigh` with as many BLAS threads as the machine has idle CPUs
+    (:func:`dmlfe.compute.idle_cpus`): on a busy machine the threads of each product
+    and factorisation would wait for CPUs the other processes hold."""
+    with blas_threads(idle_cpus()):
+        return _leading_eigh(A, k, random_state=random_state, tol=tol, complete=complete,
+                             dominant=dominant, dominant_start=dominant_start)
+
+
+def _leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
+                  tol: float = KRYLOV_TOL, complete: bool = True, dominant: int = 0,
+                  dominant_start: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Leading k eigenpairs of a dense symmetric A (descending, signs not yet fixed).
 
     Small problems (m <= FULL_SPECTRUM_LIMIT) return the whole spectrum (all m values,

@@ -13,8 +13,10 @@ Each entry is a pair of files named by ``key`` = a hash of its parameters:
   (float64, written with ``allow_pickle=False`` and read back the same way);
 * ``<key>.json`` -- the parameters in clear (data identity: the store's
   ``fingerprint``; the view's selection (split); block_fn route; label map; dmlfe
-  version; cache format), which of X^T X / X^T W X are present, and the names,
-  shapes and sha256 digest of the arrays the ``.npz`` must hold.
+  version; cache format), which of X^T X / X^T W X are present, and the names and
+  shapes of the arrays the ``.npz`` must hold with the CRC-32 of each (``crc32``:
+  the zip's own check of its members, verified as they are read, so the record and
+  the archive are tied together at no cost beyond reading them).
 
 The key leaves out ``need_xtx`` / ``need_xtwx``: an entry with X^T X serves
 requests without it, and a request that needs X^T X replaces an entry that
@@ -39,6 +41,7 @@ import json
 import logging
 import os
 import warnings
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -53,7 +56,7 @@ from dmlfe.compute import BlockFn, is_dask
 from dmlfe.errors import MissingPathError
 from dmlfe.stats.gram import gram_extended, gram_matrix
 from dmlfe.stats.pass_ import LabelFn, compute_stats
-from dmlfe.stats.sufficient import SPARSE_ROWS_FRACTION, SufficientStats
+from dmlfe.stats.sufficient import SPARSE_ROWS_FRACTION, SufficientStats, held, whole_rows
 from dmlfe.store import Store, open_store
 from dmlfe.tempfiles import (
     recover_swap,
@@ -65,8 +68,10 @@ from dmlfe.tempfiles import (
 
 log = logging.getLogger(__name__)
 
-#: Bumped whenever the meaning or layout of a saved entry changes.
-CACHE_FORMAT = 4
+#: Bumped whenever the meaning or layout of a saved entry changes (5: statistics records
+#: name the CRC-32 of each array of the ``.npz``, not a sha256 of the arrays; an entry of
+#: an earlier format has another key, so it is not found and is computed again).
+CACHE_FORMAT = 5
 
 _ARRAYS = ("sum_x", "sumsq_x", "sum_y", "xty", "yty", "xtx", "xtwx")
 #: The arrays with a row (and, for the D x D ones, a column) per feature.
@@ -151,49 +156,64 @@ def save_stats(
     if rows is not None:
         arrays["rows"] = rows.astype(np.int64)
     for name in _ARRAYS:
-        value = getattr(stats, name, None)
+        value = getattr(stats, name, None) if rows is None or name not in _FEATURE_ROWS \
+            else _used_part(stats, name, rows)
         if value is not None:
-            arrays[name] = np.ascontiguousarray(_used_part(name, value, rows, stats.n_features),
-                                                dtype=np.float64)
+            arrays[name] = np.ascontiguousarray(value, dtype=np.float64)
     meta = {
         "key": key,
         "params": _canonical(params),
-        "has_xtx": stats.xtx is not None,
-        "has_xtwx": getattr(stats, "xtwx", None) is not None,
+        "has_xtx": held(stats, "xtx") is not None,
+        "has_xtwx": held(stats, "xtwx") is not None,
         "n": int(stats.n),
         "n_features": stats.n_features,
         "n_labels": stats.n_labels,
         "arrays": {name: list(a.shape) for name, a in arrays.items()},
-        "sha256": arrays_digest(arrays),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "dmlfe_version": __version__,
     }
-    text = json.dumps(meta, indent=2, sort_keys=True).encode("utf-8")
     # The old record goes first: until the new one is in place a reader sees no entry
     # (and computes) rather than an old record beside new arrays.
     json_path.unlink(missing_ok=True)
-    write_atomically(npz_path, lambda f: np.savez(f, **arrays))
+    crcs: dict[str, int] = {}
+    write_atomically(npz_path, lambda f: crcs.update(_write_npz(f, arrays)))
+    meta["crc32"] = crcs
+    text = json.dumps(meta, indent=2, sort_keys=True).encode("utf-8")
     write_atomically(json_path, lambda f: f.write(text))
     return npz_path
 
 
-def _used_part(name: str, a: np.ndarray, rows: np.ndarray | None, d: int) -> np.ndarray:
-    """The used features' rows (and columns, of a D x D array) of a D-long array: every
+def _write_npz(f: Any, arrays: dict[str, np.ndarray]) -> dict[str, int]:
+    """``np.savez(f, **arrays)`` (an uncompressed zip of ``<name>.npy`` members), and the
+    CRC-32 the zip computed of each member as it wrote it."""
+    with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
+        for name, a in arrays.items():
+            with z.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(a), allow_pickle=False)
+        return npz_crc32(z)
+
+
+def npz_crc32(npz: zipfile.ZipFile | str | os.PathLike[str]) -> dict[str, int]:
+    """The CRC-32 of each member of an ``.npz`` as its zip directory records them (what a
+    statistics record names; a member's bytes are checked against it when read)."""
+    if isinstance(npz, zipfile.ZipFile):
+        return {info.filename: int(info.CRC) for info in npz.infolist()}
+    with zipfile.ZipFile(npz) as z:
+        return npz_crc32(z)
+
+
+def _used_part(stats: SufficientStats, name: str, rows: np.ndarray) -> np.ndarray | None:
+    """The used features' rows (and columns, of a D x D array) of a D-row array: every
     other entry is zero (:meth:`SufficientStats.used_columns`), so an entry of hashed
-    text keeps only what its documents touched."""
-    if rows is None or name not in _FEATURE_ROWS or a.shape[0] != d:
-        return a
-    return a[np.ix_(rows, rows)] if a.ndim == 2 and name in ("xtx", "xtwx") else a[rows]
-
-
-def _all_rows(a: np.ndarray, rows: np.ndarray, d: int, square: bool) -> np.ndarray:
-    """The D-long array whose used rows (and columns) are ``a``; zero elsewhere."""
-    out = np.zeros((d, d) if square else (d, *a.shape[1:]), dtype=np.float64)
-    if square:
-        out[np.ix_(rows, rows)] = a
-    else:
-        out[rows] = a
-    return out
+    text keeps only what its documents touched. Matrices are read from the rows the
+    statistics hold (:meth:`SufficientStats.rows_of`): no D-row array is made for them."""
+    if name in ("xty", "xtx", "xtwx"):
+        a = held(stats, name)
+        if a is None or a.shape[0] == 0:  # absent, or X^T Y not computed (zero rows)
+            return a
+        return stats.rows_of(name, rows)
+    a = getattr(stats, name, None)
+    return a if a is None or a.shape[0] != stats.n_features else a[rows]
 
 
 class _BadEntry(Exception):
@@ -212,11 +232,11 @@ def _read_meta(json_path: Path, params: dict[str, Any]) -> dict[str, Any]:
     arrays = meta.get("arrays")
     if (
         not isinstance(arrays, dict)
-        or not isinstance(meta.get("sha256"), str)
+        or not isinstance(meta.get("crc32"), dict)
         or not all(isinstance(meta.get(k), int) and meta[k] >= 0
                    for k in ("n", "n_features", "n_labels"))
     ):
-        raise _BadEntry("it lacks the fields 'arrays', 'sha256', 'n', 'n_features', "
+        raise _BadEntry("it lacks the fields 'arrays', 'crc32', 'n', 'n_features', "
                         "'n_labels' (an older or damaged record)")
     return meta
 
@@ -225,8 +245,10 @@ def _read_arrays(npz_path: Path, meta: dict[str, Any]) -> SufficientStats:
     """The arrays of ``npz_path``, checked against what the record ``meta`` names."""
     try:
         # our own file handle: np.load leaves its own open when the zip is damaged
+        # each member read into a new array, its bytes checked against the zip's CRC-32
         with open(npz_path, "rb") as f, np.load(f, allow_pickle=False) as z:
-            arrays = {name: z[name] for name in z.files}  # each read into a new array
+            arrays = {name: z[name] for name in z.files}
+            crcs = npz_crc32(z.zip)
     except FileNotFoundError:
         raise
     except Exception as exc:  # noqa: BLE001 - truncated/garbage zip: BadZipFile, EOFError...
@@ -236,8 +258,8 @@ def _read_arrays(npz_path: Path, meta: dict[str, Any]) -> SufficientStats:
     if want != have:
         raise _BadEntry(f"it holds arrays {have}, its record names {want} (the files of "
                         "two different writes, or a damaged file)")
-    if arrays_digest(arrays) != meta["sha256"]:
-        raise _BadEntry("its arrays do not match the digest in its record (the files of "
+    if crcs != meta["crc32"]:
+        raise _BadEntry("its arrays do not match the CRC-32s in its record (the files of "
                         "two different writes, or a damaged file)")
     d, q, n = meta["n_features"], meta["n_labels"], meta["n"]
     rows = arrays.pop("rows", None)
@@ -270,9 +292,13 @@ def _read_arrays(npz_path: Path, meta: dict[str, Any]) -> SufficientStats:
             raise _BadEntry(f"its record says {flag}={meta.get(flag)} but the archive "
                             f"{'has' if name in arrays else 'lacks'} {name}")
     if rows is not None:
-        for name in _FEATURE_ROWS:
+        # the D-long sums whole; the matrices stay on the used rows (compact_rows) until
+        # something reads them whole
+        for name in ("sum_x", "sumsq_x"):
             if name in arrays and arrays[name].shape[0] == m:
-                arrays[name] = _all_rows(arrays[name], rows, d, name in ("xtx", "xtwx"))
+                arrays[name] = whole_rows(arrays[name], rows, d)
+        if m == d:
+            rows = None
     return SufficientStats(
         n=n,
         sum_x=arrays["sum_x"].astype(np.float64, copy=False),
@@ -284,6 +310,7 @@ def _read_arrays(npz_path: Path, meta: dict[str, Any]) -> SufficientStats:
         # absent from entries written before it existed: those fits keep every column
         sumsq_x=arrays["sumsq_x"].astype(np.float64, copy=False) if "sumsq_x" in arrays
         else None,
+        compact_rows=rows,
     )
 
 

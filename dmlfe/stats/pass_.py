@@ -149,7 +149,9 @@ def _block_partial(
         raise dense_xtx_error(d, max_dense_features)
     if need_xtx:
         if sp.issparse(xb):
-            part["xtx"] = _maybe_dense(sp.csr_matrix(xb.T @ xb))
+            # CSR times CSR gives the CSR product itself; xb.T (CSC) times xb gave a CSC
+            # product, converted again at the size of X^T X's non-zeros
+            part["xtx"] = _maybe_dense(xb.T.tocsr() @ xb)
         else:
             part["xtx"] = dense_crossprod(xb)
     if need_xtwx:
@@ -197,6 +199,8 @@ def _finalise(part: dict[str, Any], dense_xty: bool = True) -> SufficientStats:
     def xty(m: Any) -> Any:
         return sp.csr_matrix(m, dtype=np.float64) if sp.issparse(m) and not dense_xty else dense(m)
 
+    matrix = xty  # X^T X and X^T W X alike: a few appended documents leave them sparse
+
     stats = SufficientStats(
         n=int(part["n"]),
         sum_x=dense(part["sum_x"]).ravel(),
@@ -204,8 +208,8 @@ def _finalise(part: dict[str, Any], dense_xty: bool = True) -> SufficientStats:
         # not computed: zero rows (SufficientStats.centred_xty refuses them)
         xty=xty(part["xty"]) if "xty" in part else np.zeros((0, len(part["sum_y"]))),
         yty=dense(part["yty"]),
-        xtx=dense(part["xtx"]) if "xtx" in part else None,
-        xtwx=dense(part["xtwx"]) if "xtwx" in part else None,
+        xtx=matrix(part["xtx"]) if "xtx" in part else None,
+        xtwx=matrix(part["xtwx"]) if "xtwx" in part else None,
         sumsq_x=dense(part["sumsq_x"]).ravel(),
     )
     return stats
@@ -278,9 +282,10 @@ def compute_stats(
         bytes of fresh memory, a visible part of a dual fit at D = 2^20 in a fresh
         process.
     dense_xty : bool
-        False leaves ``stats.xty`` a scipy CSR matrix when the pass left it sparse (a
-        few appended documents at huge D), to be added into dense statistics in place
-        (``stats += part``) without a D x q array of its own.
+        False leaves ``stats.xty`` -- and ``stats.xtx``, ``stats.xtwx`` -- a scipy CSR
+        matrix when the pass left it sparse (a few appended documents at huge D; their
+        X^T X at any D), to be added into dense statistics in place (``stats += part``)
+        without a D x q (D x D) array of its own.
 
     Returns
     -------

@@ -12,7 +12,7 @@ Xc^T Y'c = 2 Xc^T Yc and Y'c^T Y'c = 4 Yc^T Yc (centring removes the shift).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 from typing import Any
 
 import numpy as np
@@ -29,17 +29,98 @@ USED_COLUMNS_FRACTION = 0.9
 SPARSE_ROWS_FRACTION = 0.5
 
 
+#: A sparse m is added into a dense array slab by slab of dense rows when it holds more
+#: than this fraction of the entries: a scattered addition costs an order of magnitude
+#: more per non-zero than a dense one per entry (an append's X^T X at a few thousand
+#: features is that dense).
+DENSE_ADD_FRACTION = 1 / 16
+
+
 def add_into(out: np.ndarray, m: Any) -> None:
     """out += m in place (m dense or sparse; out C-ordered)."""
     if not sp.issparse(m):
         out += m
         return
     m = sp.csr_matrix(m)
+    if m.nnz > DENSE_ADD_FRACTION * m.shape[0] * m.shape[1]:
+        # each entry gets m's (summed) value once, as below; the others + 0 exactly
+        step = max(1, 2**20 // max(1, m.shape[1]))
+        for r in range(0, m.shape[0], step):
+            out[r:r + step] += m[r:r + step].toarray()
+        return
     if not m.has_canonical_format:  # unique coordinates make the indexed += exact
         m = m.copy()
         m.sum_duplicates()
     rows = np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
     out.reshape(-1)[rows * m.shape[1] + m.indices] += m.data
+
+
+def whole_rows(a: np.ndarray, rows: np.ndarray, d: int, square: bool = False) -> np.ndarray:
+    """The D-row float64 array (D x D when ``square``) whose rows ``rows`` (and columns,
+    when ``square``) are ``a``; zero elsewhere."""
+    out = np.zeros((d, d) if square else (d, *a.shape[1:]), dtype=np.float64)
+    if square:
+        out[np.ix_(rows, rows)] = a
+    else:
+        out[rows] = a
+    return out
+
+
+class RowsField:
+    """A dataclass field holding a D-row array, or only some of its rows: those that the
+    owner's field ``rows_attr`` names (every other row -- and column, when ``square`` --
+    is zero). Reading the attribute gives the whole array; the first read makes every
+    such field of the owner whole and sets ``rows_attr`` to None, so the owner never
+    holds a part and its whole copy at once. The stored form is read with
+    :func:`held`.
+    """
+
+    def __init__(self, rows_attr: str, *, square: bool = False, default: Any = MISSING) -> None:
+        self.rows_attr, self.square, self.default = rows_attr, square, default
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name, self.slot = name, f"_{name}_held"
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:  # the dataclass asks for the default: AttributeError means none
+            if self.default is MISSING:
+                raise AttributeError(self.name)
+            return self.default
+        if obj.__dict__.get(self.rows_attr) is not None:
+            make_whole(obj, self.rows_attr)
+        return obj.__dict__.get(self.slot)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self.slot] = value
+
+
+def _rows_fields(cls: type) -> dict[str, RowsField]:
+    """The :class:`RowsField` descriptors of ``cls`` and of the classes it derives from."""
+    return {name: f for klass in reversed(cls.__mro__) for name, f in vars(klass).items()
+            if isinstance(f, RowsField)}
+
+
+def held(obj: Any, name: str) -> Any:
+    """The array a :class:`RowsField` ``name`` of ``obj`` stores, whole or not."""
+    return obj.__dict__.get(_rows_fields(type(obj))[name].slot)
+
+
+def make_whole(obj: Any, rows_attr: str) -> None:
+    """Make every :class:`RowsField` of ``obj`` on ``rows_attr`` whole (D rows, from
+    ``obj.n_features``); then ``rows_attr`` is None."""
+    rows = obj.__dict__.get(rows_attr)
+    if rows is None:
+        return
+    d = int(obj.n_features)
+    for f in _rows_fields(type(obj)).values():
+        if f.rows_attr != rows_attr:
+            continue
+        a = obj.__dict__.get(f.slot)
+        # a part has a row per named feature; anything else (None, a sparse or whole
+        # array, X^T Y's zero rows when it was not computed) is kept as it is
+        if isinstance(a, np.ndarray) and a.ndim >= 1 and a.shape[0] == rows.size != d:
+            obj.__dict__[f.slot] = whole_rows(a, rows, d, f.square)
+    obj.__dict__[rows_attr] = None
 
 
 @dataclass
@@ -75,18 +156,26 @@ class SufficientStats:
         How many documents the pass that made them read: ``n`` for a full pass, 0 from
         the cache, the appended documents only when cached statistics of an earlier
         version of the store were extended; None where not counted.
+    compact_rows : ndarray of int or None
+        None: ``xty``, ``xtx`` and ``xtwx`` are held whole. Otherwise the sorted features
+        some document uses, and those three are held on these rows (and columns) only:
+        statistics of hashed text read from the cache, where the rest of D is zero.
+        Reading one of them as an attribute makes all three whole first (then this is
+        None); :meth:`centred_xty_rows`, :meth:`rows_of` and in-place addition work on
+        the held rows without doing so.
     """
 
     n: int
     sum_x: np.ndarray
     sum_y: np.ndarray
-    xty: np.ndarray
+    xty: np.ndarray = RowsField("compact_rows")  # noqa: RUF009 - a descriptor field
     yty: np.ndarray
-    xtx: np.ndarray | None = None
-    xtwx: np.ndarray | None = None
+    xtx: np.ndarray | None = RowsField("compact_rows", square=True, default=None)  # noqa: RUF009
+    xtwx: np.ndarray | None = RowsField("compact_rows", square=True, default=None)  # noqa: RUF009
     sumsq_x: np.ndarray | None = None
     from_cache: bool = False
     rows_read: int | None = None
+    compact_rows: np.ndarray | None = None
 
     @property
     def n_features(self) -> int:
@@ -106,19 +195,59 @@ class SufficientStats:
 
     def centred_xty(self) -> np.ndarray:
         """Xc^T Yc = X^T H Y (D x q), 0/1 label coding."""
-        if self.xty.shape[0] != self.n_features:
+        part, rows = self.centred_xty_rows()
+        if rows is None:
+            return part
+        # fresh pages, written only where used
+        return whole_rows(part, rows, self.n_features)
+
+    def centred_xty_rows(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """Xc^T Yc on the used features' rows only, and those rows (None: all D rows,
+        when more than :data:`SPARSE_ROWS_FRACTION` of D are used).
+
+        An unused feature's row is 0 - 0 = 0: the used rows are computed by the same
+        operations, entry by entry, as the whole array's (:meth:`centred_xty`), so they
+        are identical; held on those rows (``compact_rows``), no D x q array is made.
+        """
+        rows = self.compact_rows if self.compact_rows is not None else \
+            self.used_columns(SPARSE_ROWS_FRACTION)
+        xty = held(self, "xty")
+        if xty.shape[0] != self.n_features and (rows is None or xty.shape[0] != rows.size):
             raise ValueError(
-                f"these statistics hold X^T Y for {self.xty.shape[0]} of their "
+                f"these statistics hold X^T Y for {xty.shape[0]} of their "
                 f"{self.n_features} features (computed with need_xty=False); recompute "
                 "them with need_xty=True")
-        rows = self.used_columns(SPARSE_ROWS_FRACTION)
         if rows is None:
-            return self.xty - np.outer(self.sum_x, self.sum_y) / self.n
-        # an unused feature's row is 0 - 0 = 0: only the used rows are computed, the
-        # same operations entry by entry, so the result is identical
-        out = np.zeros(self.xty.shape)  # fresh pages, written only where used
-        out[rows] = self.xty[rows] - np.outer(self.sum_x[rows], self.sum_y) / self.n
-        return out
+            return xty - np.outer(self.sum_x, self.sum_y) / self.n, None
+        part = self.rows_of("xty", rows)
+        return part - np.outer(self.sum_x[rows], self.sum_y) / self.n, rows
+
+    def rows_of(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """Rows ``rows`` (sorted) of the D-row array ``name`` -- and the same columns of
+        ``xtx`` and ``xtwx`` -- read from what is held, without making it whole.
+
+        ``rows`` must include every used feature when the array is held on some rows:
+        the others are zero there.
+        """
+        a = held(self, name) if name in _rows_fields(type(self)) else getattr(self, name)
+        square = name in ("xtx", "xtwx")
+        part = self.compact_rows
+        if part is not None and a.shape[0] == part.size != self.n_features:
+            if part.size == rows.size and np.array_equal(part, rows):
+                return a
+            pos = np.searchsorted(part, rows)
+            inside = pos < part.size
+            inside[inside] = part[pos[inside]] == rows[inside]
+            out = np.zeros((rows.size, rows.size) if square else (rows.size, *a.shape[1:]))
+            if square:
+                out[np.ix_(inside, inside)] = a[np.ix_(pos[inside], pos[inside])]
+            else:
+                out[inside] = a[pos[inside]]
+            return out
+        if sp.issparse(a):
+            a = sp.csr_matrix(a)[rows]
+            return (a[:, rows] if square else a).toarray()
+        return a[np.ix_(rows, rows)] if square else a[rows]
 
     def centred_yty(self) -> np.ndarray:
         """Yc^T Yc = Y^T H Y (q x q), 0/1 label coding."""
@@ -132,10 +261,17 @@ class SufficientStats:
                 "need_xtx=True (only possible when D is below the dense-scatter limit)"
             )
         # one new D x D array (the same operations as xtx - outer / n, in place): each
-        # temporary would be D x D x 8 bytes of fresh pages
-        out = np.outer(self.sum_x, self.sum_x)
-        out /= self.n
-        return np.subtract(self.xtx, out, out=out)
+        # temporary would be D x D x 8 bytes of fresh pages; a slab of rows at a time,
+        # so that the three steps find it in the cache
+        xtx, s = self.xtx, self.sum_x
+        out = np.empty(xtx.shape)
+        step = max(1, 2**17 // max(1, s.size))
+        for r in range(0, s.size, step):
+            slab = out[r:r + step]
+            np.outer(s[r:r + step], s, out=slab)
+            slab /= self.n
+            np.subtract(xtx[r:r + step], slab, out=slab)
+        return out
 
     def used_columns(self, max_fraction: float = USED_COLUMNS_FRACTION) -> np.ndarray | None:
         """Sorted indices of the columns some document uses (``sumsq_x > 0``), or None.
@@ -182,7 +318,14 @@ class SufficientStats:
                 f"labels to statistics of {self.n_features} features and {self.n_labels} "
                 "labels: both must describe the same columns")
         rows = other.used_columns(SPARSE_ROWS_FRACTION) if inplace else None
+        if self.compact_rows is not None:
+            if rows is None:  # other uses most features (or is not added in place)
+                make_whole(self, "compact_rows")
+            else:
+                self._add_held(other, rows)
         for key in self._SUMS:
+            if self.compact_rows is not None and key in ("xty", "xtx", "xtwx"):
+                continue  # added on the held rows (_add_held)
             a, b = getattr(self, key), getattr(other, key)
             if a is None or b is None:
                 setattr(self, key, None)
@@ -208,3 +351,31 @@ class SufficientStats:
         self.n += other.n
         self.from_cache = False
         return self
+
+    def _add_held(self, other: SufficientStats, used: np.ndarray) -> None:
+        """Add ``other``'s X^T Y, X^T X and X^T W X (``used``: its used features) into
+        these statistics' held rows, widened to the union of both sets of used features
+        (made whole instead when that union is more than SPARSE_ROWS_FRACTION of D)."""
+        rows = np.union1d(self.compact_rows, used)
+        if rows.size > SPARSE_ROWS_FRACTION * self.n_features:
+            make_whole(self, "compact_rows")
+            return
+        for key in ("xty", "xtx", "xtwx"):
+            a, b = held(self, key), held(other, key)
+            if a is None or b is None:
+                setattr(self, key, None)
+                continue
+            if a.shape[0] == 0 == b.shape[0]:  # X^T Y computed on neither side
+                continue
+            if a.shape[0] != self.compact_rows.size or b.shape[0] != self.n_features:
+                raise ValueError(f"cannot add statistics whose {key} shapes differ "
+                                 f"({a.shape} and {b.shape}); compute both with the same "
+                                 "options")
+            # widened: the new rows start at zero, so each entry is a + b as on the
+            # whole array, in the same order
+            a = self.rows_of(key, rows)
+            part = other.rows_of(key, rows) if not sp.issparse(b) else \
+                (sp.csr_matrix(b)[rows][:, rows] if key != "xty" else sp.csr_matrix(b)[rows])
+            add_into(a, part)
+            setattr(self, key, a)
+        self.compact_rows = rows
