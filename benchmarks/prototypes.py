@@ -10,7 +10,8 @@ take the feature route):
 * ``default``: the estimator's defaults (``n_prototypes="auto"``,
   ``prototype_selection="auto"``: min(n, MAX_AUTO_PROTOTYPES) chosen by AUTO_SELECTION);
 * with ``--selections``: ``n_prototypes="auto"`` and each listed selection, to compare
-  the ways of choosing the default's p prototypes.
+  the ways of choosing the default's p prototypes; with ``--counts``: other p (the
+  default selection), to compare caps.
 
 Each fit runs in a fresh process: fit seconds and peak RSS (of the fit), then the
 classification measures of ML-kNN (k = 10, s = 1; :class:`dmlfe.MLkNN`) trained on the
@@ -19,7 +20,8 @@ train embeddings and scored on the test embeddings with
 Cases run one after another (one method at a time), never in parallel.
 
     python benchmarks/prototypes.py --features 2048
-    python benchmarks/prototypes.py --features 1048576 --selections random,kmeans++
+    python benchmarks/prototypes.py --features 1048576 --selections random,kmeans++ \
+        --counts 1000
 """
 
 from __future__ import annotations
@@ -71,9 +73,12 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     return rec
 
 
-def cases(store: str, selections: list[str]) -> list[dict[str, Any]]:
+def cases(store: str, selections: list[str], counts: list[int]) -> list[dict[str, Any]]:
     variants = {"p=n": {"n_prototypes": None, "prototype_selection": "all"}, "default": {}}
     variants |= {f"auto/{s}": {"prototype_selection": s} for s in selections}
+    variants |= {f"p={p}": {"n_prototypes": p} for p in counts}
+    variants |= {f"p={p}/{s}": {"n_prototypes": p, "prototype_selection": s}
+                 for p in counts for s in selections}
     return [{"store": store, "method": m, "variant": v, "params": params}
             for m in METHODS for v, params in variants.items()]
 
@@ -86,8 +91,14 @@ def main() -> None:
     ap.add_argument("--selections", default="",
                     help="comma list of other selections for the default's p (random, "
                     "kmeans++, ...)")
+    ap.add_argument("--counts", default="",
+                    help="comma list of other p (the default selection and each of "
+                    "--selections), e.g. 1000")
     ap.add_argument("--methods", default=",".join(METHODS), help="comma list")
+    ap.add_argument("--variants", default="",
+                    help="comma list: only these variants (e.g. p=1000/kmeans++)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per case")
+    ap.add_argument("--tag", default="", help="suffix of the results file's name")
     args = ap.parse_args()
     if args.case:
         print(json.dumps(run_case(json.loads(args.case))))
@@ -95,8 +106,10 @@ def main() -> None:
     WORK.mkdir(parents=True, exist_ok=True)
     store = str(r10_store(args.features))
     chosen = set(args.methods.split(","))
-    todo = [c for c in cases(store, [s for s in args.selections.split(",") if s])
-            if c["method"] in chosen]
+    todo = [c for c in cases(store, [s for s in args.selections.split(",") if s],
+                             [int(p) for p in args.counts.split(",") if p])
+            if c["method"] in chosen and (not args.variants
+                                          or c["variant"] in args.variants.split(","))]
     result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
                                           "loadavg_at_start": os.getloadavg()},
                               "features": args.features, "runs": []}
@@ -113,7 +126,7 @@ def main() -> None:
     result["table"] = [{k: r.get(k) for k in ("method", "variant", "p", "prototype_selection",
                                               "seconds", "peak_rss_total_mib", *MEASURES)}
                        for r in result["runs"]]
-    emit(result, f"prototypes-{args.features}")
+    emit(result, f"prototypes-{args.features}" + (f"-{args.tag}" if args.tag else ""))
 
 
 if __name__ == "__main__":
