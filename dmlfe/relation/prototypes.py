@@ -232,10 +232,13 @@ def resolve_prototypes(
       is min(n, :data:`MAX_AUTO_PROTOTYPES`), or n with ``selection="all"``.
     * ``selection``: ``"auto"`` is ``"all"`` when p = n, else :data:`AUTO_SELECTION`
       (label-stratified: every label combination keeps its share of the prototypes,
-      so rare labels still have prototypes to be similar to; it reads only the labels,
-      where k-means++ seeding makes p passes over a gathered pool of documents, and
-      ``benchmarks/prototypes.py`` compares it with p = n and the other choices). Row
-      positions (:func:`fixed_rows`) are their own p.
+      so rare labels still have prototypes to be similar to). It reads only the labels,
+      where k-means++ seeding makes p sequential sparse products over a gathered pool
+      of documents. ``benchmarks/prototypes.py`` compares it with p = n, "random" and
+      "kmeans++" (ML-kNN on R10's test split, ``benchmarks/results/prototypes-r10-*``):
+      no choice was best for every method, the stratified one was best for three of
+      the eight and at least as good as p = n for six. Row positions
+      (:func:`fixed_rows`) are their own p.
 
     Parameters
     ----------
