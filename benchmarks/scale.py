@@ -344,11 +344,12 @@ TABLE = (
     ("CCA route=feature d=10", {"method": "cca", "n_components": 10,
                                 "params": {"route": "feature"}}, True),
     ("PCA route=relation p=n d=100", {"method": "pca", "n_components": 100,
-                                      "params": {"route": "relation"}}, True),
+                                      "params": {"route": "relation", "n_prototypes": None}}, True),
     ("CCA route=relation p=n d=10", {"method": "cca", "n_components": 10,
-                                     "params": {"route": "relation"}}, True),
+                                     "params": {"route": "relation", "n_prototypes": None}}, True),
     ("MVMD route=relation p=n d=100", {"method": "mvmd", "n_components": 100,
-                                       "params": {"route": "relation"}}, True),
+                                       "params": {"route": "relation",
+                                                  "n_prototypes": None}}, True),
     ("MDDMp d=10", {"method": "mddm_p", "n_components": 10}, True),
 )
 
@@ -483,9 +484,9 @@ def part_all(args: argparse.Namespace) -> dict[str, Any]:
 def exactness_all(store: str, d: int = 10) -> dict[str, Any]:
     """Each method on its route at 2^11 (``max_dense_features=1000`` < D, so the dual
     route; the graph and kernel methods, which refuse that, on the relation route with
-    p = n as at 2^20) against scipy.linalg.eigh of a dense template: the template that route
-    solved itself (relation route: p x p), or, on the dual route, which forms none, the
-    D x D template of the method's own feature-route fit."""
+    the default prototypes, as at 2^20) against scipy.linalg.eigh of a dense template:
+    the template that route solved itself (relation route: p x p), or, on the dual route,
+    which forms none, the D x D template of the method's own feature-route fit."""
     import scipy.linalg as sla
 
     sys.path.insert(0, str(ROOT / "tests"))
@@ -517,7 +518,7 @@ def exactness_all(store: str, d: int = 10) -> dict[str, Any]:
         try:
             try:
                 fit, seen = captured_fit(name, X, Y, n_components=d, max_dense_features=1000)
-            except ValueError as exc:  # p = n prototypes, solved densely
+            except ValueError as exc:  # the default p prototypes, solved densely
                 if "max_dense_features" not in str(exc):
                     raise
                 fit, seen = captured_fit(name, X, Y, n_components=d, route="relation")

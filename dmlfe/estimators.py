@@ -791,7 +791,9 @@ class KernelMDDM(MultiLabelProjection):
 
     Examples
     --------
-    The components weigh the similarities to the prototypes (every document here):
+    The components weigh the similarities to the prototypes (every document here: the
+    default ``n_prototypes="auto"`` takes all n up to
+    :data:`dmlfe.relation.prototypes.MAX_AUTO_PROTOTYPES`):
 
     >>> import numpy as np
     >>> from dmlfe import KernelMDDM

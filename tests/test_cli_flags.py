@@ -75,7 +75,8 @@ CHOICES: dict[tuple[str, str], list] = {
     ("fit", "--hypergraph"): ["clique", "hypergraph"],
     ("fit", "--variant"): ["p", "f"],
     ("fit", "--route"): ["feature", "relation", "dual", "auto"],
-    ("fit", "--prototype-selection"): ["all", "random", "stratified", "kmeans++"],
+    # "auto" added by issue 33 (the default: all at p = n, else stratified)
+    ("fit", "--prototype-selection"): ["auto", "all", "random", "stratified", "kmeans++"],
     # with the aliases the Python API has always accepted (eq7, rbf, eq8)
     ("fit", "--similarity"): ["linear", "cosine", "gaussian", "local_scaling",
                               "inverse_normalized_distance", "eq7", "rbf", "eq8", "eq9"],

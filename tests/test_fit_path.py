@@ -91,7 +91,10 @@ def test_plan_refuses_what_cannot_run():
     with pytest.raises(ValueError, match="n_components=101 .*problem size 100"):
         plan("pca", n=50, D=100, n_components=101)
     with pytest.raises(ValueError, match="p = 30000 prototypes exceed max_dense_features"):
-        plan("cca", n=30_000, D=2**20, route="relation")
+        plan("cca", n=30_000, D=2**20, route="relation", n_prototypes=None)
+    # the default p = min(n, MAX_AUTO_PROTOTYPES) fits (issue 33)
+    capped = plan("cca", n=30_000, D=2**20, route="relation")
+    assert capped.problem_size == 2000 and capped.relation.selection == "stratified"
     with pytest.raises(ValueError, match="needs route='relation'"):
         plan("kmddm_p", n=50, D=100, route="feature")
     with pytest.raises(ValueError, match="no documents"):

@@ -342,10 +342,11 @@ def test_cli_relation_route(tmp_path, cluster_client, capsys):
                  "--out", str(model_dir), "--scheduler", address]) == 0
     out = capsys.readouterr().out
     assert "route: relation (kmddm_f is a kernel method" in out
-    assert "p = 50 prototypes (random), similarity cosine" in out
+    # --prototypes alone: the default selection for p < n (issue 33), as in Python
+    assert "p = 50 prototypes (stratified), similarity cosine" in out
     model = load_model(model_dir)
     ref = KernelMDDM(n_components=3, variant="f", n_prototypes=50,
-                     prototype_selection="random", similarity="cosine", split="train",
+                     prototype_selection="stratified", similarity="cosine", split="train",
                      cache=False).fit(store)
     np.testing.assert_allclose(model.eigenvalues_, ref.eigenvalues_, rtol=1e-9)
     emb = tmp_path / "emb.zarr"

@@ -10,13 +10,14 @@ from dmlfe.cli.outputs import _check_out, _split_text, _unrecorded_warning
 from dmlfe.cluster import client_from_args, positive_int
 from dmlfe.embed import training_classifier
 from dmlfe.estimators import MultiLabelProjection, make_estimator
-from dmlfe.fit.params import COMMON, SELECTIONS
+from dmlfe.fit.params import COMMON, SELECTION_CHOICES
 from dmlfe.io.classifier import PREDICT_CLASSIFIERS, save_classifier
 from dmlfe.io.model import check_model_target
 from dmlfe.methods.registry import all_methods, method_choices, resolve_method
 from dmlfe.params import Param, bounds_of, flag_options
 from dmlfe.pipeline.config import ClassifierSpec
 from dmlfe.pipeline.runner import make_classifier
+from dmlfe.relation.prototypes import AUTO_SELECTION, MAX_AUTO_PROTOTYPES
 from dmlfe.relation.similarities import similarity_choices
 from dmlfe.solvers.dimension import check_n_components
 from dmlfe.store import open_store
@@ -115,8 +116,6 @@ def _fit_estimator(args: argparse.Namespace) -> MultiLabelProjection:
         value = getattr(args, param, None)
         if value is not None:
             kw[param] = value
-    if kw.get("n_prototypes") is not None and "prototype_selection" not in kw:
-        kw["prototype_selection"] = "random"
     est = make_estimator(method, **kw)
     if "n_components" not in kw and isinstance(est.n_components, int):
         # a method whose d no threshold can choose (OLPP minimises: no positive
@@ -223,11 +222,12 @@ def add_fit_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     "picks dual (exact, through the n x n Gram) when n <= "
                     "--max-dual-samples, else matrix-free (PCA, LSI, MVMD) or relation")
     ro.add_argument("--prototypes", dest="n_prototypes", type=positive_int, default=None,
-                    help="number of prototypes p (default: every training document)")
+                    help=f"number of prototypes p (default: min(n, {MAX_AUTO_PROTOTYPES:,}) of "
+                    "the n training documents)")
     # the Python parameter also takes row positions, which the flag does not
-    ro.add_argument("--prototype-selection", choices=list(SELECTIONS), default=None,
-                    help="how prototypes are chosen (default all; random if --prototypes "
-                    "is given)")
+    ro.add_argument("--prototype-selection", choices=list(SELECTION_CHOICES), default=None,
+                    help=f"how prototypes are chosen (default auto: all when p = n, else "
+                    f"{AUTO_SELECTION}; 'all' without --prototypes: every training document)")
     ro.add_argument("--similarity", default=None,
                     choices=similarity_choices("relation", aliases=True),
                     help="relation similarity (default linear; kmddm: gaussian)")

@@ -12,7 +12,13 @@ from typing import Any
 from dmlfe.graph.knn import KNN_METHODS
 from dmlfe.params import Param, anything, boolean, interval, one_of, optional, split_names
 from dmlfe.relation.kernels import DEFAULT_NEIGHBORS
-from dmlfe.relation.prototypes import SELECTIONS, fixed_rows
+from dmlfe.relation.prototypes import (
+    AUTO_SELECTION,
+    MAX_AUTO_PROTOTYPES,
+    SELECTION_CHOICES,
+    SELECTIONS,  # noqa: F401  (re-exported: its import path before "auto")
+    fixed_rows,
+)
 from dmlfe.relation.similarities import relation_similarity
 from dmlfe.solvers.dimension import DEFAULT_THRESHOLD, check_n_components
 
@@ -33,8 +39,20 @@ def _n_components(name: str, value: Any) -> int | float:
 
 def _prototype_selection(name: str, value: Any) -> str | tuple[int, ...]:
     if isinstance(value, str):
-        return one_of(*SELECTIONS)(name, value)
+        return one_of(*SELECTION_CHOICES)(name, value)
     return tuple(int(v) for v in fixed_rows(value))
+
+
+_PROTOTYPE_COUNT = interval(1, None, integer=True)
+
+
+def _n_prototypes(name: str, value: Any) -> int | str | None:
+    if isinstance(value, str):
+        if value == "auto":
+            return value
+        raise ValueError(f"parameter {name}={value!r} is not 'auto', None (every training "
+                         f"document) or an int in {_PROTOTYPE_COUNT.text}")
+    return optional(_PROTOTYPE_COUNT)(name, value)
 
 
 N_COMPONENTS = Param(
@@ -111,14 +129,22 @@ COMMON: tuple[Param, ...] = (
           "n-dimensional row space of X through the n x n Gram\n    ('dual', n moderate, any "
           "D), or choose (see dmlfe.fit.plan). ``route_``\n    and ``route_reason_`` record "
           "it."),
-    Param("n_prototypes", None, optional(interval(1, None, integer=True)),
-          "int, optional\n    Relation route: p; None = every training document."),
-    Param("prototype_selection", "all", _prototype_selection,
-          "{'all', 'random', 'stratified', 'kmeans++'} or list of int, default 'all'\n    "
-          "Relation route: how the p prototypes are chosen (seeded by ``random_state``,\n    "
-          "independent of the chunking), or their row positions among the training\n    "
-          "documents (e.g. an earlier fit's ``prototype_indices_``: after an append the\n    "
-          "relation statistics are then extended by the new rows only)."),
+    Param("n_prototypes", "auto", _n_prototypes,
+          "int, 'auto' or None, default 'auto'\n    Relation route: p, the prototype "
+          "documents. 'auto': min(n, "
+          f"{MAX_AUTO_PROTOTYPES:,})\n    (dmlfe.relation.prototypes.MAX_AUTO_PROTOTYPES: "
+          "every p x p matrix is formed\n    from the n x p relation features, n p^2 "
+          "flops, and factorised, p^3, so\n    the cost grows linearly in n, not as n^3; "
+          "mope section 3.5); None: every\n    training document (p = n, the exact "
+          "kernel route)."),
+    Param("prototype_selection", "auto", _prototype_selection,
+          "{'auto', 'all', 'random', 'stratified', 'kmeans++'} or list of int, default "
+          "'auto'\n    Relation route: how the p prototypes are chosen (seeded by "
+          "``random_state``,\n    independent of the chunking), or their row positions "
+          "among the training\n    documents (e.g. an earlier fit's "
+          "``prototype_indices_``: after an append the\n    relation statistics are then "
+          "extended by the new rows only). 'auto': 'all'\n    when p = n, else "
+          f"'{AUTO_SELECTION}' (each label combination keeps its share)."),
     Param("similarity", "linear", relation_similarity,
           "str, default 'linear'\n    Relation route: 'linear', 'cosine', 'gaussian' (mope eq. "
           "7), 'local_scaling'\n    (eq. 8) or 'inverse_normalized_distance' (eq. 9, alias "

@@ -45,6 +45,7 @@ from dmlfe.errors import InputError
 from dmlfe.fit.params import MATRIX_FREE
 from dmlfe.graph.knn import require_nndescent, resolve_method
 from dmlfe.methods.registry import MethodSpec
+from dmlfe.relation import prototypes as relation_prototypes
 
 #: The estimator parameters that tune the matrix-free solver.
 MATRIX_FREE_OPTIONS = ("n_oversamples", "n_iter", "tol", "max_passes")
@@ -111,7 +112,12 @@ class StatsRequest:
 
 @dataclass(frozen=True)
 class RelationRequest:
-    """How to build the relation features (relation route only)."""
+    """How to build the relation features (relation route only).
+
+    ``n_prototypes`` and ``selection`` are resolved (an int p, and one of
+    :data:`dmlfe.relation.prototypes.SELECTIONS` or row positions: never "auto");
+    ``reason`` says how p and the selection were reached.
+    """
 
     n_prototypes: int
     selection: str | tuple[int, ...]
@@ -119,6 +125,24 @@ class RelationRequest:
     tau: float | None
     n_neighbors: int
     random_state: int
+    reason: str = ""
+
+
+def prototype_count(n: int, n_prototypes: Any, selection: Any) -> tuple[int, Any, str]:
+    """(p, selection, reason): the estimator's ``n_prototypes`` and
+    ``prototype_selection`` resolved for n training documents
+    (:func:`dmlfe.relation.prototypes.resolve_prototypes`; row positions are kept as
+    given), and a line saying how."""
+    p, chosen = relation_prototypes.resolve_prototypes(n, n_prototypes, selection)
+    if not isinstance(selection, str):
+        return p, selection, f"p = {p} prototypes at the given row positions"
+    if chosen == "all":
+        return p, chosen, f"p = n = {p} prototypes (every training document)"
+    if n_prototypes == "auto":
+        cap = relation_prototypes.MAX_AUTO_PROTOTYPES  # read now: tests lower it
+        return p, chosen, (f"p = min(n, MAX_AUTO_PROTOTYPES) = min({n}, {cap}) = {p} "
+                           f"prototypes chosen by {chosen!r}")
+    return p, chosen, f"p = {p} prototypes (n_prototypes) of n = {n} chosen by {chosen!r}"
 
 
 @dataclass(frozen=True)
@@ -328,19 +352,21 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
     if spec.needs_graph and not resolve_method(params.get("knn_search", "auto"),
                                                shape.n_samples):
         require_nndescent()  # a missing extra fails before any pass
-    n_proto = params.get("n_prototypes")
-    p = shape.n_samples if n_proto is None else int(n_proto)
-    if not isinstance(params["prototype_selection"], str):  # row positions: p of them
-        p = len(params["prototype_selection"])
-        if n_proto is not None and int(n_proto) != p:
-            raise ValueError(f"n_prototypes={n_proto} but prototype_selection names {p} rows: "
-                             "leave n_prototypes out")
+    bad_prototypes = None
+    try:
+        p, selection, p_reason = prototype_count(
+            shape.n_samples, params.get("n_prototypes", "auto"), params["prototype_selection"])
+    except ValueError as exc:  # raised below only if the relation route is taken
+        bad_prototypes, p, selection, p_reason = exc, shape.n_samples, None, ""
     route, route_reason = choose_route(spec, params["route"], params["solver"], shape, p, limits)
     relation = None
     if route == "relation":
-        relation = RelationRequest(p, params["prototype_selection"], params["similarity"],
-                                   params["tau"],
-                                   int(params["n_neighbors"]), int(params["random_state"]))
+        if bad_prototypes is not None:
+            raise bad_prototypes
+        route_reason = f"{route_reason}; {p_reason}"
+        relation = RelationRequest(p, selection, params["similarity"], params["tau"],
+                                   int(params["n_neighbors"]), int(params["random_state"]),
+                                   reason=p_reason)
     D = p if route == "relation" else shape.n_features
     solver, solver_reason = choose_solver(spec, method_params, params["solver"], route, D, limits)
     _check_n_components(params["n_components"], solver,

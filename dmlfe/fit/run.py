@@ -305,6 +305,7 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
             data.X, data.Y, n_prototypes=r.n_prototypes, selection=r.selection,
             similarity_name=r.similarity, tau=r.tau, n_neighbors=r.n_neighbors,
             random_state=r.random_state, client=client)
+        log.info("relation route: %s", r.reason)
         if data.store is not None and isinstance(r.selection, str) and cache and \
                 len(data.store.history()) > 1:
             log.info("relation route on %s, a store grown by appends: prototypes chosen "

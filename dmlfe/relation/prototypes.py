@@ -23,6 +23,9 @@ prototypes").
   similarity's scales, which come from the prototypes alone): its relation statistics
   are the earlier ones plus the appended rows' share, not computed from all rows again.
   The choices above depend on n and change.
+* ``"auto"`` (the estimators' default, with ``n_prototypes="auto"``;
+  :func:`resolve_prototypes`): every training document while n <=
+  :data:`MAX_AUTO_PROTOTYPES`, else that many chosen by :data:`AUTO_SELECTION`.
 """
 
 from __future__ import annotations
@@ -38,6 +41,21 @@ from dmlfe.compute import compute_one, is_dask
 from dmlfe.relation.kernels import row_sq_norms, sq_distances
 
 SELECTIONS = ("all", "random", "stratified", "kmeans++")
+#: The estimators' ``prototype_selection`` values: ``"auto"`` and :data:`SELECTIONS`.
+SELECTION_CHOICES = ("auto", *SELECTIONS)
+
+#: Most prototypes ``n_prototypes="auto"`` takes: p = min(n, this). Every relation-route
+#: fit forms p x p matrices from the n x p relation features, R^T B R or R^T R (2 n p^2
+#: flops each), and factorises or eigen-decomposes them (of order p^3 flops), so at
+#: p = n the cost grows as n^3 and stops at ``max_dense_features``. With p capped it
+#: grows as n p^2, linearly in n: at 2,000 each p x p matrix is 32 MB and its
+#: factorisation 2.7e9 flops, and at R10's n = 6,490 the products are (2,000 / 6,490)^2,
+#: under a tenth, of those at p = n. mope section 3.5 chooses p <= n seed prototypes for
+#: this reason ("the computational cost can be further reduced to O(p^3)").
+MAX_AUTO_PROTOTYPES = 2_000
+#: How ``prototype_selection="auto"`` chooses fewer than n prototypes (see
+#: :func:`resolve_prototypes` for why this one).
+AUTO_SELECTION = "stratified"
 
 #: Default most candidates k-means++ seeding looks at (their rows are gathered on the driver).
 KMEANS_POOL = 20_000
@@ -202,6 +220,82 @@ def fixed_rows(selection: Any, n: int | None = None) -> np.ndarray:
     return out
 
 
+def resolve_prototypes(
+    n: int,
+    n_prototypes: int | str | None = "auto",
+    selection: str | Sequence[int] = "auto",
+) -> tuple[int, str | np.ndarray]:
+    """p and the concrete selection an estimator's ``n_prototypes`` and
+    ``prototype_selection`` mean for n training documents.
+
+    * ``n_prototypes``: an int is p; None is every training document (p = n); ``"auto"``
+      is min(n, :data:`MAX_AUTO_PROTOTYPES`), or n with ``selection="all"``.
+    * ``selection``: ``"auto"`` is ``"all"`` when p = n, else :data:`AUTO_SELECTION`
+      (label-stratified: every label combination keeps its share of the prototypes,
+      so rare labels still have prototypes to be similar to). It reads only the labels,
+      where k-means++ seeding makes p sequential sparse products over a gathered pool
+      of documents. ``benchmarks/prototypes.py`` compares it with p = n, "random" and
+      "kmeans++" (ML-kNN on R10's test split, ``benchmarks/results/prototypes-r10-*``):
+      no choice was best for every method, the stratified one was best for three of
+      the eight and at least as good as p = n for six. Row positions
+      (:func:`fixed_rows`) are their own p.
+
+    Parameters
+    ----------
+    n : int
+        Number of training documents.
+    n_prototypes : int, "auto" or None
+    selection : {"auto", "all", "random", "stratified", "kmeans++"} or sequence of int
+
+    Returns
+    -------
+    p : int
+    selection : str or ndarray of int64
+        One of :data:`SELECTIONS` (``"all"`` whenever p = n), or the ascending row
+        positions.
+
+    Raises
+    ------
+    ValueError
+        For a value outside those listed above (the message names the parameter and
+        the values it takes), or p and the selection disagreeing.
+    """
+    if not isinstance(selection, str):
+        rows = fixed_rows(selection, n)
+        if n_prototypes not in (None, "auto") and int(n_prototypes) != rows.size:
+            raise ValueError(f"n_prototypes={n_prototypes} but prototype_selection names "
+                             f"{rows.size} rows: leave n_prototypes out")
+        return int(rows.size), rows
+    if selection not in SELECTION_CHOICES:
+        raise ValueError(f"prototype_selection={selection!r} is not one of "
+                         f"{SELECTION_CHOICES} or a list of row positions")
+    if n_prototypes is None or (n_prototypes == "auto" and selection == "all"):
+        p = n
+    elif isinstance(n_prototypes, str):
+        if n_prototypes != "auto":
+            raise ValueError(f"n_prototypes={n_prototypes!r} is not 'auto', None (every "
+                             "training document) or a positive int")
+        p = min(n, MAX_AUTO_PROTOTYPES)
+    else:
+        if isinstance(n_prototypes, bool) or int(n_prototypes) != n_prototypes:
+            raise TypeError(f"n_prototypes={n_prototypes!r} is not 'auto', None (every "
+                            "training document) or a positive int")
+        p = int(n_prototypes)
+        if not 1 <= p <= n:
+            raise ValueError(f"n_prototypes={p} must lie between 1 and the number of training "
+                             f"documents ({n}); use None for all of them or 'auto' for "
+                             f"min(n, {MAX_AUTO_PROTOTYPES})")
+    if p == n:  # every document, however it was asked for
+        return p, "all"
+    if selection == "auto":
+        selection = AUTO_SELECTION
+    elif selection == "all":
+        raise ValueError(f"prototype_selection='all' takes every training document (n = "
+                         f"{n}) but n_prototypes={p}; choose 'auto', 'random', 'stratified' "
+                         "or 'kmeans++' for fewer")
+    return p, selection
+
+
 def select_prototypes(
     X: Any,
     Y: Any = None,
@@ -220,11 +314,12 @@ def select_prototypes(
         The training documents (only read by ``"kmeans++"``).
     Y : array-like or dask array (n, q), optional
         Labels (``"stratified"`` only).
-    n_prototypes : int, optional
-        p; None means every training document (p = n).
-    selection : {"all", "random", "stratified", "kmeans++"} or sequence of int
-        See the module docstring. ``"all"`` needs ``n_prototypes`` None or n; row
-        positions (:func:`fixed_rows`) need it None or their number.
+    n_prototypes : int, "auto" or None
+        p; None means every training document (p = n); ``"auto"`` min(n,
+        :data:`MAX_AUTO_PROTOTYPES`) (see :func:`resolve_prototypes`).
+    selection : {"auto", "all", "random", "stratified", "kmeans++"} or sequence of int
+        See the module docstring. ``"all"`` needs ``n_prototypes`` None, "auto" or n;
+        row positions (:func:`fixed_rows`) need it None, "auto" or their number.
     random_state : int
         Seed; the choice depends only on it, n (and Y / the rows for the
         label- and data-driven choices), never on the chunking.
@@ -232,30 +327,12 @@ def select_prototypes(
         ``"kmeans++"``: most candidate documents gathered on the driver.
     """
     n = int(X.shape[0])
-    if not isinstance(selection, str):
-        rows = fixed_rows(selection, n)
-        if n_prototypes is not None and int(n_prototypes) != rows.size:
-            raise ValueError(f"n_prototypes={n_prototypes} but prototype_selection names "
-                             f"{rows.size} rows: leave n_prototypes out")
-        return rows
-    if selection not in SELECTIONS:
-        raise ValueError(f"prototype_selection={selection!r} is not one of {SELECTIONS}")
-    if n == 0:
+    if n == 0 and isinstance(selection, str):
         raise ValueError("no training documents to choose prototypes from")
-    if n_prototypes is None:
-        p = n
-    else:
-        if isinstance(n_prototypes, bool) or int(n_prototypes) != n_prototypes:
-            raise TypeError(f"n_prototypes must be an int or None, got {n_prototypes!r}")
-        p = int(n_prototypes)
-        if not 1 <= p <= n:
-            raise ValueError(f"n_prototypes={p} must lie between 1 and the number of training "
-                             f"documents ({n}); use None for all of them")
+    p, selection = resolve_prototypes(n, n_prototypes, selection)
+    if not isinstance(selection, str):
+        return selection
     if selection == "all" or p == n:
-        if selection == "all" and p != n:
-            raise ValueError(f"prototype_selection='all' takes every training document (n = "
-                             f"{n}) but n_prototypes={p}; choose 'random', 'stratified' or "
-                             "'kmeans++' for fewer")
         return np.arange(n, dtype=np.int64)
     rng = np.random.default_rng(int(random_state))
     if selection == "random":
