@@ -1026,9 +1026,10 @@ def start_params(store: Store, method: dict[str, Any]) -> dict[str, Any]:
 
 def save_start(store: Store, method: dict[str, Any], block: np.ndarray,
                cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
-    """Save the Ritz vectors a matrix-free fit on ``store`` ended with (D x w), the warm
-    start of a later fit with the same ``method`` on a grown version of the store
-    (:func:`earlier_start`); None when it is above :data:`MAX_START_CACHE_BYTES` or
+    """Save the Ritz vectors a matrix-free fit on ``store`` ended with (D x w), or those
+    of the dual route's row-space solve (n x w; ``method`` then names the route "dual"),
+    the warm start of a later fit with the same ``method`` on a grown version of the
+    store (:func:`earlier_start`); None when it is above :data:`MAX_START_CACHE_BYTES` or
     cannot be written (a RuntimeWarning says so)."""
     if 8 * block.size > MAX_START_CACHE_BYTES:
         log.info("the %d x %d start block of %s is above MAX_START_CACHE_BYTES: not saved",
@@ -1053,8 +1054,8 @@ def save_start(store: Store, method: dict[str, Any], block: np.ndarray,
 def earlier_start(store: Store, method: dict[str, Any],
                   cache_dir: str | os.PathLike[str] | None = None
                   ) -> tuple[np.ndarray, str] | None:
-    """The start block saved by a matrix-free fit with the same ``method`` on an earlier
-    version of ``store`` (before its latest appends), and a line saying which; None when
+    """The start block saved by a fit with the same ``method`` (:func:`save_start`) on an
+    earlier version of ``store`` (before its latest appends), and a line saying which; None when
     there is none.
 
     Only earlier versions: a fit on the version it was saved for starts, as a first fit
