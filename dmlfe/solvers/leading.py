@@ -33,6 +33,7 @@ from collections.abc import Callable
 import numpy as np
 import scipy.linalg as sla
 from scipy.linalg import blas
+from threadpoolctl import threadpool_limits
 
 from dmlfe.solvers.dimension import threshold_rounds
 from dmlfe.solvers.result import flip_signs
@@ -514,9 +515,20 @@ def _warm_pairs(A: np.ndarray, k: int, tol: float, start: np.ndarray, random_sta
     if start.shape[1] < b:
         fill = np.random.default_rng(random_state).standard_normal((m, b - start.shape[1]))
         start = np.hstack([start, fill])
-    return block_krylov_eigh(lambda X: A @ X, m, k, depth=WARM_DEPTH,
-                             tol=tol * WARM_TOL_FRACTION, v0=start,
-                             max_restarts=WARM_RESTARTS)
+    # the basis algebra is on m x (a few b) blocks, far too small for BLAS threads, which
+    # cost more waking and waiting than they save (the more so on a busy machine); only
+    # the m x m products use them
+    with threadpool_limits(limits=1, user_api="blas") as single:
+        wide = single.get_original_num_threads()["blas"]
+        wide = max(wide) if isinstance(wide, list) else wide
+
+        def product(X: np.ndarray) -> np.ndarray:
+            with threadpool_limits(limits=wide, user_api="blas"):
+                return A @ X
+
+        return block_krylov_eigh(product, m, k, depth=WARM_DEPTH,
+                                 tol=tol * WARM_TOL_FRACTION, v0=start,
+                                 max_restarts=WARM_RESTARTS)
 
 
 def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
