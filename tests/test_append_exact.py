@@ -199,7 +199,7 @@ def test_gram_and_graph_of_a_view_survive_an_append_of_other_documents(tmp_path,
         raise AssertionError("searched again")
 
     monkeypatch.setattr(stats_cache, "gram_matrix", no_search)
-    monkeypatch.setattr(stats_cache, "gram_extended", no_search)
+    monkeypatch.setattr(stats_cache, "extend_gram_into", no_search)
     again = dmlfe.MVMD(route="dual", **kw).fit(str(grown))
     assert again.n_passes_ == 2  # the gather and the map back: the Gram came from the cache
     np.testing.assert_array_equal(again.components_, first.components_)

@@ -38,7 +38,13 @@ from dmlfe.solvers.krylov import block_width
 from dmlfe.solvers.matrix_free import solve_matrix_free
 from dmlfe.solvers.nspace import MEMORY_FRACTION, capacity, nspace_bytes
 from dmlfe.solvers.result import EigenResult, expand_rows, flip_signs_inplace
-from dmlfe.stats.cache import load_or_compute_gram, load_or_compute_stats, save_start, saved_start
+from dmlfe.stats.cache import (
+    earlier_start,
+    load_or_compute_gram,
+    load_or_compute_stats,
+    save_start,
+    saved_start,
+)
 from dmlfe.stats.gram import gram_matrix, transpose_product
 from dmlfe.stats.pass_ import compute_stats
 from dmlfe.stats.sufficient import SufficientStats
@@ -172,7 +178,8 @@ def build_template(plan: FitPlan, stats: SufficientStats,
 
 def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
                      client: Any = None, progress: bool = False,
-                     gram: np.ndarray | None = None, gram_passes: int = 0
+                     gram: np.ndarray | None = None, gram_passes: int = 0,
+                     start: np.ndarray | None = None
                      ) -> tuple[EigenResult, dict[str, Any]]:
     """The dual route: Gram pass -> n-space solve on the driver -> map-back pass.
 
@@ -180,6 +187,9 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
     block; the Gram cache beside a store): no Gram pass then, but ``gram_passes``, the
     passes the caller made for it, are counted. The solve works in it, so it is
     overwritten. The map back reads every row of X whatever the Gram's origin.
+    ``start``: the Ritz block (``ritz`` of the result) of a fit on the first rows of X,
+    the warm start of the row-space solve (:func:`dmlfe.solvers.dual.solve_dual`), made
+    zero on the rows after them.
     Returns the solution and the method's parameters as its builder recorded them.
     """
     spec = plan.spec
@@ -209,9 +219,12 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
         weighted = spec.nspace(Y if label_fn is None else label_fn(Y), **plan.params)
         built.append(TraceTemplate(method=spec.name, params=weighted.params,
                                    centred=spec.centred, n_features=stats.n_features))
+    if start is not None and 0 < start.shape[0] <= n:
+        start = np.vstack([start, np.zeros((n - start.shape[0], start.shape[1]))])
     sol = solve_dual(label_side, G, Y, stats.n_features, plan.n_components,
                      build_reduced=build_reduced, max_components=cap, cap_note=note,
-                     random_state=plan.random_state, weighted=weighted)
+                     random_state=plan.random_state, weighted=weighted,
+                     start=start if start is not None and start.shape[0] == n else None)
     del G
     comps = transpose_product(data.X, sol.alpha, columns=columns, client=client,
                               progress=progress)
@@ -219,7 +232,8 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
                       n_components=sol.n_components, n_genuine=sol.n_genuine,
                       solver=sol.solver, regularization=sol.regularization,
                       n_passes=1 + (1 if gram is None else gram_passes),
-                      converged=sol.converged, trace=sol.trace, columns=columns)
+                      converged=sol.converged, trace=sol.trace, columns=columns,
+                      ritz=sol.ritz, info={"warm_start": sol.warm_start})
     return res, dict(built[0].params)
 
 
@@ -392,7 +406,7 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
          start: tuple[np.ndarray, str] | None = None,
          keep_start: bool = False) -> FittedProjection:
     stats_rows = None  # None: the fit reads every document
-    warm_note = None  # where a warm-started matrix-free solve started from
+    warm_note = None  # where a warm-started solve started from
     block = None  # its last Ritz vectors, when kept
     if plan.spec.needs_graph:  # graph methods: labels + K-NN graph -> one products pass
         stats, template, data_passes = graph_fit(
@@ -421,12 +435,23 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
         template = None if plan.route == "dual" else build_template(plan, stats, rmap)
     if template is None:
         gram_passes = 0
-        if gram is None and cache and data.store is not None:
+        saving = cache and data.store is not None
+        key = {"method": plan.spec.name, "params": dict(plan.params), "route": "dual"}
+        if gram is None and saving:
             # saved beside the statistics; after an append only the new rows' products
             gram, gram_passes = load_or_compute_gram(data.store, data.X, client=client,
                                                      progress=progress)
+        # the row-space solve of the version before an append starts this one
+        warm = earlier_start(data.store, key) if saving else None
         res, params = solve_dual_route(plan, data, stats, client=client, progress=progress,
-                                       gram=gram, gram_passes=gram_passes)
+                                       gram=gram, gram_passes=gram_passes,
+                                       start=None if warm is None else warm[0])
+        if res.info.get("warm_start"):
+            warm_note = warm[1]
+            log.info("row-space solve of %s started from %s", plan.spec.name, warm_note)
+        if saving and res.ritz is not None:
+            save_start(data.store, key, res.ritz)
+        res.ritz = None
         centred = plan.spec.centred
     else:
         warm = plan.solver == "randomized" and rmap is None

@@ -86,6 +86,11 @@ class DualSolution:
         Sum of all eigenvalues when only the leading ones were computed.
     converged : bool
         False when the block Krylov solver stopped above its tolerance (a warning says so).
+    ritz : ndarray (n, b) or None
+        Form 1 on the block Krylov branch: the float64 Ritz block of its n x n matrix,
+        the warm start (``start``) of a fit on the same documents and more.
+    warm_start : bool
+        Whether the solve started from ``start`` and converged from it.
     """
 
     alpha: np.ndarray
@@ -96,6 +101,8 @@ class DualSolution:
     regularization: float = 0.0
     trace: float | None = None
     converged: bool = True
+    ritz: np.ndarray | None = None
+    warm_start: bool = False
 
 
 def label_only(stats: SufficientStats) -> SufficientStats:
@@ -115,19 +122,28 @@ def _lapack_view(G: np.ndarray) -> np.ndarray:
     return G.T if G.flags.c_contiguous else G
 
 
+#: Bytes of the rows :func:`centre_gram` updates at a time (they stay in cache for its
+#: three updates, which then read and write G once instead of three times).
+CENTRE_BLOCK_BYTES = 1 << 21
+
+
 def centre_gram(G: np.ndarray) -> np.ndarray:
     """H G H in place (H = I - 11^T/n): the Gram of the centred rows, Xc Xc^T."""
     r = G.mean(axis=0)
-    G -= r[None, :]
-    G -= r[:, None]
-    G += r.mean()
+    c = r.mean()
+    step = max(1, CENTRE_BLOCK_BYTES // max(8 * G.shape[1], 1))
+    for i in range(0, G.shape[0], step):
+        rows = G[i:i + step]
+        rows -= r[None, :]
+        rows -= r[i:i + step, None]
+        rows += c
     return G
 
 
 def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int | float,
               max_components: int | None, random_state: int,
-              cap_note: str | None = None) -> DualSolution:
-    """Form 1: B = I, A = Xs^T (a I + Phi Phi^T) Xs."""
+              cap_note: str | None = None, start: np.ndarray | None = None) -> DualSolution:
+    """Form 1: B = I, A = Xs^T (a I + Phi Phi^T) Xs; ``start`` as in :func:`solve_dual`."""
     a = float(t.xx_coef)
     M = G  # Gs, overwritten by C^{1/2} Gs C^{1/2}
     U = E = None
@@ -164,7 +180,7 @@ def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int
     # leading part is about U E (U^T Gs U) E U^T, so span(U) is close to their space
     w, V, info = leading_pairs(M, n_components, k, total, random_state=random_state,
                                complete=False, dominant=0 if U is None else U.shape[1],
-                               dominant_start=U)
+                               dominant_start=U, start=start)
     d = choose_dimension(w, n_components, total=total if w.size < m else None,
                          cap_note=cap_note)
     warn_null_components(t.method, d, w)
@@ -179,7 +195,8 @@ def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int
         alpha -= alpha.mean(axis=0)
     return DualSolution(alpha, w, d, n_genuine(w), "dual-identity",
                         trace=total if w.size < m else None,
-                        converged=bool(info.get("converged", True)))
+                        converged=bool(info.get("converged", True)), ritz=info.get("ritz"),
+                        warm_start=bool(info.get("warm_start", False)))
 
 
 def _lowrank(t: TraceTemplate, Gc: np.ndarray, Yc: np.ndarray, n_features: int,
@@ -385,7 +402,8 @@ def solve_dual(label_side: TraceTemplate | None, G: np.ndarray, Y: np.ndarray, n
                n_components: int | float, *,
                build_reduced: Callable[[np.ndarray, np.ndarray], TraceTemplate],
                max_components: int | None = None, cap_note: str | None = None,
-               random_state: int = 0, weighted: WeightedPencil | None = None) -> DualSolution:
+               random_state: int = 0, weighted: WeightedPencil | None = None,
+               start: np.ndarray | None = None) -> DualSolution:
     """Solve a method's problem in the row space; see the module docstring.
 
     Parameters
@@ -412,6 +430,10 @@ def solve_dual(label_side: TraceTemplate | None, G: np.ndarray, Y: np.ndarray, n
     weighted : WeightedPencil, optional
         The n-space factors of a method with a row-weighted B (MLDA): form 2's
         reduction through one Cholesky factor (:func:`_weighted_lowrank`).
+    start : ndarray (n, b), optional
+        Form 1's warm start: :attr:`DualSolution.ritz` of a fit on the first rows of these
+        documents, zero on the rest (:func:`~dmlfe.solvers.leading.leading_eigh`'s
+        ``start``); the other forms ignore it.
     """
     t = label_side
     if t is None and weighted is not None:
@@ -425,7 +447,8 @@ def solve_dual(label_side: TraceTemplate | None, G: np.ndarray, Y: np.ndarray, n
     if t.operator_form and t.constraint is None and t.B is None and t.xx_coef > 0 and \
             has_factor:
         Gs = centre_gram(G) if t.centred else G
-        return _identity(t, Gs, Yc, n_components, max_components, random_state, cap_note)
+        return _identity(t, Gs, Yc, n_components, max_components, random_state, cap_note,
+                         start)
     if t.operator_form and t.constraint is not None and t.xx_coef == 0 and \
             t.label_factor is not None and t.centred and t.constraint[0] > 0:
         return _lowrank(t, centre_gram(G), Yc, n_features, n_components, random_state)

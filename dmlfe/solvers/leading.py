@@ -33,6 +33,7 @@ from collections.abc import Callable
 import numpy as np
 import scipy.linalg as sla
 from scipy.linalg import blas
+from threadpoolctl import threadpool_limits
 
 from dmlfe.compute import blas_threads, idle_cpus
 from dmlfe.solvers.dimension import threshold_rounds
@@ -92,6 +93,19 @@ REFINE_DEPTH = 3
 #: guess that finds no gap stops there, and the float64 refinement finishes the job).
 DOMINANT_DEPTH = 4
 DOMINANT_RESTARTS = 4
+#: Depth and most restarts of the float64 solve of :func:`leading_eigh` from a warm
+#: ``start`` (the Ritz block of a fit before an append) before it gives up and solves
+#: from scratch: from a start that close, one restart of depth 4 usually converges.
+WARM_DEPTH = 4
+WARM_RESTARTS = 4
+#: A warm solve stops at this fraction of ``tol``: a cold one's float64 check of its
+#: float32 Ritz block ends far below ``tol``, and a warm one stopping just under it
+#: left the trailing pairs of MVMD on text (small gaps) looser than a fresh fit's
+#: (``benchmarks/incremental.py`` compares the two).
+WARM_TOL_FRACTION = 1e-2
+#: Columns of a warm start's block beyond the k pairs taken from the start; the rest of
+#: its KRYLOV_OVERSAMPLING are random (:func:`_warm_pairs`).
+WARM_RANDOM = KRYLOV_OVERSAMPLING // 2
 
 #: Relative column norm below which orthonormalize drops a column as round-off, in
 #: float32 and in float64. Float32 keeps remainders down to 8 units of its precision:
@@ -493,21 +507,54 @@ def krylov_pays(m: int, k: int) -> bool:
         (k + KRYLOV_OVERSAMPLING) * DENSE_KRYLOV_DEPTH <= KRYLOV_BASIS_FRACTION * m
 
 
+def _warm_pairs(A: np.ndarray, k: int, tol: float, start: np.ndarray, random_state: int
+                ) -> tuple[np.ndarray, np.ndarray, dict]:
+    """:func:`block_krylov_eigh` in float64 from ``start`` (m x c), to
+    ``tol`` x :data:`WARM_TOL_FRACTION`; at most :data:`WARM_RESTARTS` restarts
+    (``info["converged"]`` says whether they sufficed).
+
+    The block is the first k + :data:`WARM_RANDOM` columns of ``start`` and seeded
+    random ones up to k + :data:`KRYLOV_OVERSAMPLING`: a start that spans an invariant
+    subspace of A (exactly orthogonal to a leading eigenvector: the appended rows brought
+    a new direction of their own) would otherwise converge at once to the wrong pairs.
+    """
+    m = A.shape[0]
+    b = min(m, k + KRYLOV_OVERSAMPLING)
+    start = np.asarray(start, dtype=np.float64)[:, :min(b, k + WARM_RANDOM)]
+    if start.shape[1] < b:
+        fill = np.random.default_rng(random_state).standard_normal((m, b - start.shape[1]))
+        start = np.hstack([start, fill])
+    # the basis algebra is on m x (a few b) blocks, far too small for BLAS threads, which
+    # cost more waking and waiting than they save (the more so on a busy machine); only
+    # the m x m products use them
+    with threadpool_limits(limits=1, user_api="blas") as single:
+        wide = single.get_original_num_threads()["blas"]
+        wide = max(wide) if isinstance(wide, list) else wide
+
+        def product(X: np.ndarray) -> np.ndarray:
+            with threadpool_limits(limits=wide, user_api="blas"):
+                return A @ X
+
+        return block_krylov_eigh(product, m, k, depth=WARM_DEPTH,
+                                 tol=tol * WARM_TOL_FRACTION, v0=start,
+                                 max_restarts=WARM_RESTARTS)
+
+
 def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
                  tol: float = KRYLOV_TOL, complete: bool = True, dominant: int = 0,
-                 dominant_start: np.ndarray | None = None
+                 dominant_start: np.ndarray | None = None, start: np.ndarray | None = None
                  ) -> tuple[np.ndarray, np.ndarray, dict]:
     """:func:`_leading_eigh` with as many BLAS threads as the machine has idle CPUs
     (:func:`dmlfe.compute.idle_cpus`): on a busy machine the threads of each product
     and factorisation would wait for CPUs the other processes hold."""
     with blas_threads(idle_cpus()):
         return _leading_eigh(A, k, random_state=random_state, tol=tol, complete=complete,
-                             dominant=dominant, dominant_start=dominant_start)
+                             dominant=dominant, dominant_start=dominant_start, start=start)
 
 
 def _leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
                   tol: float = KRYLOV_TOL, complete: bool = True, dominant: int = 0,
-                  dominant_start: np.ndarray | None = None
+                  dominant_start: np.ndarray | None = None, start: np.ndarray | None = None
                   ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Leading k eigenpairs of a dense symmetric A (descending, signs not yet fixed).
 
@@ -527,12 +574,28 @@ def _leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
     narrow solve: the result is checked in float64 all the same. ``dominant_start``
     (m x g, optional): columns spanning those pairs' eigenvectors approximately (MVMD:
     its label factor), the start of their solve instead of a random block.
+
+    ``start`` (m x c, optional): columns close to the leading eigenvectors (the Ritz
+    block of a fit on the problem before an append, zero on the appended rows). On the
+    block Krylov branch the pairs are then sought in float64 from it, without the
+    dominant solve and the float32 exploration, to a tighter residual
+    (:data:`WARM_TOL_FRACTION`); a start that
+    does not converge within :data:`WARM_RESTARTS` restarts is dropped (the products it
+    cost are counted) and the pairs are computed as without it. ``info["warm_start"]``
+    says whether it was used.
     """
     m = A.shape[0]
     k = min(int(k), m)
     if wants_full_spectrum(m, k, complete):
         w, V = _descending(*sla.eigh(A, check_finite=False))
         return w, V[:, :k], {"method": "lapack-full"}
+    wasted = 0
+    if start is not None and np.shape(start)[0] == m and krylov_pays(m, k):
+        w, V, info = _warm_pairs(A, k, tol, start, random_state)
+        if info["converged"] and w.size == k:  # not a start spanning fewer than k columns
+            info.update(method="block-krylov", warm_start=True, dominant=0)
+            return w, V, info
+        wasted = info["products"]
     # both float32 branches below (m > FULL_SPECTRUM_LIMIT) deflate the dominant pairs
     locked, products64 = _dominant_block(A, k, dominant, tol, random_state, dominant_start) \
         if m > FULL_SPECTRUM_LIMIT else (None, 0)
@@ -557,10 +620,11 @@ def _leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,
     v0 = _after_locked(locked, rough["ritz"])
     w, V, info = block_krylov_eigh(lambda X: A @ X, m, k, depth=REFINE_DEPTH, tol=tol,
                                    v0=v0, first_depth=1)
-    info["products"] += rough["products"] + products64
+    info["products"] += rough["products"] + products64 + wasted
     info["float32_products"] = rough["products"]
     info["dominant"] = g
     info["method"] = "block-krylov"
+    info["warm_start"] = False
     if not info["converged"]:
         warnings.warn(
             f"the block Krylov eigensolver stopped after {info['restarts']} restarts with a "

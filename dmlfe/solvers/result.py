@@ -143,7 +143,9 @@ class EigenResult:
     ritz : ndarray or None
         The randomized matrix-free solver's last block of Ritz vectors (D x (k +
         oversampling), on the rows ``columns`` names), when asked for: the warm start of
-        a later solve on more documents (:func:`dmlfe.solvers.matrix_free.randomized_eigsh`).
+        a later solve on more documents (:func:`dmlfe.solvers.matrix_free.randomized_eigsh`);
+        on the dual route, the n x b Ritz block of its row-space problem
+        (:attr:`dmlfe.solvers.dual.DualSolution.ritz`).
     ritz_image : ndarray or None
         With ``ritz``: its image under the solver's operator, A ritz (the randomized
         solver), or -- after :func:`dmlfe.solvers.matrix_free.solve_matrix_free` -- the

@@ -28,10 +28,15 @@ cannot be read or fails a check is ignored with a RuntimeWarning, recomputed and
 replaced. :func:`clean` removes a store's cache folder.
 
 The dual route's n x n Gram of a view's rows is saved in the same folder
-(:func:`load_or_compute_gram`): ``<key>.gram.npy`` (float64, C order, so it can be
-memory-mapped) and ``<key>.gram.json``, keyed by the view's content fingerprint and
-selection, written and checked the same way, up to :data:`MAX_GRAM_CACHE_BYTES`. After
-an append the Gram of the earlier version is extended by the appended rows' products.
+(:func:`load_or_compute_gram`), keyed by the view's content fingerprint and selection,
+up to :data:`MAX_GRAM_CACHE_BYTES`, as row strips: ``<key>.gram.npy`` holds the rows the
+version added (rows [a, b) of the Gram, each with its b columns: the whole Gram for a
+version computed from all rows), and the record ``<key>.gram.json`` lists the files of
+every strip from row 0, with the CRC-32 of each one's values. After an append the Gram
+of the earlier version is read from its strips, extended by the appended rows'
+products, and only the new strip is written: the earlier files are shared, not copied.
+Written and checked as the statistics are (the record last; a strip that does not match
+its CRC-32 in the record makes the entry unusable).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import logging
 import os
 import warnings
 import zipfile
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -54,7 +60,7 @@ import scipy.sparse as sp
 from dmlfe._version import __version__
 from dmlfe.compute import BlockFn, is_dask
 from dmlfe.errors import MissingPathError
-from dmlfe.stats.gram import gram_extended, gram_matrix
+from dmlfe.stats.gram import extend_gram_into, gram_matrix
 from dmlfe.stats.pass_ import LabelFn, compute_stats
 from dmlfe.stats.sufficient import SPARSE_ROWS_FRACTION, SufficientStats, held, whole_rows
 from dmlfe.store import Store, open_store
@@ -655,6 +661,11 @@ def load_or_compute_stats(
 #: a Gram of up to 16,384 documents, which covers the dual route's default
 #: ``max_dual_samples``. A larger Gram is computed at each fit and not saved.
 MAX_GRAM_CACHE_BYTES = 2**31
+#: Layout of a saved Gram, part of its key: 2, a record listing row strips, each its own
+#: file with its CRC-32 (1 was one file per version with a sha256 digest).
+GRAM_FORMAT = 2
+#: Bytes of a Gram file read at a time: its checksum reads them while they are in cache.
+GRAM_READ_BYTES = 1 << 23
 
 
 def _split_list(split: str | Sequence[str] | None) -> list[str] | None:
@@ -713,8 +724,8 @@ def gram_params(store: Store) -> dict[str, Any]:
     (the Gram depends on X only, not on the labels nor on the method)."""
     split, subset = _view_selection(store)
     return {"cache_format": CACHE_FORMAT, "dmlfe_version": __version__, "kind": "gram",
-            "data": store.content_fingerprint, "split": _split_list(split),
-            "subset": subset}
+            "gram_format": GRAM_FORMAT, "data": store.content_fingerprint,
+            "split": _split_list(split), "subset": subset}
 
 
 def _matrix_paths(directory: Path, params: dict[str, Any], kind: str) -> tuple[Path, Path]:
@@ -781,27 +792,168 @@ def _load_matrix(directory: str | os.PathLike[str], params: dict[str, Any], kind
     return M
 
 
+def _crc32(a: np.ndarray, value: int = 0) -> int:
+    """CRC-32 of a C-contiguous array's bytes, continuing from ``value``."""
+    return zlib.crc32(memoryview(a).cast("B"), value) & 0xFFFFFFFF
+
+
+def _write_gram(rows: np.ndarray, directory: str | os.PathLike[str], params: dict[str, Any],
+                before: list[dict[str, Any]], start: int) -> Path:
+    """Save the Gram of N = ``start`` + len(rows) rows as the strip ``rows`` (its rows
+    [start, N), each with all N columns; the whole Gram when ``start`` is 0) and a record
+    listing ``before`` (the strips of rows [0, start), already saved) and it."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    npy_path, json_path = _gram_paths(directory, params)
+    n = start + int(rows.shape[0])
+    parts = list(before)
+    if n > start:  # a version that added no row of the view lists the earlier strips only
+        rows = np.ascontiguousarray(rows, dtype=np.float64)
+        parts.append({"file": npy_path.name, "rows": [start, n], "crc32": _crc32(rows)})
+    meta = {"key": stats_key(params), "params": _canonical(params), "n": n, "parts": parts,
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "dmlfe_version": __version__}
+    text = json.dumps(meta, indent=2, sort_keys=True).encode("utf-8")
+    json_path.unlink(missing_ok=True)  # as in save_stats: no old record beside new values
+    if n > start:
+        write_atomically(npy_path, lambda f: np.save(f, rows, allow_pickle=False))
+    write_atomically(json_path, lambda f: f.write(text))
+    return npy_path
+
+
+def _gram_record(directory: Path, params: dict[str, Any]) -> dict[str, Any] | None:
+    """The Gram record for ``params``, its form checked (not the values); None when
+    absent; :class:`_BadEntry` when it cannot be used."""
+    json_path = _gram_paths(directory, params)[1]
+    if not json_path.is_file():
+        return None
+    try:
+        meta = json.loads(json_path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise _BadEntry(f"unreadable ({exc})") from None
+    if not isinstance(meta, dict) or meta.get("params") != _canonical(params):
+        raise _BadEntry("its record is not a JSON object or names other parameters")
+    parts, n = meta.get("parts"), meta.get("n")
+    stop = 0
+    for part in parts if isinstance(parts, list) and parts else [None]:
+        ok = isinstance(part, dict) and isinstance(part.get("file"), str) and \
+            Path(part["file"]).name == part["file"] and isinstance(part.get("crc32"), int) \
+            and isinstance(part.get("rows"), list) and len(part["rows"]) == 2 and \
+            all(isinstance(v, int) for v in part["rows"]) and part["rows"][0] == stop < \
+            part["rows"][1]
+        if not ok:
+            raise _BadEntry("its record lacks 'parts' (files of consecutive row strips, "
+                            "each with its 'crc32') or names other files")
+        stop = part["rows"][1]
+    if n != stop:
+        raise _BadEntry(f"its record names n={n!r} but its strips end at row {stop}")
+    return meta
+
+
+def _read_gram(directory: Path, parts: list[dict[str, Any]], out: np.ndarray) -> None:
+    """Read the strips ``parts`` of a record into ``out``'s leading n x n block (n: the
+    last strip's end), each checked against its record; :class:`_BadEntry` otherwise.
+
+    Read a block of rows at a time straight into ``out`` (through a small buffer when
+    a strip's rows are shorter than ``out``'s), checksummed as it comes; each strip's
+    columns before its first row are its transpose's rows, mirrored into place.
+    """
+    buf = None
+    for part in parts:
+        start, stop = part["rows"]
+        path = directory / part["file"]
+        with open(path, "rb") as f:
+            try:
+                version = np.lib.format.read_magic(f)
+                read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) \
+                    else np.lib.format.read_array_header_2_0
+                shape, fortran, dtype = read_header(f)
+            except ValueError as exc:  # not an .npy, truncated
+                raise _BadEntry(f"{path.name} is unreadable ({exc})") from None
+            if shape != (stop - start, stop) or fortran or dtype != np.dtype("<f8"):
+                raise _BadEntry(f"{path.name} holds a {dtype} array of shape {shape}, its "
+                                f"record rows [{start}, {stop}) of a float64 Gram")
+            step = max(1, GRAM_READ_BYTES // (8 * stop))
+            crc = 0
+            direct = out.shape[1] == stop  # out's rows are the strip's: read in place
+            for r in range(start, stop, step):
+                c = min(step, stop - r)
+                if direct:
+                    into = out[r:r + c]
+                else:
+                    if buf is None or buf.shape[1] != stop:
+                        buf = np.empty((step, stop))
+                    into = buf[:c]
+                if f.readinto(memoryview(into).cast("B")) != into.nbytes:
+                    raise _BadEntry(f"{path.name} is shorter than its record says "
+                                    "(truncated)")
+                crc = _crc32(into, crc)
+                if not direct:
+                    out[r:r + c, :stop] = into
+            if f.read(1):
+                raise _BadEntry(f"{path.name} is longer than its record says")
+        if crc != part["crc32"]:
+            raise _BadEntry(f"the values of {path.name} do not match the CRC-32 in its "
+                            "record (the files of two different writes, or a damaged file)")
+        if start:
+            out[:start, start:stop] = out[start:stop, :start].T
+
+
+def _warn_bad_gram(path: Path, exc: Exception) -> None:
+    warnings.warn(f"ignoring unreadable Gram cache entry {path}: {exc}; recomputing (the "
+                  "entry is replaced)", RuntimeWarning, stacklevel=4)
+
+
+def _checked_record(directory: Path, params: dict[str, Any]) -> dict[str, Any] | None:
+    """:func:`_gram_record`, or None with a RuntimeWarning when it cannot be used."""
+    try:
+        return _gram_record(directory, params)
+    except FileNotFoundError:
+        return None  # being replaced right now: a miss
+    except (_BadEntry, OSError) as exc:
+        _warn_bad_gram(_gram_paths(directory, params)[1], exc)
+        return None
+
+
+def _read_gram_or_none(directory: Path, meta: dict[str, Any], out: np.ndarray,
+                       params: dict[str, Any]) -> bool:
+    """:func:`_read_gram` of ``meta``'s strips into ``out``; False, with a RuntimeWarning
+    naming the entry, when they cannot be used."""
+    try:
+        _read_gram(directory, meta["parts"], out)
+    except FileNotFoundError as exc:  # a strip removed (or being replaced)
+        _warn_bad_gram(_gram_paths(directory, params)[0], _BadEntry(f"{exc.filename} is "
+                                                                    "missing"))
+        return False
+    except (_BadEntry, OSError) as exc:
+        _warn_bad_gram(_gram_paths(directory, params)[0], exc)
+        return False
+    return True
+
+
 def save_gram(G: np.ndarray, directory: str | os.PathLike[str], params: dict[str, Any]) -> Path:
-    """Write the Gram ``G`` as ``<key>.gram.npy`` (float64, C order: it can be memory
-    mapped) + ``<key>.gram.json`` under ``directory``; return the ``.npy``.
+    """Write the Gram ``G`` as ``<key>.gram.npy`` (float64, C order) + ``<key>.gram.json``
+    under ``directory``; return the ``.npy``.
 
     Written as :func:`save_stats` writes statistics: each file to a temporary sibling
-    renamed into place, the record last, with the digest of the values.
+    renamed into place, the record last, with the CRC-32 of the values. The Gram of a
+    version after an append is saved as the strip of its new rows only, its record
+    listing the earlier strips (:func:`load_or_compute_gram`).
     """
-    return _save_matrix(G, directory, params, "gram")
+    return _write_gram(G, directory, params, [], 0)
 
 
 def load_gram(directory: str | os.PathLike[str], params: dict[str, Any]) -> np.ndarray | None:
-    """The saved Gram for ``params`` as a read-only memory map; None when absent or
-    unusable (an unreadable record or array, another shape or dtype than the record's,
-    values that do not match its digest: ignored with a RuntimeWarning naming the file)."""
-    G = _load_matrix(directory, params, "gram", "Gram")
-    if G is not None and G.shape[0] != G.shape[1]:
-        warnings.warn(f"ignoring Gram cache entry {_gram_paths(Path(directory), params)[0]}: "
-                      f"it is {G.shape[0]} x {G.shape[1]}, not square; recomputing",
-                      RuntimeWarning, stacklevel=2)
+    """The saved Gram for ``params``, a new array read from the strips its record lists;
+    None when absent or unusable (an unreadable record or file, another shape or dtype
+    than the record's, values that do not match its CRC-32, a missing strip: ignored
+    with a RuntimeWarning naming the file)."""
+    directory = Path(directory)
+    meta = _checked_record(directory, params)
+    if meta is None:
         return None
-    return G
+    G = np.empty((meta["n"], meta["n"]))
+    return G if _read_gram_or_none(directory, meta, G, params) else None
 
 
 def load_or_compute_gram(store: Store, X: Any, *, client: Any = None, progress: bool = False,
@@ -809,6 +961,11 @@ def load_or_compute_gram(store: Store, X: Any, *, client: Any = None, progress: 
                          ) -> tuple[np.ndarray, int]:
     """The dual route's Gram G = X X^T of a store view's rows, from the cache beside the
     store, extended from an earlier version's, or computed; and the passes over X made.
+
+    After an append the earlier version's strips are read into the new Gram's array
+    itself, the appended rows' products fill the rest, and only their strip (m x N for
+    m new rows of N) is written, the record listing it after the earlier strips: the
+    earlier files are neither copied nor written again.
 
     Parameters
     ----------
@@ -830,7 +987,7 @@ def load_or_compute_gram(store: Store, X: Any, *, client: Any = None, progress: 
         0 when G was saved for this version; 1 otherwise: a Gram pass, or, when the
         Gram of an earlier version of the store (before an append) is saved, the pass
         that multiplies the appended rows of the view with all its rows
-        (:func:`dmlfe.stats.gram.gram_extended`: the old x old block is not computed
+        (:func:`dmlfe.stats.gram.extend_gram_into`: the old x old block is not computed
         again). A Gram of more than :data:`MAX_GRAM_CACHE_BYTES` is neither read nor
         saved.
     """
@@ -849,20 +1006,27 @@ def load_or_compute_gram(store: Store, X: Any, *, client: Any = None, progress: 
     found = load_gram(directory, params)
     if found is not None:
         log.info("reusing the Gram %s from %s", stats_key(params), directory)
-        return np.array(found), 0
-    G = None
-    earlier = earlier_version(store, params, lambda p: load_gram(directory, p), "the Gram",
-                              covers=lambda g: g.shape[0])
+        return found, 0
+    G, before = None, []
+    earlier = earlier_version(store, params, lambda p: _checked_record(directory, p),
+                              "the Gram", covers=lambda meta: meta["n"])
     if earlier is not None:
-        entry, old, tail = earlier
-        G = gram_extended(old, X, client=client, progress=progress)
-        log.info("Gram of %s: %d cached rows (as of row %d) extended by %d", store.path,
-                 old.shape[0], int(entry["rows"][1]), tail.n_docs)
-        del old
+        entry, meta, tail = earlier
+        old = int(meta["n"])
+        G = np.empty((n, n))
+        if _read_gram_or_none(directory, meta, G, {**params, "data": entry["fingerprint"]}):
+            extend_gram_into(G, old, X, client=client, progress=progress)
+            before = meta["parts"]
+            log.info("Gram of %s: %d cached rows (as of row %d) extended by %d", store.path,
+                     old, int(entry["rows"][1]), tail.n_docs)
+        else:
+            G = None
     if G is None:
         G = gram_matrix(X, client=client, progress=progress)
+    start = before[-1]["rows"][1] if before else 0
     try:
-        log.info("saved the Gram to %s", save_gram(G, directory, params))
+        log.info("saved the Gram to %s", _write_gram(G[start:], directory, params, before,
+                                                    start))
     except OSError as exc:
         warnings.warn(f"could not save the Gram to {directory} ({exc}); it will be computed "
                       "again next time", RuntimeWarning, stacklevel=2)
@@ -900,9 +1064,10 @@ def _image_params(params: dict[str, Any], block: np.ndarray | str) -> dict[str, 
 def save_start(store: Store, method: dict[str, Any], block: np.ndarray,
                cache_dir: str | os.PathLike[str] | None = None,
                image: np.ndarray | None = None) -> Path | None:
-    """Save the Ritz vectors a matrix-free fit on ``store`` ended with (D x w), the warm
-    start of a later fit with the same ``method`` on a grown version of the store
-    (:func:`earlier_start`); None when it is above :data:`MAX_START_CACHE_BYTES` or
+    """Save the Ritz vectors a matrix-free fit on ``store`` ended with (D x w), or those
+    of the dual route's row-space solve (n x w; ``method`` then names the route "dual"),
+    the warm start of a later fit with the same ``method`` on a grown version of the
+    store (:func:`earlier_start`); None when it is above :data:`MAX_START_CACHE_BYTES` or
     cannot be written (a RuntimeWarning says so).
 
     ``image``: X^T X block over the view's rows (D x w, the scatter part of the

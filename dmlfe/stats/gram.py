@@ -9,8 +9,9 @@ which the sparse product writes it, and the one projecting with X P reads), addi
 row block at a time into P on the driver.
 
 After an append, :func:`gram_extended` makes the Gram of all rows from the Gram of the
-rows before it (saved beside the store: :func:`dmlfe.stats.cache.load_or_compute_gram`)
-with the appended rows' products only.
+rows before it with the appended rows' products only; :func:`extend_gram_into` does it in
+an array that already holds the old Gram (read there from the cache beside the store:
+:func:`dmlfe.stats.cache.load_or_compute_gram`).
 
 Memory: the driver holds G, n^2 x 8 bytes, and
 the solver one or two matrices of the same size; the map back returns D x d x 8 bytes
@@ -155,10 +156,8 @@ def gram_extended(G: np.ndarray, X: Any, *, client: Any = None,
     rows before an append): the rows after them are multiplied with every row, the old
     x old block is copied, never computed again (O(n m) products for m new rows).
 
-    ``G`` may be a read-only memory map; the result is a new array. In memory this is
-    :func:`extend_gram`; for a dask X the new rows are read to the driver (they are few)
-    and each tile of an old row block with them is computed where the block is, in one
-    pass (each row block of X read once) whose tiles are placed as they arrive.
+    ``G`` may be a read-only memory map; the result is a new array, filled by
+    :func:`extend_gram_into`.
 
     Parameters
     ----------
@@ -170,16 +169,37 @@ def gram_extended(G: np.ndarray, X: Any, *, client: Any = None,
     n, total = int(G.shape[0]), int(X.shape[0])
     if n > total:
         raise ValueError(f"the Gram covers {n} rows but X has only {total}")
+    out = np.empty((total, total))
+    out[:n, :n] = G
+    return extend_gram_into(out, n, X, client=client, progress=progress)
+
+
+def extend_gram_into(out: np.ndarray, n: int, X: Any, *, client: Any = None,
+                     progress: bool = False) -> np.ndarray:
+    """Fill ``out`` (N x N) with X X^T, its first ``n`` x ``n`` block holding the Gram of
+    the first ``n`` rows of ``X`` already (read there by the caller: no second copy of
+    it); returns ``out``.
+
+    Only the rows after the first ``n`` are multiplied, with every row (O(n m) products
+    for m = N - n). In memory this is :func:`extend_gram`'s tiles; for a dask X the new
+    rows are read to the driver (they are few) and each tile of an old row block with
+    them is computed where the block is, in one pass (each row block of X read once)
+    whose tiles are placed as they arrive.
+    """
+    total = int(X.shape[0])
+    if out.shape != (total, total) or not 0 <= n <= total:
+        raise ValueError(f"a {' x '.join(map(str, out.shape))} Gram with {n} rows known "
+                         f"cannot hold the Gram of {total} rows")
     if n == total:  # no row of the view was appended
-        return np.array(G)
+        return out
     if not is_dask(X):
         X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
-        return extend_gram(G, [X[:n]] if n else [], X[n:])
+        new = X[n:]
+        return _new_tiles(out, n, new, [(0, n)] if n else [],
+                          [_tile(X[:n], new)] if n else [])
     X = check_row_blocks(X)
     new = to_float_block(run(X[n:], desc="reading the appended rows", progress=progress,
                              client=client)[0])
-    out = np.empty((total, total))
-    out[:n, :n] = G
     if n == 0:
         return _new_tiles(out, 0, new, [], [])
     old = check_row_blocks(X[:n])
