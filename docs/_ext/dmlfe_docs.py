@@ -364,10 +364,20 @@ def _refits_table(rows: list[dict]) -> list[str]:
                         "eigenvalues' largest relative difference"], body)
 
 
+def _prototypes_table(rows: list[dict]) -> list[str]:
+    return _list_table(
+        ["method", "prototypes", "p", "selection", "seconds", "peak memory (MiB)",
+         "average precision", "micro-F1", "macro-F1", "one-error"],
+        [[f"``{r['method']}``", r["variant"], str(r["p"]), r["prototype_selection"],
+          _seconds(r["seconds"]), _mib(r["peak_rss_total_mib"]),
+          *(f"{r[m]:.4f}" for m in ("average_precision", "micro_f1", "macro_f1",
+                                    "one_error"))] for r in rows])
+
+
 #: How each ``kind`` of results file is rendered.
 RESULT_TABLES = {"fits": _fits_table, "exactness": _exactness_table,
                  "stages": _stages_table, "workers": _workers_table,
-                 "refits": _refits_table}
+                 "refits": _refits_table, "prototypes": _prototypes_table}
 
 
 class Performance(Directive):
