@@ -33,9 +33,8 @@ from collections.abc import Callable
 import numpy as np
 import scipy.linalg as sla
 from scipy.linalg import blas
-from threadpoolctl import threadpool_limits
 
-from dmlfe.compute import blas_threads, idle_cpus
+from dmlfe.compute import blas_threads, idle_cpus, one_blas_thread
 from dmlfe.solvers.dimension import threshold_rounds
 from dmlfe.solvers.result import flip_signs
 from dmlfe.stats.outer import mirror_upper
@@ -527,14 +526,13 @@ def _warm_pairs(A: np.ndarray, k: int, tol: float, start: np.ndarray, random_sta
     # the basis algebra is on m x (a few b) blocks, far too small for BLAS threads, which
     # cost more waking and waiting than they save (the more so on a busy machine); only
     # the m x m products use them
-    with threadpool_limits(limits=1, user_api="blas") as single:
-        wide = single.get_original_num_threads()["blas"]
-        wide = max(wide) if isinstance(wide, list) else wide
+    wide = idle_cpus()  # leading_eigh's rule for the m x m products
 
-        def product(X: np.ndarray) -> np.ndarray:
-            with threadpool_limits(limits=wide, user_api="blas"):
-                return A @ X
+    def product(X: np.ndarray) -> np.ndarray:
+        with blas_threads(wide):
+            return A @ X
 
+    with one_blas_thread():
         return block_krylov_eigh(product, m, k, depth=WARM_DEPTH,
                                  tol=tol * WARM_TOL_FRACTION, v0=start,
                                  max_restarts=WARM_RESTARTS)
