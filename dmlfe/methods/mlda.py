@@ -176,6 +176,45 @@ def mlda_nspace(Yw: np.ndarray, gamma_xy: float = 0.1) -> WeightedPencil:
                           Yw * np.sqrt(n1), g)
 
 
+@dataclass
+class DirectPencil:
+    """A = X^T (diag(a_diag) + F C F^T) X, B = X^T (diag(w) - V V^T) X + gamma I in the
+    n-space (X not centred): what the dual route's operator form needs of DMLDA instead
+    of its D x D template (:func:`dmlfe.solvers.dual.solve_dual`'s ``weighted``). F is
+    n x m with m small, C symmetric m x m (A's middle matrix may be indefinite)."""
+
+    method: str
+    params: dict
+    a_diag: np.ndarray
+    a_factor: np.ndarray
+    a_core: np.ndarray
+    w: np.ndarray
+    V: np.ndarray
+    gamma: float
+
+
+def dmlda_nspace(Y: np.ndarray, gamma_xy: float = 0.1) -> DirectPencil:
+    """DMLDA's S_b and S_w + gamma I (:func:`dmlda`) as n-space matrices of the 0/1 labels.
+
+    S_w = X^T (diag(w) - V V^T) X with w = Y 1, V = Y diag(n(1))^{1/2}, and
+    S_b = X^T M_b X with M_b = q I - (1 a^T + a 1^T) + l Y diag(n(1)^2) Y^T - S_w(Y),
+    a = Y n(1), l the number of documents (mvmd eq. 45-46, the cross term symmetrised
+    as in :func:`dmlda`): M_b = diag(q - w) + [Y, 1, a] C [Y, 1, a]^T with
+    C = diag(n(1) + l n(1)^2) on the labels and [[0, -1], [-1, 0]] on (1, a).
+    """
+    g = check_nonneg("gamma_xy", gamma_xy, "dmlda")
+    Y = np.asarray(Y, dtype=np.float64)
+    n, q = Y.shape
+    n1 = _inv_counts(Y.sum(axis=0))
+    w = Y.sum(axis=1)
+    a = Y @ n1
+    core = np.zeros((q + 2, q + 2))
+    core[np.diag_indices(q)] = n1 + n * n1 * n1
+    core[q, q + 1] = core[q + 1, q] = -1.0
+    factor = np.hstack([Y, np.ones((n, 1)), a[:, None]])
+    return DirectPencil("dmlda", {"gamma_xy": g}, q - w, factor, core, w, Y * np.sqrt(n1), g)
+
+
 def dmlda(stats: SufficientStats, xtwx: np.ndarray, gamma_xy: float = 0.1) -> TraceTemplate:
     """Direct MLDA (mvmd eq. 45-47).
 

@@ -43,7 +43,7 @@ from dmlfe.graph.methods import (
 from dmlfe.methods.cca import cca, opls, pls
 from dmlfe.methods.kernel_mddm import kernel_mddm_f, kernel_mddm_p
 from dmlfe.methods.mddm import mddm_f, mddm_p
-from dmlfe.methods.mlda import dmlda, mlda, mlda_nspace
+from dmlfe.methods.mlda import dmlda, dmlda_nspace, mlda, mlda_nspace
 from dmlfe.methods.mlsi import mlsi
 from dmlfe.methods.mvmd import mvmd
 from dmlfe.methods.template import TraceTemplate, psd_sqrt
@@ -135,7 +135,8 @@ class MethodSpec:
         :func:`dmlfe.fit.graph.graph_fit` instead of the statistics pass.
     nspace : callable, optional
         ``nspace(labels, **params)`` -> the n-space factors of a method whose B is
-        row-weighted (:class:`dmlfe.methods.mlda.WeightedPencil`), given its labels as
+        row-weighted (:class:`dmlfe.methods.mlda.WeightedPencil`,
+        :class:`dmlfe.methods.mlda.DirectPencil`), given its labels as
         the statistics see them (after ``labels``' map): the dual route then solves
         without the reduced data (:func:`dmlfe.solvers.dual.solve_dual`).
     """
@@ -384,7 +385,7 @@ for _spec in (
                nspace=mlda_nspace),
     MethodSpec("dmlda", dmlda, centred=False, needs_xtx=True, operator_form=False,
                lowrank_only=False, needs_weighted_xtx=True, labels="01", generalized=True,
-               reference="mvmd eq. 45-47", parameters=(GAMMA_XY,)),
+               reference="mvmd eq. 45-47", parameters=(GAMMA_XY,), nspace=dmlda_nspace),
     MethodSpec("kmddm_p", kernel_mddm_p, centred=True, needs_xtx=False, operator_form=False,
                lowrank_only=False, needs_weighted_xtx=False, labels="01", generalized=True,
                reference="mddm eq. 10-14 (section 3.1.2)", parameters=(LABEL_KERNEL, RBF_GAMMA),

@@ -6,7 +6,7 @@ G = X X^T (n x n, :func:`dmlfe.stats.gram.gram_matrix`) the D x D problem become
 n x n (or q x q) one, solved here on the driver; the components are P = X^T alpha for
 coefficients alpha (n x d), mapped back by one pass
 (:func:`dmlfe.stats.gram.transpose_product`). Same eigenvalues and same subspaces as
-the feature route, at any D. Four forms, tried in order:
+the feature route, at any D. Five forms:
 
 1. **B = I, A = a Xs^T Xs + Xs^T Phi Phi^T Xs** (PCA, LSI, MVMD; Phi = Yc K with K the
    template's ``label_factor``): A = Xs^T C Xs with C = a I + Phi Phi^T, whose
@@ -37,6 +37,18 @@ the feature route, at any D. Four forms, tried in order:
    statistic of X is U (statistic of Z) U^T: the method is fitted on (Z, Y[piv])
    (r features) by the ordinary dense route and its r x d solution V maps back as
    P = U V = X^T alpha with alpha[piv[:r]] = Z_11^{-T} V.
+5. **A = X^T M_a X, B = X^T (diag(w) - V V^T) X + c I** with M_a diagonal plus low rank
+   (DMLDA: :class:`~dmlfe.methods.mlda.DirectPencil`; A has full rank, its q X^T X
+   term), c > 0, for a fixed d: thick-restart block Lanczos on K = B^{-1} A in the
+   B-inner product (:mod:`dmlfe.solvers.pencil`), for p = X^T beta with x = G beta:
+   A p = X^T M_a x, and B^{-1} X^T r = X^T (Psi G + c I)^{-1} r by one Cholesky factor
+   (:func:`weighted_solver`, as form 2 for MLDA), so every step is O(n^2) and no
+   n x n x n product is made. Equal documents are merged first (their rows of the
+   n-space matrices summed): the Gram is then non-singular, where its null space would
+   let round-off grow in beta. The documents' rows of the coefficients are checked
+   against round-off; a Lanczos that does not converge within OPERATOR_PASSES steps
+   (with a warning), a d past the positive pairs, more distinct documents than
+   features, and thresholds go to form 4.
 
 Memory: G and one or two further n x n matrices on the driver (about 3 n^2 x 8 bytes).
 """
@@ -46,12 +58,13 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import scipy.linalg as sla
 from scipy.linalg.blas import dgemm
 
-from dmlfe.methods.mlda import WeightedPencil
+from dmlfe.methods.mlda import DirectPencil, WeightedPencil
 from dmlfe.methods.template import TraceTemplate
 from dmlfe.solvers.dense import REG_EPS, budgeted_krylov, solve_dense
 from dmlfe.solvers.dimension import (
@@ -80,7 +93,8 @@ class DualSolution:
         The computed eigenvalues, descending (the non-zero part of the D-space spectrum).
     n_components, n_genuine : int
     solver : str
-        "dual-identity", "dual-lowrank", "dual-inverse" or "dual-reduced".
+        "dual-identity", "dual-lowrank", "dual-inverse", "dual-operator" or
+        "dual-reduced".
     regularization : float
     trace : float or None
         Sum of all eigenvalues when only the leading ones were computed.
@@ -254,34 +268,11 @@ def _weighted_lowrank(pencil: WeightedPencil, G: np.ndarray, n_components: int |
     is completed with B-orthonormal vectors of A's null space in the row space, as in
     :func:`_lowrank`.
     """
-    phi, w, V, gamma = pencil.phi, pencil.w, pencil.V, pencil.gamma
-    if gamma <= 0.0:
-        raise ValueError(f"{pencil.method}: gamma_xy = 0 leaves B singular on the dual "
-                         "route; use route='feature' or a positive gamma_xy")
-    lab = np.flatnonzero(w > 0)
-    out = np.flatnonzero(w <= 0)
-    V = V.copy()
-    V[out] = 0.0  # Psi's rows (and columns) of the unlabelled documents are zero
+    phi, w, V, gamma = pencil.phi, pencil.w, pencil.V.copy(), pencil.gamma
+    _positive_gamma(pencil.method, gamma)
+    V[w <= 0] = 0.0  # Psi's rows (and columns) of the unlabelled documents are zero
     GPhi = G @ phi
-    psi = np.zeros_like(phi)
-    psi[out] = phi[out] / gamma
-    GV = (G @ V)[lab]
-    t = (G @ psi)[lab]  # G_LU psi_U: psi is zero on the labelled rows so far
-    rhs = phi[lab] - (w[lab][:, None] * t - V[lab] @ (V[lab].T @ t))
-    # every document labelled (the usual case): a plain copy, G^T being the F-ordered
-    # G, instead of a gather
-    S = np.array(G.T, order="F") if out.size == 0 else G[np.ix_(lab, lab)]
-    S[np.diag_indices_from(S)] += gamma / w[lab]
-    factor = sla.cho_factor(S, lower=True, check_finite=False, overwrite_a=True)
-    del S
-
-    def k_inv(R: np.ndarray) -> np.ndarray:  # (diag(w) G + gamma I)^{-1} on the labelled
-        return sla.cho_solve(factor, R / w[lab][:, None], check_finite=False)
-
-    # (K - V (G V)^T)^{-1} R = K^{-1} R + K^{-1} V (I - (G V)^T K^{-1} V)^{-1} (G V)^T K^{-1} R
-    KR, KV = k_inv(rhs), k_inv(V[lab])
-    core = np.eye(V.shape[1]) - GV.T @ KV
-    psi[lab] = KR + KV @ np.linalg.solve(core, GV.T @ KR)
+    psi = weighted_solver(G, w, V, gamma)(phi)
     wv, alpha = small_pencil(GPhi.T @ psi, psi)
     d_fixed = n_components if isinstance(n_components, int) else 0
     if d_fixed > n_genuine(wv):
@@ -294,6 +285,191 @@ def _weighted_lowrank(pencil: WeightedPencil, G: np.ndarray, n_components: int |
     d = choose_dimension(wv, n_components)
     warn_null_components(pencil.method, d, wv)
     return DualSolution(alpha[:, :d], wv, d, n_genuine(wv), "dual-lowrank")
+
+
+def _positive_gamma(method: str, gamma: float) -> None:
+    if gamma <= 0.0:
+        raise ValueError(f"{method}: gamma_xy = 0 leaves B singular on the dual "
+                         "route; use route='feature' or a positive gamma_xy")
+
+
+def weighted_solver(G: np.ndarray, w: np.ndarray, V: np.ndarray, gamma: float
+                    ) -> Callable[..., Any]:
+    """``solve(R)`` = (Psi G + gamma I)^{-1} R for Psi = diag(w) - V V^T (w >= 0, gamma > 0),
+    through one Cholesky factor; ``solve(R, image=True)`` = (that, G times it).
+
+    The documents with w_i = 0 (no label: their rows of Psi are zero) have their rows of
+    the solution at once, and on the others diag(w) G + gamma I = diag(w) S with
+    S = G + gamma diag(w)^{-1} symmetric positive definite, the rank-q V V^T G part
+    added by Woodbury. G S^{-1} = I - gamma diag(w)^{-1} S^{-1} gives the image on the
+    labelled rows without a product with G. G is not changed.
+    """
+    lab = np.flatnonzero(w > 0)
+    out = np.flatnonzero(w <= 0)
+    wl = w[lab][:, None]
+    V = np.asarray(V, dtype=np.float64).copy()
+    V[out] = 0.0  # Psi's rows (and columns) of the unlabelled documents are zero
+    Vl = V[lab]
+    GV = (G @ V)[lab]
+    # every document labelled (the usual case): a plain copy, G^T being the F-ordered
+    # G, instead of a gather
+    S = np.array(G.T, order="F") if out.size == 0 else G[np.ix_(lab, lab)]
+    S[np.diag_indices_from(S)] += gamma / wl[:, 0]
+    factor = sla.cho_factor(S, lower=True, check_finite=False, overwrite_a=True)
+    del S
+
+    def k_inv(R: np.ndarray) -> np.ndarray:  # (diag(w) G + gamma I)^{-1} on the labelled
+        return sla.cho_solve(factor, R / wl, check_finite=False)
+
+    # (K - V (G V)^T)^{-1} R = K^{-1} R + K^{-1} V (I - (G V)^T K^{-1} V)^{-1} (G V)^T K^{-1} R
+    KV = k_inv(Vl)
+    GKV = (Vl - gamma * KV) / wl  # G_LL K^{-1} V
+    core = np.eye(V.shape[1]) - GV.T @ KV
+
+    def solve(R: np.ndarray, image: bool = False) -> Any:
+        sol = np.empty(R.shape)
+        sol[out] = R[out] / gamma
+        rhs = R[lab]
+        t = None
+        if out.size:
+            t = G[np.ix_(lab, out)] @ sol[out]  # G_LU psi_U
+            rhs = rhs - (wl * t - Vl @ (Vl.T @ t))
+        KR = k_inv(rhs)
+        c = np.linalg.solve(core, GV.T @ KR)
+        sol[lab] = KR + KV @ c
+        if not image:
+            return sol
+        Gs = np.empty(R.shape)
+        Gs[lab] = (rhs - gamma * KR) / wl + GKV @ c
+        if t is not None:
+            Gs[lab] += t
+            Gs[out] = G[out] @ sol
+        return sol, Gs
+
+    return solve
+
+#: Relative residual (to each pair's own eigenvalue) at which the operator form's
+#: Lanczos pairs are converged: tighter than the other Krylov solvers' tolerance, as
+#: DMLDA's d-th eigenvalue sits at the edge of a cluster (its error is about the
+#: squared residual over the gap).
+OPERATOR_TOL = 1e-6
+#: Most block steps of the operator form before it hands the problem to form 4.
+OPERATOR_PASSES = 300
+#: Block width of the operator form's Lanczos.
+OPERATOR_BLOCK = 8
+#: Two documents are one when ||x_i - x_j||^2 = G_ii + G_jj - 2 G_ij is at most this
+#: fraction of G_ii + G_jj (round-off of equal rows).
+DUPLICATE_RTOL = 1e-12
+#: The operator form's result is kept when its coefficients are this well determined:
+#: eps ||alpha|| tr(G) / ||G alpha|| at most this (else a near-singular Gram has let
+#: round-off into them, and form 4 solves).
+OPERATOR_RELIABLE = 1e-8
+
+
+def exact_duplicates(G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(group, first): the documents grouped by equal rows of X, read from the Gram.
+
+    ``group[i]`` is document i's group (-1 for an empty row), ``first[g]`` the first
+    document of group g. Rows are equal when ||x_i - x_j||^2 = G_ii + G_jj - 2 G_ij is
+    round-off (:data:`DUPLICATE_RTOL`); candidates are the rows with nearly equal sums.
+    """
+    d = np.diag(G).copy()
+    sums = G.sum(axis=1)
+    n = d.size
+    width = 1e-9 * np.sqrt(np.clip(d, 0.0, None)) * float(np.sqrt(np.clip(d, 0.0, None)).sum())
+    order = np.argsort(sums, kind="stable")
+    group = np.full(n, -1, dtype=np.int64)
+    first: list[int] = []
+    for pos, i in enumerate(order):
+        if not d[i] > 0.0:
+            continue
+        j_pos = pos - 1
+        while j_pos >= 0 and sums[i] - sums[order[j_pos]] <= width[i]:
+            j = order[j_pos]
+            if group[j] >= 0 and d[i] + d[j] - 2.0 * G[i, j] <= DUPLICATE_RTOL * (d[i] + d[j]):
+                group[i] = group[j]
+                break
+            j_pos -= 1
+        if group[i] < 0:
+            group[i] = len(first)
+            first.append(int(i))
+    return group, np.asarray(first, dtype=np.int64)
+
+
+def _merged(group: np.ndarray, m: int, M: np.ndarray) -> np.ndarray:
+    """E^T M: the rows of M summed over each group of equal documents."""
+    rows = group >= 0
+    out = np.zeros((m,) + M.shape[1:])
+    np.add.at(out, group[rows], M[rows])
+    return out
+
+
+def _direct_operator(pencil: DirectPencil, G: np.ndarray, n_features: int, k: int,
+                     random_state: int) -> DualSolution | None:
+    """Form 5 (module docstring); None when form 4 must solve. G is left as it was."""
+    from dmlfe.solvers.krylov import ThickRestartLanczos
+    from dmlfe.solvers.pencil import PencilSpace
+
+    gamma = pencil.gamma
+    _positive_gamma(pencil.method, gamma)
+    n = G.shape[0]
+    group, first = exact_duplicates(G)
+    m = first.size
+    # more distinct documents than features: the Gram is singular, and its null space
+    # would enter the coefficients
+    if m > n_features or not 1 <= k < m:
+        return None
+    same = m == n and bool(np.all(first == np.arange(n)))
+    Gu = G if same else G[np.ix_(first, first)]
+    w = _merged(group, m, pencil.w)
+    V = _merged(group, m, pencil.V)
+    a_diag = _merged(group, m, pencil.a_diag)
+    F = _merged(group, m, pencil.a_factor)
+    solve = weighted_solver(Gu, w, V, gamma)
+    V[w <= 0] = 0.0
+
+    def stack(beta: np.ndarray, x: np.ndarray, r: np.ndarray) -> np.ndarray:
+        return np.vstack([beta, x, r])
+
+    def apply(S: np.ndarray) -> np.ndarray:  # A p = X^T M_b x, then B^{-1}
+        x = S[m:2 * m]
+        r = a_diag[:, None] * x + F @ (pencil.a_core @ (F.T @ x))
+        return stack(*solve(r, image=True), r)
+
+    def draw(width: int, seed: int) -> np.ndarray:
+        r = np.random.default_rng(seed).standard_normal((m, width))
+        return stack(*solve(r, image=True), r)
+
+    def refresh(S: np.ndarray) -> np.ndarray:  # x = G beta, r = (M_w G + gamma I) beta
+        beta = S[:m]
+        x = Gu @ beta
+        return stack(beta, x, w[:, None] * x - V @ (V.T @ x) + gamma * beta)
+
+    space = PencilSpace(apply, draw, refresh, m, m)
+    solver = ThickRestartLanczos(space, block=min(OPERATOR_BLOCK, k), tol=OPERATOR_TOL,
+                                 max_passes=OPERATOR_PASSES, seed=random_state)
+    res = solver.solve(k)
+    theta = res.eigenvalues
+    if not res.converged:
+        warnings.warn(
+            f"{pencil.method}: the dual route's operator form did not converge in "
+            f"{OPERATOR_PASSES} block steps (largest relative residual "
+            f"{float(np.max(res.residuals / np.abs(theta))):.1e}); solving the reduced "
+            "n x n problem instead (slower)", RuntimeWarning, stacklevel=4)
+        return None
+    if theta.size < k or theta[k - 1] <= 0.0:
+        return None  # past the positive pairs: the D - n zeros of the feature space
+    coef = space.coefficients(res.coefficients)
+    image = Gu @ coef
+    spread = np.finfo(float).eps * np.linalg.norm(coef, axis=0) * float(np.trace(Gu))
+    if np.any(spread > OPERATOR_RELIABLE * np.linalg.norm(image, axis=0)):
+        return None
+    d = choose_dimension(theta, k)
+    warn_null_components(pencil.method, d, theta)
+    alpha = np.zeros((n, d))
+    alpha[first] = coef[:, :d]
+    return DualSolution(alpha, theta, d, n_genuine(theta), "dual-operator",
+                        converged=True)
 
 
 def _null_candidates(Gc: np.ndarray, W: np.ndarray, b: float, c: float, width: int,
@@ -402,7 +578,8 @@ def solve_dual(label_side: TraceTemplate | None, G: np.ndarray, Y: np.ndarray, n
                n_components: int | float, *,
                build_reduced: Callable[[np.ndarray, np.ndarray], TraceTemplate],
                max_components: int | None = None, cap_note: str | None = None,
-               random_state: int = 0, weighted: WeightedPencil | None = None,
+               random_state: int = 0,
+               weighted: WeightedPencil | DirectPencil | None = None,
                start: np.ndarray | None = None) -> DualSolution:
     """Solve a method's problem in the row space; see the module docstring.
 
@@ -427,15 +604,23 @@ def solve_dual(label_side: TraceTemplate | None, G: np.ndarray, Y: np.ndarray, n
         ``cap_note``.
     random_state : int
         Seed of the block Krylov start.
-    weighted : WeightedPencil, optional
-        The n-space factors of a method with a row-weighted B (MLDA): form 2's
-        reduction through one Cholesky factor (:func:`_weighted_lowrank`).
+    weighted : WeightedPencil or DirectPencil, optional
+        The n-space factors of a method with a row-weighted B: MLDA's, form 2's
+        reduction through one Cholesky factor (:func:`_weighted_lowrank`); DMLDA's,
+        form 5 for a fixed d (:func:`_direct_operator`), else form 4.
     start : ndarray (n, b), optional
         Form 1's warm start: :attr:`DualSolution.ritz` of a fit on the first rows of these
         documents, zero on the rest (:func:`~dmlfe.solvers.leading.leading_eigh`'s
         ``start``); the other forms ignore it.
     """
     t = label_side
+    if t is None and isinstance(weighted, DirectPencil):
+        if isinstance(n_components, int):
+            sol = _direct_operator(weighted, G, n_features, n_components, random_state)
+            if sol is not None:
+                return sol
+        return _reduced(G, build_reduced, n_components, max_components, random_state,
+                        cap_note)
     if t is None and weighted is not None:
         return _weighted_lowrank(weighted, G, n_components, random_state)
     if t is None:
