@@ -151,3 +151,28 @@ def test_operator_form_on_a_store_and_cluster(tmp_path, cluster_client):
     assert on.solver_ == mem.solver_ == "dual-operator"
     np.testing.assert_allclose(on.eigenvalues_[:4], mem.eigenvalues_[:4], rtol=1e-10)
     _check(on, X, Y, 4)
+
+
+def test_linearly_dependent_documents_stay_exact():
+    # distinct documents whose rows are linearly dependent (x_c = x_a + x_b, a singular
+    # Gram that merging equal rows does not mend): the operator form either stays exact
+    # or stops and hands the problem to the reduced form, with a warning
+    X, Y = _data(100, 400, seed=11)
+    X = sp.vstack([X, X[0] + X[1], X[2] + 2.0 * X[3]]).tocsr()
+    Y = np.vstack([Y, Y[:2]])
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        fit = make_estimator("dmlda", n_components=8, route="dual").fit(X, Y)
+    assert fit.solver_ in ("dual-operator", "dual-reduced")
+    _check(fit, X, Y, 8)
+
+
+def test_breakdown_is_raised_when_the_block_loses_orthonormality(monkeypatch):
+    from dmlfe.solvers import pencil
+
+    monkeypatch.setattr(pencil, "ORTH_LIMIT", -1.0)  # every block "departs"
+    X, Y = _data(120, 400, seed=4)
+    with pytest.warns(RuntimeWarning, match="operator form stopped"):
+        fit = make_estimator("dmlda", n_components=5, route="dual").fit(X, Y)
+    assert fit.solver_ == "dual-reduced"
+    _check(fit, X, Y, 5)

@@ -408,7 +408,7 @@ def _direct_operator(pencil: DirectPencil, G: np.ndarray, n_features: int, k: in
                      random_state: int) -> DualSolution | None:
     """Form 5 (module docstring); None when form 4 must solve. G is left as it was."""
     from dmlfe.solvers.krylov import ThickRestartLanczos
-    from dmlfe.solvers.pencil import PencilSpace
+    from dmlfe.solvers.pencil import Breakdown, PencilSpace
 
     gamma = pencil.gamma
     _positive_gamma(pencil.method, gamma)
@@ -448,7 +448,14 @@ def _direct_operator(pencil: DirectPencil, G: np.ndarray, n_features: int, k: in
     space = PencilSpace(apply, draw, refresh, m, m)
     solver = ThickRestartLanczos(space, block=min(OPERATOR_BLOCK, k), tol=OPERATOR_TOL,
                                  max_passes=OPERATOR_PASSES, seed=random_state)
-    res = solver.solve(k)
+    try:
+        res = solver.solve(k)
+    except Breakdown as exc:
+        warnings.warn(
+            f"{pencil.method}: the dual route's operator form stopped ({exc}: the Gram of "
+            "the distinct documents is numerically singular); solving the reduced n x n "
+            "problem instead (slower)", RuntimeWarning, stacklevel=4)
+        return None
     theta = res.eigenvalues
     if not res.converged:
         warnings.warn(

@@ -42,7 +42,17 @@ DROP = 1e-13
 #: be round-off): dropped.
 SVQB_DROP = 1e-12
 
+#: Largest departure of a refreshed block from B-orthonormality (to the basis and
+#: within itself) that a step accepts; above it the step raises :class:`Breakdown`.
+ORTH_LIMIT = 1e-8
+
 Block = Callable[[np.ndarray], np.ndarray]
+
+
+class Breakdown(ArithmeticError):
+    """The refreshed block is no longer B-orthonormal: the coefficients c carry a part
+    that x and r do not see (for the dual route, the null space of a singular Gram),
+    grown by the normalisations until its round-off in x = G c is no longer small."""
 
 
 class PencilSpace:
@@ -108,7 +118,12 @@ class PencilSpace:
         C2 = self.inner(V, q)
         q -= V @ C2
         X, R2 = unit_factor(self.inner(q, q))
-        self.basis, self.v = V, self.refresh(q @ X)
+        v = self.refresh(q @ X)
+        loss = max(float(np.abs(self.inner(V, v)).max(initial=0.0)),
+                   float(np.abs(self.inner(v, v) - np.eye(v.shape[1])).max(initial=0.0)))
+        if loss > ORTH_LIMIT:
+            raise Breakdown(f"a refreshed block departs from B-orthonormality by {loss:.1e}")
+        self.basis, self.v = V, v
         return C1 + C2 @ R1, R2 @ R1
 
     def start(self, width: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
