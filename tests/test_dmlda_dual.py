@@ -12,18 +12,21 @@ import scipy.sparse as sp
 from helpers import principal_cosines, write_store
 
 from dmlfe.estimators import make_estimator
-from dmlfe.solvers import dual
-from dmlfe.solvers.dual import exact_duplicates
+from dmlfe.solvers import direct_form, dual
 
 GAMMA = 0.1
 
 
-def _data(n, D, q=4, seed=0, duplicates=0, unlabelled=0, empty_label=False, empty_rows=0):
+def _data(n, D, q=4, seed=0, duplicates=0, unlabelled=0, empty_label=False, empty_rows=0,
+          multi=0.06, full=0):
     rng = np.random.default_rng(seed)
     X = sp.random(n, D, density=0.08, random_state=seed, format="csr")
     X.data = rng.uniform(0.1, 1.0, X.nnz)
-    Y = (rng.uniform(size=(n, q)) < 0.35).astype(np.uint8)
+    # one label each and a second or third for some, as news wires have them: the
+    # pencil's eigenvalues crowd below q - 1 (the split form's two operators)
+    Y = (rng.uniform(size=(n, q)) < multi).astype(np.uint8)
     Y[np.arange(n), np.arange(n) % q] = 1
+    Y[:full] = 1  # every label: a zero of M_a's diagonal
     if duplicates:  # equal documents, some with other labels: a rank-deficient Gram
         X = sp.vstack([X, X[:duplicates]]).tocsr()
         Y = np.vstack([Y, Y[:duplicates][:, ::-1]])
@@ -65,7 +68,7 @@ def _check(fit, X, Y, d):
 
 
 @pytest.mark.parametrize("case", [
-    {}, {"duplicates": 12}, {"unlabelled": 9}, {"empty_label": True},
+    {}, {"duplicates": 12}, {"unlabelled": 9}, {"empty_label": True}, {"full": 4},
     {"duplicates": 6, "unlabelled": 5, "empty_rows": 2}])
 @pytest.mark.parametrize("d", [3, 10])
 def test_operator_form_equals_the_dense_pencil(case, d):
@@ -106,7 +109,7 @@ def test_reduced_form_where_the_operator_cannot_solve(shape, d):
 
 
 def test_no_convergence_warns_and_takes_the_reduced_form(monkeypatch):
-    monkeypatch.setattr(dual, "OPERATOR_PASSES", 1)
+    monkeypatch.setattr(direct_form, "OPERATOR_PASSES", 1)
     X, Y = _data(120, 400, seed=4)
     with pytest.warns(RuntimeWarning, match="operator form did not converge"):
         fit = make_estimator("dmlda", n_components=5, route="dual").fit(X, Y)
@@ -125,22 +128,6 @@ def test_threshold_keeps_the_reduced_form():
     assert fit.n_components_ == ref.n_components_
 
 
-def test_exact_duplicates_groups_equal_rows():
-    X, _ = _data(30, 80, seed=6)
-    X = sp.vstack([X, X[[4, 7, 4]], sp.csr_matrix((1, 80))]).tocsr()
-    X = X + sp.csr_matrix(([1e-3], ([1], [0])), shape=X.shape)  # near, not equal
-    G = (X @ X.T).toarray()
-    group, first = exact_duplicates(G)
-    rows = X.toarray()
-    assert group[-1] == -1
-    for i in range(X.shape[0] - 1):
-        same = [j for j in range(X.shape[0] - 1) if np.array_equal(rows[i], rows[j])]
-        assert {group[j] for j in same} == {group[i]}
-        assert all(group[j] != group[i] for j in range(X.shape[0] - 1) if j not in same)
-    assert sorted(first) == sorted({min(j for j in range(X.shape[0] - 1)
-                                        if group[j] == g) for g in range(first.size)})
-
-
 def test_operator_form_on_a_store_and_cluster(tmp_path, cluster_client):
     X, Y = _data(90, 300, seed=8, duplicates=5)
     store = tmp_path / "s.zarr"
@@ -154,16 +141,15 @@ def test_operator_form_on_a_store_and_cluster(tmp_path, cluster_client):
 
 
 def test_linearly_dependent_documents_stay_exact():
-    # distinct documents whose rows are linearly dependent (x_c = x_a + x_b, a singular
-    # Gram that merging equal rows does not mend): the operator form either stays exact
-    # or stops and hands the problem to the reduced form, with a warning
-    X, Y = _data(100, 400, seed=11)
+    # distinct documents whose rows are linearly dependent (x_c = x_a + x_b) and equal
+    # ones: a singular Gram, which the operator form never inverts
+    X, Y = _data(100, 400, seed=11, duplicates=7)
     X = sp.vstack([X, X[0] + X[1], X[2] + 2.0 * X[3]]).tocsr()
     Y = np.vstack([Y, Y[:2]])
-    with warnings.catch_warnings(record=True):
-        warnings.simplefilter("always")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
         fit = make_estimator("dmlda", n_components=8, route="dual").fit(X, Y)
-    assert fit.solver_ in ("dual-operator", "dual-reduced")
+    assert fit.solver_ == "dual-operator"
     _check(fit, X, Y, 8)
 
 
@@ -176,3 +162,55 @@ def test_breakdown_is_raised_when_the_block_loses_orthonormality(monkeypatch):
         fit = make_estimator("dmlda", n_components=5, route="dual").fit(X, Y)
     assert fit.solver_ == "dual-reduced"
     _check(fit, X, Y, 5)
+
+
+def test_both_operators_solve_their_side_of_kappa():
+    # d = 10 pairs, of which only a few lie above kappa = q / w_0 - 1 = 3: B^{-1} A gives
+    # those and (kappa B - A)^{-1} A the rest; both against the dense pencil
+    from dmlfe.methods.mlda import dmlda_nspace
+
+    X, Y = _data(150, 500, seed=21, unlabelled=3, full=2)
+    A, B = _pencil(X, Y)
+    ref = sla.eigh(A, B, eigvals_only=True)[::-1][:10]
+    kappa = direct_form.split_point(Y.shape[1] - Y.sum(axis=1), Y.sum(axis=1))
+    assert kappa == 3.0 and 0 < int(np.sum(ref > kappa)) < 10
+    G = (X @ X.T).toarray()
+    lam, alpha = direct_form.direct_pairs(dmlda_nspace(Y, GAMMA), G, X.shape[1], 10)
+    assert np.max(np.abs(lam - ref)) <= 1e-10 * ref[0]
+    P = X.T @ alpha
+    np.testing.assert_allclose(P.T @ B @ P, np.eye(10), atol=1e-9)
+    np.testing.assert_allclose(A @ P, B @ P * lam, atol=1e-7 * ref[0])
+
+
+def test_middle_matrix_is_semidefinite_and_its_null_space_is_found():
+    # the A-inner product needs M_a = S_b(Y) >= 0 (mvmd eq. 46): checked on random
+    # label matrices, with unlabelled documents, empty labels and documents with every
+    # label (zeros of M_a's diagonal), and its null space against scipy's
+    from dmlfe.methods.mlda import dmlda_nspace
+
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        n, q = int(rng.integers(6, 40)), int(rng.integers(2, 6))
+        Y = (rng.uniform(size=(n, q)) < rng.uniform(0.1, 0.8)).astype(float)
+        pen = dmlda_nspace(Y, GAMMA)
+        M = np.diag(pen.a_diag) + pen.a_factor @ pen.a_core @ pen.a_factor.T
+        ev = np.linalg.eigvalsh(M)
+        assert ev[0] >= -1e-12 * max(1.0, ev[-1])
+        Z = direct_form.middle_null_space(pen.a_diag, pen.a_factor, pen.a_core)
+        ref = sla.null_space(M, rcond=1e-10)
+        assert Z.shape == ref.shape
+        np.testing.assert_allclose(Z @ Z.T, ref @ ref.T, atol=1e-8)
+
+
+def test_many_documents_outside_the_common_count_take_the_reduced_form():
+    # most documents carry two or more labels: the Woodbury core would be as large as
+    # the Gram, so the reduced form solves, exactly
+    X, Y = _data(80, 300, seed=9, multi=0.5)
+    w = Y.sum(axis=1)
+    counts = np.bincount(w.astype(int))
+    assert (w != np.argmax(counts)).sum() > direct_form.MAX_OTHER_FRACTION * w.size
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        fit = make_estimator("dmlda", n_components=4, route="dual").fit(X, Y)
+    assert fit.solver_ == "dual-reduced"
+    _check(fit, X, Y, 4)

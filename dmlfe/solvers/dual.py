@@ -39,16 +39,14 @@ the feature route, at any D. Five forms:
    P = U V = X^T alpha with alpha[piv[:r]] = Z_11^{-T} V.
 5. **A = X^T M_a X, B = X^T (diag(w) - V V^T) X + c I** with M_a diagonal plus low rank
    (DMLDA: :class:`~dmlfe.methods.mlda.DirectPencil`; A has full rank, its q X^T X
-   term), c > 0, for a fixed d: thick-restart block Lanczos on K = B^{-1} A in the
-   B-inner product (:mod:`dmlfe.solvers.pencil`), for p = X^T beta with x = G beta:
-   A p = X^T M_a x, and B^{-1} X^T r = X^T (Psi G + c I)^{-1} r by one Cholesky factor
-   (:func:`weighted_solver`, as form 2 for MLDA), so every step is O(n^2) and no
-   n x n x n product is made. Equal documents are merged first (their rows of the
-   n-space matrices summed): the Gram is then non-singular, where its null space would
-   let round-off grow in beta. The documents' rows of the coefficients are checked
-   against round-off; a Lanczos that does not converge within OPERATOR_PASSES steps
-   (with a warning), a d past the positive pairs, more distinct documents than
-   features, and thresholds go to form 4.
+   term), c > 0, for a fixed d: the pencil split at kappa = q / w_0 - 1 (w_0 the most
+   common label count), where its eigenvalues crowd, and two thick-restart block
+   Lanczos runs in the A-inner product on x = X p -- B^{-1} A (one Cholesky factor,
+   :func:`~dmlfe.solvers.weighted.weighted_solver`, as form 2 for MLDA) for the pairs
+   above kappa, (kappa B - A)^{-1} A (Woodbury on the documents outside w_0 and the
+   label columns) for those below (:mod:`dmlfe.solvers.direct_form`). Every step is
+   O(n^2), no n x n x n product is made beyond G's Cholesky factor, and a singular G
+   costs nothing. Thresholds, and the cases that module lists, go to form 4.
 
 Memory: G and one or two further n x n matrices on the driver (about 3 n^2 x 8 bytes).
 """
@@ -58,7 +56,6 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 import scipy.linalg as sla
@@ -73,12 +70,14 @@ from dmlfe.solvers.dimension import (
     threshold_cap,
     warn_null_components,
 )
+from dmlfe.solvers.direct_form import direct_pairs
 from dmlfe.solvers.leading import (
     krylov_pays,
     leading_pairs,
     small_pencil,
     wants_full_spectrum,
 )
+from dmlfe.solvers.weighted import weighted_solver
 from dmlfe.stats.sufficient import SufficientStats
 
 
@@ -293,189 +292,18 @@ def _positive_gamma(method: str, gamma: float) -> None:
                          "route; use route='feature' or a positive gamma_xy")
 
 
-def weighted_solver(G: np.ndarray, w: np.ndarray, V: np.ndarray, gamma: float
-                    ) -> Callable[..., Any]:
-    """``solve(R)`` = (Psi G + gamma I)^{-1} R for Psi = diag(w) - V V^T (w >= 0, gamma > 0),
-    through one Cholesky factor; ``solve(R, image=True)`` = (that, G times it).
-
-    The documents with w_i = 0 (no label: their rows of Psi are zero) have their rows of
-    the solution at once, and on the others diag(w) G + gamma I = diag(w) S with
-    S = G + gamma diag(w)^{-1} symmetric positive definite, the rank-q V V^T G part
-    added by Woodbury. G S^{-1} = I - gamma diag(w)^{-1} S^{-1} gives the image on the
-    labelled rows without a product with G. G is not changed.
-    """
-    lab = np.flatnonzero(w > 0)
-    out = np.flatnonzero(w <= 0)
-    wl = w[lab][:, None]
-    V = np.asarray(V, dtype=np.float64).copy()
-    V[out] = 0.0  # Psi's rows (and columns) of the unlabelled documents are zero
-    Vl = V[lab]
-    GV = (G @ V)[lab]
-    # every document labelled (the usual case): a plain copy, G^T being the F-ordered
-    # G, instead of a gather
-    S = np.array(G.T, order="F") if out.size == 0 else G[np.ix_(lab, lab)]
-    S[np.diag_indices_from(S)] += gamma / wl[:, 0]
-    factor = sla.cho_factor(S, lower=True, check_finite=False, overwrite_a=True)
-    del S
-
-    def k_inv(R: np.ndarray) -> np.ndarray:  # (diag(w) G + gamma I)^{-1} on the labelled
-        return sla.cho_solve(factor, R / wl, check_finite=False)
-
-    # (K - V (G V)^T)^{-1} R = K^{-1} R + K^{-1} V (I - (G V)^T K^{-1} V)^{-1} (G V)^T K^{-1} R
-    KV = k_inv(Vl)
-    GKV = (Vl - gamma * KV) / wl  # G_LL K^{-1} V
-    core = np.eye(V.shape[1]) - GV.T @ KV
-
-    def solve(R: np.ndarray, image: bool = False) -> Any:
-        sol = np.empty(R.shape)
-        sol[out] = R[out] / gamma
-        rhs = R[lab]
-        t = None
-        if out.size:
-            t = G[np.ix_(lab, out)] @ sol[out]  # G_LU psi_U
-            rhs = rhs - (wl * t - Vl @ (Vl.T @ t))
-        KR = k_inv(rhs)
-        c = np.linalg.solve(core, GV.T @ KR)
-        sol[lab] = KR + KV @ c
-        if not image:
-            return sol
-        Gs = np.empty(R.shape)
-        Gs[lab] = (rhs - gamma * KR) / wl + GKV @ c
-        if t is not None:
-            Gs[lab] += t
-            Gs[out] = G[out] @ sol
-        return sol, Gs
-
-    return solve
-
-#: Relative residual (to each pair's own eigenvalue) at which the operator form's
-#: Lanczos pairs are converged: tighter than the other Krylov solvers' tolerance, as
-#: DMLDA's d-th eigenvalue sits at the edge of a cluster (its error is about the
-#: squared residual over the gap).
-OPERATOR_TOL = 1e-6
-#: Most block steps of the operator form before it hands the problem to form 4.
-OPERATOR_PASSES = 300
-#: Block width of the operator form's Lanczos.
-OPERATOR_BLOCK = 8
-#: Two documents are one when ||x_i - x_j||^2 = G_ii + G_jj - 2 G_ij is at most this
-#: fraction of G_ii + G_jj (round-off of equal rows).
-DUPLICATE_RTOL = 1e-12
-#: The operator form's result is kept when its coefficients are this well determined:
-#: eps ||alpha|| tr(G) / ||G alpha|| at most this (else a near-singular Gram has let
-#: round-off into them, and form 4 solves).
-OPERATOR_RELIABLE = 1e-8
-
-
-def exact_duplicates(G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(group, first): the documents grouped by equal rows of X, read from the Gram.
-
-    ``group[i]`` is document i's group (-1 for an empty row), ``first[g]`` the first
-    document of group g. Rows are equal when ||x_i - x_j||^2 = G_ii + G_jj - 2 G_ij is
-    round-off (:data:`DUPLICATE_RTOL`); candidates are the rows with nearly equal sums.
-    """
-    d = np.diag(G).copy()
-    sums = G.sum(axis=1)
-    n = d.size
-    width = 1e-9 * np.sqrt(np.clip(d, 0.0, None)) * float(np.sqrt(np.clip(d, 0.0, None)).sum())
-    order = np.argsort(sums, kind="stable")
-    group = np.full(n, -1, dtype=np.int64)
-    first: list[int] = []
-    for pos, i in enumerate(order):
-        if not d[i] > 0.0:
-            continue
-        j_pos = pos - 1
-        while j_pos >= 0 and sums[i] - sums[order[j_pos]] <= width[i]:
-            j = order[j_pos]
-            if group[j] >= 0 and d[i] + d[j] - 2.0 * G[i, j] <= DUPLICATE_RTOL * (d[i] + d[j]):
-                group[i] = group[j]
-                break
-            j_pos -= 1
-        if group[i] < 0:
-            group[i] = len(first)
-            first.append(int(i))
-    return group, np.asarray(first, dtype=np.int64)
-
-
-def _merged(group: np.ndarray, m: int, M: np.ndarray) -> np.ndarray:
-    """E^T M: the rows of M summed over each group of equal documents."""
-    rows = group >= 0
-    out = np.zeros((m,) + M.shape[1:])
-    np.add.at(out, group[rows], M[rows])
-    return out
-
-
 def _direct_operator(pencil: DirectPencil, G: np.ndarray, n_features: int, k: int,
                      random_state: int) -> DualSolution | None:
-    """Form 5 (module docstring); None when form 4 must solve. G is left as it was."""
-    from dmlfe.solvers.krylov import ThickRestartLanczos
-    from dmlfe.solvers.pencil import Breakdown, PencilSpace
-
-    gamma = pencil.gamma
-    _positive_gamma(pencil.method, gamma)
-    n = G.shape[0]
-    group, first = exact_duplicates(G)
-    m = first.size
-    # more distinct documents than features: the Gram is singular, and its null space
-    # would enter the coefficients
-    if m > n_features or not 1 <= k < m:
+    """Form 5 (:mod:`dmlfe.solvers.direct_form`); None when form 4 must solve. G is left
+    as it was."""
+    _positive_gamma(pencil.method, pencil.gamma)
+    got = direct_pairs(pencil, G, n_features, k, random_state)
+    if got is None:
         return None
-    same = m == n and bool(np.all(first == np.arange(n)))
-    Gu = G if same else G[np.ix_(first, first)]
-    w = _merged(group, m, pencil.w)
-    V = _merged(group, m, pencil.V)
-    a_diag = _merged(group, m, pencil.a_diag)
-    F = _merged(group, m, pencil.a_factor)
-    solve = weighted_solver(Gu, w, V, gamma)
-    V[w <= 0] = 0.0
-
-    def stack(beta: np.ndarray, x: np.ndarray, r: np.ndarray) -> np.ndarray:
-        return np.vstack([beta, x, r])
-
-    def apply(S: np.ndarray) -> np.ndarray:  # A p = X^T M_b x, then B^{-1}
-        x = S[m:2 * m]
-        r = a_diag[:, None] * x + F @ (pencil.a_core @ (F.T @ x))
-        return stack(*solve(r, image=True), r)
-
-    def draw(width: int, seed: int) -> np.ndarray:
-        r = np.random.default_rng(seed).standard_normal((m, width))
-        return stack(*solve(r, image=True), r)
-
-    def refresh(S: np.ndarray) -> np.ndarray:  # x = G beta, r = (M_w G + gamma I) beta
-        beta = S[:m]
-        x = Gu @ beta
-        return stack(beta, x, w[:, None] * x - V @ (V.T @ x) + gamma * beta)
-
-    space = PencilSpace(apply, draw, refresh, m, m)
-    solver = ThickRestartLanczos(space, block=min(OPERATOR_BLOCK, k), tol=OPERATOR_TOL,
-                                 max_passes=OPERATOR_PASSES, seed=random_state)
-    try:
-        res = solver.solve(k)
-    except Breakdown as exc:
-        warnings.warn(
-            f"{pencil.method}: the dual route's operator form stopped ({exc}: the Gram of "
-            "the distinct documents is numerically singular); solving the reduced n x n "
-            "problem instead (slower)", RuntimeWarning, stacklevel=4)
-        return None
-    theta = res.eigenvalues
-    if not res.converged:
-        warnings.warn(
-            f"{pencil.method}: the dual route's operator form did not converge in "
-            f"{OPERATOR_PASSES} block steps (largest relative residual "
-            f"{float(np.max(res.residuals / np.abs(theta))):.1e}); solving the reduced "
-            "n x n problem instead (slower)", RuntimeWarning, stacklevel=4)
-        return None
-    if theta.size < k or theta[k - 1] <= 0.0:
-        return None  # past the positive pairs: the D - n zeros of the feature space
-    coef = space.coefficients(res.coefficients)
-    image = Gu @ coef
-    spread = np.finfo(float).eps * np.linalg.norm(coef, axis=0) * float(np.trace(Gu))
-    if np.any(spread > OPERATOR_RELIABLE * np.linalg.norm(image, axis=0)):
-        return None
+    theta, alpha = got
     d = choose_dimension(theta, k)
     warn_null_components(pencil.method, d, theta)
-    alpha = np.zeros((n, d))
-    alpha[first] = coef[:, :d]
-    return DualSolution(alpha, theta, d, n_genuine(theta), "dual-operator",
+    return DualSolution(alpha[:, :d], theta, d, n_genuine(theta), "dual-operator",
                         converged=True)
 
 

@@ -1,29 +1,27 @@
-"""A Krylov space for the pencil A p = lambda B p whose vectors are known only through
-their coefficients and two images, for :class:`~dmlfe.solvers.krylov.ThickRestartLanczos`.
+"""A Krylov space for an operator K that is self-adjoint in a semi-definite inner
+product <x, x'> = x^T W x', for :class:`~dmlfe.solvers.krylov.ThickRestartLanczos`.
 
-K = B^{-1} A is self-adjoint in the B-inner product <p, p'> = p^T B p'; thick-restart
-block Lanczos on K with that inner product gives the pencil's leading pairs. Here a
-vector is held as a stack of three blocks of rows, [c; x; r], whose meaning the caller
-gives: the inner product is <u, u'> = x^T r' (:meth:`PencilSpace.inner`), ``apply``
-maps a block to its image under K, ``draw`` makes a random start block and ``refresh``
-recomputes x and r of a block from its coefficients c. The dual route's operator form
-(:func:`dmlfe.solvers.dual.solve_dual`) has p = X^T c, x = G c (G = X X^T) and r the
-n-space image of B p (B p = X^T r).
+A vector is held as a stack of two blocks of rows, [x; r] with r = W x: the inner
+product is x^T r' (:meth:`PencilSpace.inner`), ``apply`` maps a block to the stack of
+its image under K, ``draw`` makes a start block and ``refresh`` makes r again from x
+(and may replace x by another vector of the same class modulo W's null space, which no
+inner product and no image sees). The dual route's operator form
+(:func:`dmlfe.solvers.dual.solve_dual`, DMLDA) has x = X p, the n-space image of a
+feature-space vector p, and W = M_a, the n-space middle matrix of the pencil's
+A = X^T M_a X: <x, x'> = p^T A p', in which both of its operators (B^{-1} A and
+(kappa B - A)^{-1} A) are self-adjoint.
 
 Orthonormalisation, step by step (the Euclidean one of
-:class:`~dmlfe.solvers.krylov.ArraySpace` takes Householder QR, which has no B-form):
+:class:`~dmlfe.solvers.krylov.ArraySpace` takes Householder QR, which has no W-form):
 
 1. two classical Gram-Schmidt rounds of w = K v against the basis and v;
-2. a B-orthonormal basis of what is left by the eigenvectors of its column-scaled Gram
+2. a W-orthonormal basis of what is left by the eigenvectors of its column-scaled Gram
    matrix (SVQB, Stathopoulos & Wu, SIAM J. Sci. Comput. 23, 2002), directions at
    round-off level dropped;
 3. one more Gram-Schmidt round and :func:`~dmlfe.solvers.krylov.unit_factor` on the
    block's Gram matrix;
-4. ``refresh``: x and r of the new block made again from c. The three parts are only
-   linear combinations of each other's images, and a block made from the basis carries
-   the basis's mismatch between them, times the projection's coefficients: without the
-   refresh that mismatch grows from block to block and the inner product stops being
-   symmetric.
+4. ``refresh``: r of the new block made again from x, so that the two parts never
+   drift apart through the projections' linear combinations.
 """
 
 from __future__ import annotations
@@ -42,7 +40,7 @@ DROP = 1e-13
 #: be round-off): dropped.
 SVQB_DROP = 1e-12
 
-#: Largest departure of a refreshed block from B-orthonormality (to the basis and
+#: Largest departure of a refreshed block from W-orthonormality (to the basis and
 #: within itself) that a step accepts; above it the step raises :class:`Breakdown`.
 ORTH_LIMIT = 1e-8
 
@@ -50,15 +48,14 @@ Block = Callable[[np.ndarray], np.ndarray]
 
 
 class Breakdown(ArithmeticError):
-    """The refreshed block is no longer B-orthonormal: the coefficients c carry a part
-    that x and r do not see (for the dual route, the null space of a singular Gram),
-    grown by the normalisations until its round-off in x = G c is no longer small."""
+    """The refreshed block is no longer W-orthonormal (a safeguard: with r made again
+    from x at every step the parts cannot drift apart)."""
 
 
 class PencilSpace:
-    """A :class:`~dmlfe.solvers.krylov.KrylovSpace` of K = B^{-1} A in the B-inner
-    product, its vectors stacks [c; x; r] of ``rows`` rows each (see the module
-    docstring), in this process.
+    """A :class:`~dmlfe.solvers.krylov.KrylovSpace` of K in the W-inner product, its
+    vectors stacks [x; r] of ``rows`` rows each (see the module docstring), in this
+    process.
 
     Parameters
     ----------
@@ -67,7 +64,7 @@ class PencilSpace:
     draw : callable
         ``draw(width, seed)`` -> a stack of ``width`` random vectors.
     refresh : callable
-        ``refresh(V)`` -> V with x and r made again from c.
+        ``refresh(V)`` -> V with r made again from x.
     rows : int
         Rows of each part.
     dim : int
@@ -79,20 +76,20 @@ class PencilSpace:
         self.apply, self.draw, self.refresh = apply, draw, refresh
         self.rows, self.dim = int(rows), int(dim)
         self.n_passes = 0
-        self.basis = np.zeros((3 * self.rows, 0))
-        self.v = np.zeros((3 * self.rows, 0))
+        self.basis = np.zeros((2 * self.rows, 0))
+        self.v = np.zeros((2 * self.rows, 0))
 
     def inner(self, U: np.ndarray, W: np.ndarray) -> np.ndarray:
         """<U, W> = x_U^T r_W."""
         n = self.rows
-        return U[n:2 * n].T @ W[2 * n:]
+        return U[:n].T @ W[n:]
 
     def coefficients(self, Y: np.ndarray) -> np.ndarray:
-        """c of the vectors basis @ Y."""
+        """x of the vectors basis @ Y."""
         return self.basis[:self.rows] @ Y
 
     def _scale(self, w: np.ndarray) -> float:
-        diag = np.einsum("ij,ij->j", w[self.rows:2 * self.rows], w[2 * self.rows:])
+        diag = np.einsum("ij,ij->j", w[:self.rows], w[self.rows:])
         return float(np.sqrt(max(float(diag.max(initial=0.0)), 0.0)))
 
     def _orthonormalise(self, w: np.ndarray, C1: np.ndarray, scale: float
@@ -122,7 +119,7 @@ class PencilSpace:
         loss = max(float(np.abs(self.inner(V, v)).max(initial=0.0)),
                    float(np.abs(self.inner(v, v) - np.eye(v.shape[1])).max(initial=0.0)))
         if loss > ORTH_LIMIT:
-            raise Breakdown(f"a refreshed block departs from B-orthonormality by {loss:.1e}")
+            raise Breakdown(f"a refreshed block departs from W-orthonormality by {loss:.1e}")
         self.basis, self.v = V, v
         return C1 + C2 @ R1, R2 @ R1
 
