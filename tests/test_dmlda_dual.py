@@ -108,10 +108,17 @@ def test_reduced_form_where_the_operator_cannot_solve(shape, d):
                                atol=1e-9 * ref.eigenvalues_[0])
 
 
-def test_no_convergence_warns_and_takes_the_reduced_form(monkeypatch):
-    monkeypatch.setattr(direct_form, "OPERATOR_PASSES", 1)
+@pytest.mark.parametrize(("attr", "value", "match"), [
+    ("direct_form.OPERATOR_PASSES", 1, "operator form did not converge"),
+    ("pencil.ORTH_LIMIT", -1.0, "operator form stopped")],  # every block "departs"
+    ids=["no-convergence", "breakdown"])
+def test_a_failed_lanczos_warns_and_takes_the_reduced_form(monkeypatch, attr, value, match):
+    from dmlfe.solvers import pencil
+
+    module, name = attr.split(".")
+    monkeypatch.setattr({"direct_form": direct_form, "pencil": pencil}[module], name, value)
     X, Y = _data(120, 400, seed=4)
-    with pytest.warns(RuntimeWarning, match="operator form did not converge"):
+    with pytest.warns(RuntimeWarning, match=match):
         fit = make_estimator("dmlda", n_components=5, route="dual").fit(X, Y)
     assert fit.solver_ == "dual-reduced"
     _check(fit, X, Y, 5)
@@ -151,17 +158,6 @@ def test_linearly_dependent_documents_stay_exact():
         fit = make_estimator("dmlda", n_components=8, route="dual").fit(X, Y)
     assert fit.solver_ == "dual-operator"
     _check(fit, X, Y, 8)
-
-
-def test_breakdown_is_raised_when_the_block_loses_orthonormality(monkeypatch):
-    from dmlfe.solvers import pencil
-
-    monkeypatch.setattr(pencil, "ORTH_LIMIT", -1.0)  # every block "departs"
-    X, Y = _data(120, 400, seed=4)
-    with pytest.warns(RuntimeWarning, match="operator form stopped"):
-        fit = make_estimator("dmlda", n_components=5, route="dual").fit(X, Y)
-    assert fit.solver_ == "dual-reduced"
-    _check(fit, X, Y, 5)
 
 
 def test_both_operators_solve_their_side_of_kappa():
