@@ -115,9 +115,9 @@ def split_point(a: np.ndarray, w: np.ndarray) -> float:
 
 
 def _lanczos(space: PencilSpace, k: int, block: int, seed: int, what: str, method: str
-             ) -> tuple[np.ndarray, np.ndarray] | None:
-    """(eigenvalues, x) of the k leading pairs of the space's operator, or None (with a
-    warning) when the run breaks down or does not converge."""
+             ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None:
+    """(eigenvalues, (x, M_a x)) of the k leading pairs of the space's operator, or None
+    (with a warning) when the run breaks down or does not converge."""
     solver = ThickRestartLanczos(space, block=block, tol=OPERATOR_TOL,
                                  max_passes=OPERATOR_PASSES, seed=seed)
     try:
@@ -135,7 +135,7 @@ def _lanczos(space: PencilSpace, k: int, block: int, seed: int, what: str, metho
             f"{float(np.max(rel, initial=np.inf)):.1e}); solving the reduced n x n "
             "problem instead (slower)", RuntimeWarning, stacklevel=5)
         return None
-    return res.eigenvalues[:k], space.basis @ res.coefficients[:, :k]
+    return res.eigenvalues[:k], space.vectors(res.coefficients[:, :k])
 
 
 def direct_pairs(pencil: DirectPencil, G: np.ndarray, n_features: int, k: int,
@@ -160,10 +160,10 @@ def direct_pairs(pencil: DirectPencil, G: np.ndarray, n_features: int, k: int,
     def middle(x: np.ndarray) -> np.ndarray:
         return a[:, None] * x + F @ (C @ (F.T @ x))
 
-    def stack(x: np.ndarray) -> np.ndarray:
+    def pair(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if null.shape[1]:
             x = x - null @ (null.T @ x)
-        return np.vstack([x, middle(x)])
+        return x, middle(x)
 
     # N = P Omega P^T with P = [e_S, F, V]; G P and C_P = P^T G P
     FV = np.hstack([F, V])
@@ -184,12 +184,12 @@ def direct_pairs(pencil: DirectPencil, G: np.ndarray, n_features: int, k: int,
         return out
 
     def draw_from(first: np.ndarray):
-        def draw(width: int, seed: int) -> np.ndarray:
+        def draw(width: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
             X0 = G @ np.random.default_rng(seed).standard_normal((n, width))
             if seed == random_state:  # the first block: the known directions first
                 j = min(width, first.shape[1])
                 X0[:, :j] = first[:, :j]
-            return stack(X0)
+            return pair(X0)
         return draw
 
     values, alphas = [], []
@@ -197,16 +197,16 @@ def direct_pairs(pencil: DirectPencil, G: np.ndarray, n_features: int, k: int,
         solve = weighted_solver(G, w, V, gamma)
         inv_half = (U[:, live] / np.sqrt(s[live])) @ U[:, live].T
         start = GP @ (inv_half @ Th[:, above][:, ::-1])  # x = X X^T P u, E's positive part
-        space = PencilSpace(lambda S: stack(solve(S[n:], image=True)[1]),
-                            draw_from(start), lambda S: stack(S[:n]), n, n)
+        space = PencilSpace(lambda x, r: pair(solve(r, image=True)[1]), draw_from(start),
+                            pair, n, n)
         got = _lanczos(space, k1, k1 + SPARE, random_state, "B^{-1} A", pencil.method)
         if got is None:
             return None
-        lam, basis = got
+        lam, (_, r) = got
         if float(lam[-1]) <= kappa:
             return None
         values.append(lam)
-        alphas.append(solve(basis[n:]) / np.sqrt(lam))
+        alphas.append(solve(r) / np.sqrt(lam))
     if k > k1:
         core = sla.lu_factor(shift * np.eye(CP.shape[0]) - CP @ omega, check_finite=False)
 
@@ -214,16 +214,16 @@ def direct_pairs(pencil: DirectPencil, G: np.ndarray, n_features: int, k: int,
             return (R + p_times(omega @ sla.lu_solve(core, GP.T @ R,
                                                      check_finite=False))) / shift
 
-        space = PencilSpace(lambda S: stack(G @ shifted_inv(S[n:])),
-                            draw_from(np.zeros((n, 0))), lambda S: stack(S[:n]), n, n)
+        space = PencilSpace(lambda x, r: pair(G @ shifted_inv(r)), draw_from(np.zeros((n, 0))),
+                            pair, n, n)
         got = _lanczos(space, k - k1, OPERATOR_BLOCK, random_state,
                        "(kappa B - A)^{-1} A", pencil.method)
         if got is None:
             return None
-        rho, basis = got
+        rho, (_, r) = got
         if float(rho[-1]) <= 0.0:
             return None  # past the positive pairs: the D - n zeros of the feature space
         lam = kappa * rho / (1.0 + rho)
         values.append(lam)
-        alphas.append(shifted_inv(basis[n:]) * (np.sqrt(lam) / rho))
+        alphas.append(shifted_inv(r) * (np.sqrt(lam) / rho))
     return np.concatenate(values), np.hstack(alphas)

@@ -1,9 +1,9 @@
 """A Krylov space for an operator K that is self-adjoint in a semi-definite inner
 product <x, x'> = x^T W x', for :class:`~dmlfe.solvers.krylov.ThickRestartLanczos`.
 
-A vector is held as a stack of two blocks of rows, [x; r] with r = W x: the inner
-product is x^T r' (:meth:`PencilSpace.inner`), ``apply`` maps a block to the stack of
-its image under K, ``draw`` makes a start block and ``refresh`` makes r again from x
+A vector is held as a pair of blocks of rows, (x, r) with r = W x: the inner product
+is x^T r' (:meth:`PencilSpace.inner`), ``apply`` maps a block to the pair of its image
+under K, ``draw`` makes a start block and ``refresh`` makes r again from x
 (and may replace x by another vector of the same class modulo W's null space, which no
 inner product and no image sees). The dual route's operator form
 (:func:`dmlfe.solvers.dual.solve_dual`, DMLDA) has x = X p, the n-space image of a
@@ -44,7 +44,7 @@ SVQB_DROP = 1e-12
 #: within itself) that a step accepts; above it the step raises :class:`Breakdown`.
 ORTH_LIMIT = 1e-8
 
-Block = Callable[[np.ndarray], np.ndarray]
+Pair = tuple[np.ndarray, np.ndarray]
 
 
 class Breakdown(ArithmeticError):
@@ -54,51 +54,58 @@ class Breakdown(ArithmeticError):
 
 class PencilSpace:
     """A :class:`~dmlfe.solvers.krylov.KrylovSpace` of K in the W-inner product, its
-    vectors stacks [x; r] of ``rows`` rows each (see the module docstring), in this
+    vectors pairs (x, r) of ``rows`` rows each (see the module docstring), in this
     process.
 
     Parameters
     ----------
     apply : callable
-        ``apply(V)`` -> the stack of K V for a stack V.
+        ``apply(x, r)`` -> the pair of K x for a block x (r = W x).
     draw : callable
-        ``draw(width, seed)`` -> a stack of ``width`` random vectors.
+        ``draw(width, seed)`` -> the pair of a block of ``width`` start vectors.
     refresh : callable
-        ``refresh(V)`` -> V with r made again from x.
+        ``refresh(x)`` -> the pair of x (r made again from x).
     rows : int
         Rows of each part.
     dim : int
         Dimension of the space K acts on (at most this many pairs).
     """
 
-    def __init__(self, apply: Block, draw: Callable[[int, int], np.ndarray],
-                 refresh: Block, rows: int, dim: int) -> None:
+    def __init__(self, apply: Callable[[np.ndarray, np.ndarray], Pair],
+                 draw: Callable[[int, int], Pair], refresh: Callable[[np.ndarray], Pair],
+                 rows: int, dim: int) -> None:
         self.apply, self.draw, self.refresh = apply, draw, refresh
         self.rows, self.dim = int(rows), int(dim)
         self.n_passes = 0
-        self.basis = np.zeros((2 * self.rows, 0))
-        self.v = np.zeros((2 * self.rows, 0))
+        empty = np.zeros((self.rows, 0))
+        self.basis: Pair = (empty, empty)
+        self.v: Pair = (empty, empty)
 
-    def inner(self, U: np.ndarray, W: np.ndarray) -> np.ndarray:
+    @staticmethod
+    def inner(U: Pair, W: Pair) -> np.ndarray:
         """<U, W> = x_U^T r_W."""
-        n = self.rows
-        return U[:n].T @ W[n:]
+        return U[0].T @ W[1]
 
-    def coefficients(self, Y: np.ndarray) -> np.ndarray:
-        """x of the vectors basis @ Y."""
-        return self.basis[:self.rows] @ Y
+    def vectors(self, Y: np.ndarray) -> Pair:
+        """The pair of the vectors basis @ Y."""
+        return self.basis[0] @ Y, self.basis[1] @ Y
 
-    def _scale(self, w: np.ndarray) -> float:
-        diag = np.einsum("ij,ij->j", w[:self.rows], w[self.rows:])
+    @staticmethod
+    def _scale(w: Pair) -> float:
+        diag = np.einsum("ij,ij->j", w[0], w[1])
         return float(np.sqrt(max(float(diag.max(initial=0.0)), 0.0)))
 
-    def _orthonormalise(self, w: np.ndarray, C1: np.ndarray, scale: float
+    @staticmethod
+    def _minus(w: Pair, V: Pair, C: np.ndarray) -> Pair:
+        return w[0] - V[0] @ C, w[1] - V[1] @ C
+
+    def _orthonormalise(self, w: Pair, C1: np.ndarray, scale: float
                         ) -> tuple[np.ndarray, np.ndarray]:
-        V = np.hstack([self.basis, self.v])
-        if V.shape[1]:
-            w = w - V @ C1
+        V = (np.hstack([self.basis[0], self.v[0]]), np.hstack([self.basis[1], self.v[1]]))
+        if V[0].shape[1]:
+            w = self._minus(w, V, C1)
             again = self.inner(V, w)
-            w -= V @ again
+            w = self._minus(w, V, again)
             C1 = C1 + again
         gram = self.inner(w, w)
         gram = 0.5 * (gram + gram.T)
@@ -110,14 +117,15 @@ class PencilSpace:
         keep = lam > SVQB_DROP * max(float(lam.max(initial=0.0)), np.finfo(float).tiny)
         lam, U = lam[keep][::-1], U[:, keep][:, ::-1]
         root = np.sqrt(lam)
-        q = w @ (inv[:, None] * U / root)
+        mix = inv[:, None] * U / root
+        q = (w[0] @ mix, w[1] @ mix)
         R1 = (root[:, None] * U.T) * norms[None, :]  # w = q R1 on the kept directions
         C2 = self.inner(V, q)
-        q -= V @ C2
+        q = self._minus(q, V, C2)
         X, R2 = unit_factor(self.inner(q, q))
-        v = self.refresh(q @ X)
+        v = self.refresh(q[0] @ X)
         loss = max(float(np.abs(self.inner(V, v)).max(initial=0.0)),
-                   float(np.abs(self.inner(v, v) - np.eye(v.shape[1])).max(initial=0.0)))
+                   float(np.abs(self.inner(v, v) - np.eye(v[0].shape[1])).max(initial=0.0)))
         if loss > ORTH_LIMIT:
             raise Breakdown(f"a refreshed block departs from W-orthonormality by {loss:.1e}")
         self.basis, self.v = V, v
@@ -125,17 +133,17 @@ class PencilSpace:
 
     def start(self, width: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         w = self.draw(width, seed)
-        m = self.basis.shape[1] + self.v.shape[1]
-        return self._orthonormalise(w, np.zeros((m, w.shape[1])), self._scale(w))
+        m = self.basis[0].shape[1] + self.v[0].shape[1]
+        return self._orthonormalise(w, np.zeros((m, w[0].shape[1])), self._scale(w))
 
     def step(self, ahead: int = 0) -> tuple[np.ndarray, np.ndarray]:
         self.n_passes += 1
-        w = self.apply(self.v)
-        C1 = self.inner(np.hstack([self.basis, self.v]), w)
+        w = self.apply(*self.v)
+        C1 = np.vstack([self.inner(self.basis, w), self.inner(self.v, w)])
         return self._orthonormalise(w, C1, self._scale(w))
 
     def settle(self) -> None:
         return None
 
     def restart(self, Y: np.ndarray) -> None:
-        self.basis = self.basis @ Y
+        self.basis = self.vectors(Y)
