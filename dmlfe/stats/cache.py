@@ -799,9 +799,11 @@ def _crc32(a: np.ndarray, value: int = 0) -> int:
 
 def _sum64(a: np.ndarray) -> list[int]:
     """A 64-bit checksum of a 2-D float64 array's words, as fast as reading them: the
-    wrap-around sum of all of them and of each row's sum times its row number (any
-    changed word changes the first; rows moved, swapped or duplicated change the
-    second). The Gram strips' quick check, beside their CRC-32 (:func:`gram_strips`)."""
+    wrap-around sum of all of them and of each row's sum times its row number (a
+    changed word always changes the first; rows moved or swapped change the second
+    unless their sums agree; words swapped within a row change neither, which only the
+    CRC-32 finds). The Gram strips' quick check, beside their CRC-32
+    (:func:`gram_strips`)."""
     rows = a.reshape(a.shape[0], -1).view(np.uint64).sum(axis=1, dtype=np.uint64)
     weights = np.arange(1, rows.size + 1, dtype=np.uint64)
     return [int(rows.sum(dtype=np.uint64)), int((rows * weights).sum(dtype=np.uint64))]
