@@ -38,7 +38,9 @@ the feature route, at any D. Four forms, tried in order:
    (r features) by the ordinary dense route and its r x d solution V maps back as
    P = U V = X^T alpha with alpha[piv[:r]] = Z_11^{-T} V.
 
-Memory: G and one or two further n x n matrices on the driver (about 3 n^2 x 8 bytes).
+Memory: G and one or two further n x n matrices on the driver (about 3 n^2 x 8 bytes);
+none for form 1 started warm after an append (:func:`_identity_warm`), which applies the
+cached Gram's strips, or X, as products (:class:`dmlfe.stats.gram.GramStrips`).
 """
 
 from __future__ import annotations

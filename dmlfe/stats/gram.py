@@ -11,7 +11,9 @@ row block at a time into P on the driver.
 After an append, :func:`gram_extended` makes the Gram of all rows from the Gram of the
 rows before it with the appended rows' products only; :func:`extend_gram_into` does it in
 an array that already holds the old Gram (read there from the cache beside the store:
-:func:`dmlfe.stats.cache.load_or_compute_gram`).
+:func:`dmlfe.stats.cache.load_or_compute_gram`); :func:`gram_strip` computes only the rows
+an append adds, and :class:`GramStrips` applies a Gram kept as such strips (or as X's
+rows on the driver) without assembling it.
 
 Memory: the driver holds G, n^2 x 8 bytes, and
 the solver one or two matrices of the same size; the map back returns D x d x 8 bytes
