@@ -386,3 +386,22 @@ def test_a_damaged_strip_is_found_before_the_warm_solve(tmp_path, krylov_everywh
     restored = stats_cache.gram_strips(view, view.X)
     assert restored is not None and restored[1] == 0
     np.testing.assert_allclose(restored[0].dense(), _dense_gram(view), rtol=1e-12, atol=1e-12)
+
+
+def test_a_warm_solve_on_the_strips_that_does_not_converge_falls_back(
+        tmp_path, krylov_everywhere, monkeypatch) -> None:
+    grown, whole, new = grown_and_whole(tmp_path)
+    kw = dict(n_components=3, route="dual")
+    dmlfe.MVMD(**kw).fit(str(grown))
+    dmlfe.append(grown, new, **APPEND)
+    # no Krylov step from the start: its Rayleigh-Ritz pairs alone are not converged
+    monkeypatch.setattr(leading, "WARM_DEPTH", 1)
+    monkeypatch.setattr(leading, "WARM_RESTARTS", 1)
+    assembled: list[int] = []
+    dense = GramStrips.dense
+    monkeypatch.setattr(GramStrips, "dense",
+                        lambda self: assembled.append(1) or dense(self))
+    refit = dmlfe.MVMD(**kw).fit(str(grown))
+    assert assembled == [1] and refit.solver_info_ is None  # the cold solve, on G itself
+    fresh = dmlfe.MVMD(cache=False, **kw).fit(str(whole))
+    assert_same_fit(refit, fresh, open_store(whole).X.compute(), "MVMD dual, cold fallback")
