@@ -15,12 +15,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from test_append_exact import APPEND, assert_same_fit
 from test_incremental_stats import _docs, _write, grown_and_whole
 
 import dmlfe
+from dmlfe.solvers import dual as dual_module
 from dmlfe.solvers import leading
 from dmlfe.stats import cache as stats_cache
+from dmlfe.stats.gram import GramStrips
 from dmlfe.store import open_store
 
 
@@ -258,3 +261,147 @@ def test_mvmd_refit_starts_from_the_fit_before_the_append(tmp_path, monkeypatch)
     assert fresh.solver_info_ is None
     X = open_store(whole).X.compute()
     assert_same_fit(refit, fresh, X, "MVMD dual, warm refit")
+
+
+# --------------------------------------------------------------------------- #
+# The warm refit on the Gram's strips, never assembled (GramStrips)
+# --------------------------------------------------------------------------- #
+def _strips_of(G: np.ndarray, bounds: list[int]) -> list[np.ndarray]:
+    """The cache's layout of the dense G: rows [a, b) of G with their first b columns."""
+    return [np.ascontiguousarray(G[a:b, :b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def test_gram_strips_apply_the_gram_from_its_strips_or_from_x() -> None:
+    rng = np.random.default_rng(5)
+    dense = sp.random(60, 300, density=0.05, random_state=rng).toarray()
+    dense[7] = 0.0  # an empty document
+    X = sp.csr_matrix(dense)
+    G = (X @ X.T).toarray()  # the reference, dense numpy
+    W = rng.standard_normal((60, 4))
+    on_strips = GramStrips(_strips_of(G, [0, 40, 52, 60]))
+    columns = np.unique(X.indices)
+    through_x = on_strips.with_rows(X, columns)
+    assert on_strips.rows is None and through_x.rows.shape == (60, columns.size)
+    for g in (on_strips, through_x):
+        assert g.shape == (60, 60)
+        np.testing.assert_allclose(g @ W, G @ W, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(g.diagonal(), np.diag(G), rtol=1e-12, atol=1e-12)
+        for c in (0, 40, 45, 52, 59):  # at a strip's first row and within one
+            np.testing.assert_allclose(g.columns_from(c), G[:, c:], rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(g.dense(), G)  # from the strips, bit for bit
+    # a dense X, or one with as many stored values as G, costs more than G's products
+    assert on_strips.with_rows(X.toarray()) is on_strips
+    assert on_strips.with_rows(sp.csr_matrix(np.ones((60, 300)))) is on_strips
+    with pytest.raises(ValueError, match="strip cannot hold"):
+        GramStrips([G[:40, :40], G[40:60, :50]])
+
+
+def test_block_krylov_checked_after_each_product_stops_early() -> None:
+    m0, m, k = 2_600, 2_640, 8
+    A0, A, w_ref, U_ref = _appended_problem(m0, m)
+    _, _, before = leading.leading_eigh(A0, k)
+    start = np.vstack([before["ritz"], np.zeros((m - m0, before["ritz"].shape[1]))])
+    tol = leading.KRYLOV_TOL * leading.WARM_TOL_FRACTION
+    runs = [leading.block_krylov_eigh(lambda V: A @ V, m, k, depth=8, tol=tol, v0=start,
+                                      max_restarts=2, check_each=each)
+            for each in (False, True)]
+    for w, V, info in runs:
+        assert info["converged"]
+        _same_pairs(w, V, w_ref, U_ref, k, tol)
+    assert runs[1][2]["products"] < runs[0][2]["products"]
+
+
+@pytest.fixture
+def krylov_everywhere(monkeypatch):
+    """The block Krylov branch (and so the warm start) on a few hundred documents, where
+    LAPACK would take them."""
+    monkeypatch.setattr(leading, "FULL_SPECTRUM_LIMIT", 0)
+    monkeypatch.setattr(leading, "krylov_pays", lambda m, k: True)
+    monkeypatch.setattr(dual_module, "krylov_pays", lambda m, k: True)
+
+
+@pytest.mark.parametrize("gather", [True, False], ids=["x-on-driver", "strips"])
+def test_warm_refit_applies_the_gram_without_assembling_it(tmp_path, cluster_client,
+                                                           krylov_everywhere, monkeypatch,
+                                                           gather) -> None:
+    grown, whole, new = grown_and_whole(tmp_path)
+    kw = dict(n_components=3, route="dual", client=cluster_client,
+              max_gather_bytes=2**30 if gather else 0)
+    dmlfe.MVMD(**kw).fit(str(grown))
+    dmlfe.append(grown, new, client=cluster_client, **APPEND)
+    assert len(open_store(grown).X.chunks[0]) > 2
+
+    used: list[bool] = []
+    product = GramStrips.__matmul__
+
+    def spy(self, W):
+        used.append(self.rows is not None)
+        return product(self, W)
+
+    def no_dense(self):
+        raise AssertionError("the Gram was assembled")
+
+    monkeypatch.setattr(GramStrips, "__matmul__", spy)
+    monkeypatch.setattr(GramStrips, "dense", no_dense)
+    refit = dmlfe.MVMD(**kw).fit(str(grown))
+    assert "rows [0, 190)" in refit.solver_info_["warm_start"]
+    # X's products on the driver when it holds X; else the strips' (memory maps)
+    assert used and set(used) == {gather}
+    assert refit.n_passes_ == (3 if gather else 2)  # (gather,) extension, map back
+    fresh = dmlfe.MVMD(**{**kw, "cache": False}).fit(str(whole))
+    assert fresh.solver_info_ is None
+    assert_same_fit(refit, fresh, open_store(whole).X.compute(), "MVMD dual, warm strips")
+    # the appended rows' strip was saved for the next fit, as the dense path saves it
+    assert [p["rows"] for p in _record(open_store(grown))["parts"]] == [[0, 190], [190, 255]]
+
+
+def test_a_damaged_strip_is_found_before_the_warm_solve(tmp_path, krylov_everywhere) -> None:
+    grown, whole, new = grown_and_whole(tmp_path)
+    kw = dict(n_components=3, route="dual")
+    dmlfe.MVMD(**kw).fit(str(grown))
+    dmlfe.append(grown, new, **APPEND)
+    view = open_store(grown)
+    opened, passes = stats_cache.gram_strips(view, view.X)
+    assert passes == 1 and [s.shape for s in opened.strips] == [(190, 190), (65, 255)]
+    np.testing.assert_allclose(opened.dense(), _dense_gram(view), rtol=1e-12, atol=1e-12)
+    assert stats_cache.gram_strips(view, view.X)[1] == 0  # saved: opened, not computed
+    base = stats_cache.stats_dir_for(grown) / _record(view)["parts"][0]["file"]
+    data = bytearray(base.read_bytes())
+    data[len(data) // 2] ^= 0x01  # the lowest bit of one value
+    base.write_bytes(bytes(data))
+    assert stats_cache.gram_strips(view, view.X) is None
+    # without the 64-bit sums (a record written before them) the CRC-32 finds it
+    record = stats_cache.stats_dir_for(grown) / \
+        f"{stats_cache.stats_key(stats_cache.gram_params(view))}.gram.json"
+    meta = json.loads(record.read_text())
+    for part in meta["parts"]:
+        del part["sum64"]
+    record.write_text(json.dumps(meta))
+    assert stats_cache.gram_strips(view, view.X) is None
+    # the fit computes the Gram again (load_or_compute_gram warns) and is still exact
+    with pytest.warns(RuntimeWarning, match="CRC-32"):
+        refit = dmlfe.MVMD(**kw).fit(str(grown))
+    fresh = dmlfe.MVMD(cache=False, **kw).fit(str(whole))
+    assert_same_fit(refit, fresh, open_store(whole).X.compute(), "MVMD dual, damaged strip")
+    restored = stats_cache.gram_strips(view, view.X)
+    assert restored is not None and restored[1] == 0
+    np.testing.assert_allclose(restored[0].dense(), _dense_gram(view), rtol=1e-12, atol=1e-12)
+
+
+def test_a_warm_solve_on_the_strips_that_does_not_converge_falls_back(
+        tmp_path, krylov_everywhere, monkeypatch) -> None:
+    grown, whole, new = grown_and_whole(tmp_path)
+    kw = dict(n_components=3, route="dual")
+    dmlfe.MVMD(**kw).fit(str(grown))
+    dmlfe.append(grown, new, **APPEND)
+    # no Krylov step from the start: its Rayleigh-Ritz pairs alone are not converged
+    monkeypatch.setattr(leading, "WARM_DEPTH", 1)
+    monkeypatch.setattr(leading, "WARM_RESTARTS", 1)
+    assembled: list[int] = []
+    dense = GramStrips.dense
+    monkeypatch.setattr(GramStrips, "dense",
+                        lambda self: assembled.append(1) or dense(self))
+    refit = dmlfe.MVMD(**kw).fit(str(grown))
+    assert assembled == [1] and refit.solver_info_ is None  # the cold solve, on G itself
+    fresh = dmlfe.MVMD(cache=False, **kw).fit(str(whole))
+    assert_same_fit(refit, fresh, open_store(whole).X.compute(), "MVMD dual, cold fallback")

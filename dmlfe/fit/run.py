@@ -40,12 +40,13 @@ from dmlfe.solvers.nspace import MEMORY_FRACTION, capacity, nspace_bytes
 from dmlfe.solvers.result import EigenResult, expand_rows, flip_signs_inplace
 from dmlfe.stats.cache import (
     earlier_start,
+    gram_strips,
     load_or_compute_gram,
     load_or_compute_stats,
     save_start,
     saved_start,
 )
-from dmlfe.stats.gram import gram_matrix, transpose_product
+from dmlfe.stats.gram import GramStrips, gram_matrix, transpose_product
 from dmlfe.stats.pass_ import compute_stats
 from dmlfe.stats.sufficient import SufficientStats
 from dmlfe.stats.tiled import tiled_stats
@@ -178,7 +179,7 @@ def build_template(plan: FitPlan, stats: SufficientStats,
 
 def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
                      client: Any = None, progress: bool = False,
-                     gram: np.ndarray | None = None, gram_passes: int = 0,
+                     gram: np.ndarray | GramStrips | None = None, gram_passes: int = 0,
                      start: np.ndarray | None = None
                      ) -> tuple[EigenResult, dict[str, Any]]:
     """The dual route: Gram pass -> n-space solve on the driver -> map-back pass.
@@ -186,7 +187,8 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
     ``gram``: X X^T when the caller has it (an incremental fit extends it block by
     block; the Gram cache beside a store): no Gram pass then, but ``gram_passes``, the
     passes the caller made for it, are counted. The solve works in it, so it is
-    overwritten. The map back reads every row of X whatever the Gram's origin.
+    overwritten (or, as the cache's strips, applied without a copy when the solve
+    starts warm). The map back reads every row of X whatever the Gram's origin.
     ``start``: the Ritz block (``ritz`` of the result) of a fit on the first rows of X,
     the warm start of the row-space solve (:func:`dmlfe.solvers.dual.solve_dual`), made
     zero on the rows after them.
@@ -208,6 +210,8 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
     G = gram_matrix(data.X, client=client, progress=progress) if gram is None else gram
     # P = X^T alpha is zero on the columns no document uses: only the others are formed
     columns = stats.used_columns()
+    if isinstance(G, GramStrips) and not is_dask(data.X):
+        G = G.with_rows(data.X, columns)  # held by the driver: cheaper products than G's
     n = int(G.shape[0])
     used = stats.n_features if columns is None else int(columns.size)
     # a threshold's pairs: alpha (n x k) and the components (used x k) on the driver
@@ -219,12 +223,9 @@ def solve_dual_route(plan: FitPlan, data: FitData, stats: SufficientStats, *,
         weighted = spec.nspace(Y if label_fn is None else label_fn(Y), **plan.params)
         built.append(TraceTemplate(method=spec.name, params=weighted.params,
                                    centred=spec.centred, n_features=stats.n_features))
-    if start is not None and 0 < start.shape[0] <= n:
-        start = np.vstack([start, np.zeros((n - start.shape[0], start.shape[1]))])
     sol = solve_dual(label_side, G, Y, stats.n_features, plan.n_components,
                      build_reduced=build_reduced, max_components=cap, cap_note=note,
-                     random_state=plan.random_state, weighted=weighted,
-                     start=start if start is not None and start.shape[0] == n else None)
+                     random_state=plan.random_state, weighted=weighted, start=start)
     del G
     comps = transpose_product(data.X, sol.alpha, columns=columns, client=client,
                               progress=progress)
@@ -437,12 +438,17 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
         gram_passes = 0
         saving = cache and data.store is not None
         key = {"method": plan.spec.name, "params": dict(plan.params), "route": "dual"}
+        # the row-space solve of the version before an append starts this one
+        warm = earlier_start(data.store, key) if saving else None
+        if gram is None and warm is not None:
+            # warm, the solve applies the saved strips and needs no n x n copy of them
+            strips = gram_strips(data.store, data.X, client=client, progress=progress)
+            if strips is not None:
+                gram, gram_passes = strips
         if gram is None and saving:
             # saved beside the statistics; after an append only the new rows' products
             gram, gram_passes = load_or_compute_gram(data.store, data.X, client=client,
                                                      progress=progress)
-        # the row-space solve of the version before an append starts this one
-        warm = earlier_start(data.store, key) if saving else None
         res, params = solve_dual_route(plan, data, stats, client=client, progress=progress,
                                        gram=gram, gram_passes=gram_passes,
                                        start=None if warm is None else warm[0])

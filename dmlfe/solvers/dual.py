@@ -48,7 +48,9 @@ the feature route, at any D. Five forms:
    O(n^2), no n x n x n product is made beyond G's Cholesky factor, and a singular G
    costs nothing. Thresholds, and the cases that module lists, go to form 4.
 
-Memory: G and one or two further n x n matrices on the driver (about 3 n^2 x 8 bytes).
+Memory: G and one or two further n x n matrices on the driver (about 3 n^2 x 8 bytes);
+none for form 1 started warm after an append (:func:`_identity_warm`), which applies the
+cached Gram's strips, or X, as products (:class:`dmlfe.stats.gram.GramStrips`).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.linalg.blas import dgemm
 
+from dmlfe.compute import blas_threads, idle_cpus, one_blas_thread
 from dmlfe.methods.mlda import DirectPencil, WeightedPencil
 from dmlfe.methods.template import TraceTemplate
 from dmlfe.solvers.dense import REG_EPS, budgeted_krylov, solve_dense
@@ -72,13 +75,22 @@ from dmlfe.solvers.dimension import (
 )
 from dmlfe.solvers.direct_form import direct_pairs
 from dmlfe.solvers.leading import (
+    KRYLOV_OVERSAMPLING,
+    WARM_RANDOM,
     krylov_pays,
     leading_pairs,
+    orthonormalize,
     small_pencil,
     wants_full_spectrum,
+    warm_operator_pairs,
 )
 from dmlfe.solvers.weighted import weighted_solver
-from dmlfe.stats.sufficient import SufficientStats
+from dmlfe.stats.gram import GramStrips
+from dmlfe.stats.sufficient import SufficientStats, held
+
+#: Appended rows whose coordinate vectors join a warm start's first Rayleigh-Ritz step
+#: (:func:`_identity_warm`); above this many the start alone begins the solve.
+WARM_NEW_ROWS = 128
 
 
 @dataclass
@@ -125,8 +137,10 @@ def label_only(stats: SufficientStats) -> SufficientStats:
     ``xx_coef``, ``label_factor``, ``constraint``), which do not depend on D.
     """
     q = stats.n_labels
+    # held: reading stats.xtwx would first make compact statistics whole (D rows)
     return replace(stats, sum_x=np.zeros(0), xty=np.zeros((0, q)), xtx=np.zeros((0, 0)),
-                   xtwx=None if stats.xtwx is None else np.zeros((0, 0)))
+                   xtwx=None if held(stats, "xtwx") is None else np.zeros((0, 0)),
+                   compact_rows=None)
 
 
 def _lapack_view(G: np.ndarray) -> np.ndarray:
@@ -159,12 +173,8 @@ def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int
     """Form 1: B = I, A = Xs^T (a I + Phi Phi^T) Xs; ``start`` as in :func:`solve_dual`."""
     a = float(t.xx_coef)
     M = G  # Gs, overwritten by C^{1/2} Gs C^{1/2}
-    U = E = None
-    if t.lowrank is not None and t.lowrank.shape[1]:
-        Uf, s, _ = np.linalg.svd(Yc @ t.label_factor, full_matrices=False)
-        keep = s > 1e-12 * max(float(s.max(initial=0.0)), np.finfo(float).tiny)
-        U, s = Uf[:, keep], s[keep]
-        E = np.sqrt(a + s * s) - np.sqrt(a)  # C^{1/2} = sqrt(a) I + U diag(E) U^T
+    U, _, E = _label_root(t, Yc)
+    if U is not None:
         # C^{1/2} Gs C^{1/2} = a Gs + s (MUE U^T + U MUE^T) + U inner U^T with s = sqrt(a),
         # MUE = Gs U E, inner = E U^T Gs U E: the update is L R^T with L = [s MUE, U] and
         # R = [U, s MUE + U inner], added by one GEMM into M's memory (beta = a) instead
@@ -194,6 +204,28 @@ def _identity(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, n_components: int
     w, V, info = leading_pairs(M, n_components, k, total, random_state=random_state,
                                complete=False, dominant=0 if U is None else U.shape[1],
                                dominant_start=U, start=start)
+    return _identity_solution(t, U, E, w, V, info, n_components, total, m, cap_note)
+
+
+def _label_root(t: TraceTemplate, Yc: np.ndarray
+                ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """(U, s, E) of form 1's C = a I + Phi Phi^T: Phi = U diag(s) V^T (its non-zero part)
+    and C^{1/2} = sqrt(a) I + U diag(E) U^T; (None, None, None) without a label part."""
+    if t.lowrank is None or not t.lowrank.shape[1]:
+        return None, None, None
+    a = float(t.xx_coef)
+    Uf, s, _ = np.linalg.svd(Yc @ t.label_factor, full_matrices=False)
+    keep = s > 1e-12 * max(float(s.max(initial=0.0)), np.finfo(float).tiny)
+    U, s = Uf[:, keep], s[keep]
+    return U, s, np.sqrt(a + s * s) - np.sqrt(a)
+
+
+def _identity_solution(t: TraceTemplate, U: np.ndarray | None, E: np.ndarray | None,
+                       w: np.ndarray, V: np.ndarray, info: dict, n_components: int | float,
+                       total: float, m: int, cap_note: str | None) -> DualSolution:
+    """Form 1's coefficients alpha = C^{1/2} u / sqrt(lambda) from the pairs (w, V) of
+    C^{1/2} Gs C^{1/2} (``total``: its trace, m: its size)."""
+    a = float(t.xx_coef)
     d = choose_dimension(w, n_components, total=total if w.size < m else None,
                          cap_note=cap_note)
     warn_null_components(t.method, d, w)
@@ -409,8 +441,8 @@ def _reduced(G: np.ndarray, build_reduced: Callable[[np.ndarray, np.ndarray], Tr
                         "dual-reduced", res.regularization, res.trace)
 
 
-def solve_dual(label_side: TraceTemplate | None, G: np.ndarray, Y: np.ndarray, n_features: int,
-               n_components: int | float, *,
+def solve_dual(label_side: TraceTemplate | None, G: np.ndarray | GramStrips, Y: np.ndarray,
+               n_features: int, n_components: int | float, *,
                build_reduced: Callable[[np.ndarray, np.ndarray], TraceTemplate],
                max_components: int | None = None, cap_note: str | None = None,
                random_state: int = 0,
@@ -423,8 +455,11 @@ def solve_dual(label_side: TraceTemplate | None, G: np.ndarray, Y: np.ndarray, n
     label_side : TraceTemplate or None
         The method's template on :func:`label_only` statistics (its n-space parts);
         None: solve on the reduced data (form 3).
-    G : ndarray (n, n)
-        X X^T, uncentred; overwritten.
+    G : ndarray (n, n) or GramStrips
+        X X^T, uncentred; overwritten. As :class:`~dmlfe.stats.gram.GramStrips` (the
+        cache's strips after an append) form 1 with a ``start`` is solved from its
+        products (:func:`_identity_warm`), without an n x n array; the rest on
+        its dense copy.
     Y : ndarray (n, q)
         The 0/1 labels of the same documents, in memory.
     n_features : int
@@ -443,12 +478,26 @@ def solve_dual(label_side: TraceTemplate | None, G: np.ndarray, Y: np.ndarray, n
         The n-space factors of a method with a row-weighted B: MLDA's, form 2's
         reduction through one Cholesky factor (:func:`_weighted_lowrank`); DMLDA's,
         form 5 for a fixed d (:func:`_direct_operator`), else form 4.
-    start : ndarray (n, b), optional
-        Form 1's warm start: :attr:`DualSolution.ritz` of a fit on the first rows of these
-        documents, zero on the rest (:func:`~dmlfe.solvers.leading.leading_eigh`'s
-        ``start``); the other forms ignore it.
+    start : ndarray (n0, b), optional
+        Form 1's warm start: :attr:`DualSolution.ritz` of a fit on the first n0 <= n of
+        these documents, taken as zero on the rest
+        (:func:`~dmlfe.solvers.leading.leading_eigh`'s ``start``); the other forms
+        ignore it.
     """
     t = label_side
+    if start is not None and not 0 < start.shape[0] <= G.shape[0]:
+        start = None
+    if isinstance(G, GramStrips):
+        if t is not None and start is not None and _identity_form(t) and \
+                _warm_pays(G.shape[0], n_components):
+            sol = _identity_warm(t, G, _centred(Y), n_components, start, random_state,
+                                 cap_note)
+            if sol is not None:
+                return sol
+            start = None  # it did not converge from there: not tried again
+        G = G.dense()
+    if start is not None and start.shape[0] < G.shape[0]:
+        start = np.vstack([start, np.zeros((G.shape[0] - start.shape[0], start.shape[1]))])
     if t is None and isinstance(weighted, DirectPencil):
         if isinstance(n_components, int):
             sol = _direct_operator(weighted, G, n_features, n_components, random_state)
@@ -461,11 +510,8 @@ def solve_dual(label_side: TraceTemplate | None, G: np.ndarray, Y: np.ndarray, n
     if t is None:
         return _reduced(G, build_reduced, n_components, max_components, random_state,
                         cap_note)
-    Yc = np.asarray(Y, dtype=np.float64)
-    Yc = Yc - Yc.mean(axis=0)
-    has_factor = t.lowrank is None or t.label_factor is not None
-    if t.operator_form and t.constraint is None and t.B is None and t.xx_coef > 0 and \
-            has_factor:
+    Yc = _centred(Y)
+    if _identity_form(t):
         Gs = centre_gram(G) if t.centred else G
         return _identity(t, Gs, Yc, n_components, max_components, random_state, cap_note,
                          start)
@@ -479,6 +525,125 @@ def solve_dual(label_side: TraceTemplate | None, G: np.ndarray, Y: np.ndarray, n
         if sol is not None:
             return sol
     return _reduced(G, build_reduced, n_components, max_components, random_state, cap_note)
+
+
+def _centred(Y: np.ndarray) -> np.ndarray:
+    """The labels as float64, each column centred."""
+    Yc = np.asarray(Y, dtype=np.float64)
+    return Yc - Yc.mean(axis=0)
+
+
+def _identity_form(t: TraceTemplate) -> bool:
+    """Whether the template's problem is form 1 (module docstring)."""
+    has_factor = t.lowrank is None or t.label_factor is not None
+    return bool(t.operator_form and t.constraint is None and t.B is None and
+                t.xx_coef > 0 and has_factor)
+
+
+def _warm_pays(m: int, n_components: int | float) -> bool:
+    """Whether :func:`_identity` would take block Krylov for these pairs of an m x m
+    problem, where :func:`_identity_warm` replaces it (a fixed number of them)."""
+    return isinstance(n_components, int) and 0 < n_components <= m and \
+        krylov_pays(m, n_components) and not wants_full_spectrum(m, n_components, False)
+
+
+def _identity_warm(t: TraceTemplate, G: GramStrips, Yc: np.ndarray, k: int,
+                   start: np.ndarray, random_state: int, cap_note: str | None
+                   ) -> DualSolution | None:
+    """Form 1 from the Gram's strips and a warm ``start`` (n0 x c, the Ritz block of a
+    fit on the first n0 documents): M = C^{1/2} H G H C^{1/2} is applied as products --
+    C^{1/2} and H as their low-rank parts, G from the strips -- and never formed. None
+    when the pairs do not converge from the start (:func:`warm_operator_pairs`).
+
+    The first pass over G multiplies the start block and, in the same product, U and 1,
+    which give M's trace and the images of the appended rows' coordinate vectors e_i
+    (G e_i are columns of the appended rows' strip): Rayleigh-Ritz on the start and
+    those vectors (up to :data:`WARM_NEW_ROWS` of them) fills in the rows the start
+    lacks before the first Krylov step.
+    """
+    # the products with G alone take BLAS threads (none for X's sparse ones); the small
+    # products around them are slower with several, the more so on a busy machine
+    with one_blas_thread():
+        return _identity_warm_pairs(t, G, Yc, k, start, random_state, cap_note)
+
+
+def _identity_warm_pairs(t: TraceTemplate, G: GramStrips, Yc: np.ndarray, k: int,
+                         start: np.ndarray, random_state: int, cap_note: str | None
+                         ) -> DualSolution | None:
+    """:func:`_identity_warm` in one BLAS thread but for G's products."""
+    a = float(t.xx_coef)
+    ra = np.sqrt(a)
+    n = G.shape[0]
+    old = int(start.shape[0])
+    U, s, E = _label_root(t, Yc)
+
+    def root(W: np.ndarray) -> np.ndarray:  # C^{1/2} W
+        out = ra * W
+        if U is not None:
+            out += U @ (E[:, None] * (U.T @ W))
+        return out
+
+    def centre(W: np.ndarray) -> np.ndarray:  # H W
+        return W - W.mean(axis=0) if t.centred else W
+
+    threads = 1 if G.rows is not None else idle_cpus()
+
+    def gram(W: np.ndarray) -> np.ndarray:
+        with blas_threads(threads):
+            return G @ W
+
+    def matmat(W: np.ndarray) -> np.ndarray:  # M W: one product with G
+        return root(centre(gram(centre(root(W)))))
+
+    b = min(n, k + KRYLOV_OVERSAMPLING)
+    c = min(b, k + WARM_RANDOM, start.shape[1])
+    # as leading_eigh's warm start: some random columns, lest the start span an
+    # invariant subspace; all zero on the appended rows, which the e_i cover
+    V0 = np.zeros((n, b))
+    V0[:old, :c] = start[:, :c]
+    V0[:old, c:] = np.random.default_rng(random_state).standard_normal((old, b - c))
+    V0 = orthonormalize(V0)
+    r = 0 if U is None else U.shape[1]
+    P = gram(np.hstack([centre(root(V0)), np.zeros((n, 0)) if U is None else U,
+                        np.ones((n, int(t.centred)))]))
+    GU = P[:, V0.shape[1]:V0.shape[1] + r]
+    # tr(M) = tr(G H C H), C = a I + U diag(s^2) U^T, H U = U (Yc, hence U, is centred)
+    total = a * float(G.diagonal().sum())
+    if t.centred:
+        G1 = P[:, -1]
+        total -= a * float(G1.sum()) / n
+    if U is not None:
+        total += float(np.sum(s * s * np.einsum("ij,ij->j", U, GU)))
+    Q, AQ = V0, root(centre(P[:, :V0.shape[1]]))
+    added = n - old
+    if 0 < added <= WARM_NEW_ROWS:
+        # G H C^{1/2} [0; I] = ra G[:, old:] + G U C_U - G 1 (ra / n + mean(U) C_U), with
+        # C^{1/2} [0; I] = ra [0; I] + U C_U and C_U = E U[old:]^T
+        GZ = ra * G.columns_from(old)
+        if U is not None:
+            CU = E[:, None] * U[old:].T
+            GZ += GU @ CU
+        if t.centred:
+            shift = np.full(added, ra / n)
+            if U is not None:
+                shift += U.mean(axis=0) @ CU
+            GZ -= np.outer(G1, shift)
+        Enew = np.zeros((n, added))
+        Enew[old:] = np.eye(added)
+        Q, AQ = np.hstack([Q, Enew]), np.hstack([AQ, root(centre(GZ))])
+    first = P.shape[1]
+    del P, GU
+    if Q.shape[1] > b:  # Rayleigh-Ritz on span(Q): the b best vectors start the solve
+        T = Q.T @ AQ
+        _, Y = sla.eigh(0.5 * (T + T.T), subset_by_index=[T.shape[0] - b, T.shape[0] - 1],
+                        check_finite=False)
+        Y = Y[:, ::-1]
+        Q, AQ = Q @ Y, AQ @ Y
+    w, V, info = warm_operator_pairs(matmat, n, k, Q, AQ, threads=1)
+    if not info["converged"] or w.size < k:
+        return None
+    info.update(products=info["products"] + first, warm_start=True, method="block-krylov")
+    return _identity_solution(t, U, E, w, V, info, k, total, n, cap_note)
 
 
 def _inverse_constraint(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, k: int,

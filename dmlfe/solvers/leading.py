@@ -232,12 +232,32 @@ def _ritz_pairs(T: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:
                                  check_finite=False))
 
 
+def _ritz_step(Qb: np.ndarray, AQb: np.ndarray, Tb: np.ndarray, multiplied: int, b: int,
+               k: int, floor: float, dtype: type
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """Rayleigh-Ritz on the first ``multiplied`` basis columns of :func:`block_krylov_eigh`
+    (their image and the upper part of T = Q^T A Q known): (theta, U, A U of the b
+    leading Ritz pairs, the residual norms of the first k, the largest relative one)."""
+    Q, AQ = Qb[:, :multiplied], AQb[:, :multiplied]
+    T = Tb[:multiplied, :multiplied]
+    # in the product's precision: a float32 exploration's Ritz pairs need no more, and
+    # LAPACK's float32 subset solver is the faster
+    theta, Y = _ritz_pairs(np.triu(T) + np.triu(T, 1).T, b)
+    theta = theta.astype(np.float64)
+    keep = min(b, theta.size)
+    Yk = Y[:, :keep].astype(dtype)
+    U, AU = Q @ Yk, AQ @ Yk
+    kk = min(k, keep)
+    res = np.linalg.norm(AU[:, :kk] - U[:, :kk] * theta[:kk].astype(dtype), axis=0)
+    return theta, U, AU, res, float(np.max(res / pair_scales(theta[:kk], floor), initial=0.0))
+
+
 def block_krylov_eigh(matmat: MatMat, m: int, k: int, *, block: int | None = None,
                       depth: int = 6, tol: float = KRYLOV_TOL, max_restarts: int = 60,
                       random_state: int = 0, dtype: type = np.float64,
                       v0: np.ndarray | None = None, first_depth: int | None = None,
-                      floor: float = PAIR_FLOOR, av0: np.ndarray | None = None
-                      ) -> tuple[np.ndarray, np.ndarray, dict]:
+                      floor: float = PAIR_FLOOR, av0: np.ndarray | None = None,
+                      check_each: bool = False) -> tuple[np.ndarray, np.ndarray, dict]:
     """The k leading eigenpairs of a symmetric m x m operator given by its products.
 
     Parameters
@@ -270,6 +290,11 @@ def block_krylov_eigh(matmat: MatMat, m: int, k: int, *, block: int | None = Non
         Pair i is converged when ||A u_i - theta_i u_i|| <= tol x max(|theta_i|,
         floor x |theta_1|) (:func:`pair_scales`); 1 measures every pair against theta_1
         (a float32 exploration cannot resolve more).
+    check_each : bool
+        Check the Rayleigh-Ritz pairs after every product, not only at the end of a
+        restart, and stop as soon as they converge: for a start already close to the
+        pairs (a warm start), where each product is a pass over a large operator and
+        the check costs only products with the basis.
 
     Returns
     -------
@@ -309,6 +334,7 @@ def block_krylov_eigh(matmat: MatMat, m: int, k: int, *, block: int | None = Non
         steps = depth if restarts > 1 or first_depth is None else min(first_depth, depth)
         start, used = 0, V.shape[1]
         Qb[:, :used] = V
+        step = None  # the Rayleigh-Ritz pairs, when a check within the restart converged
         for j in range(steps):
             if j == 0 and AV_known is not None:
                 AQb[:, :used] = AV_known  # thick restart: A U is known, no product needed
@@ -325,23 +351,18 @@ def block_krylov_eigh(matmat: MatMat, m: int, k: int, *, block: int | None = Non
                 break
             start, used = used, used + new.shape[1]
             Qb[:, start:used] = new
+            if check_each:  # T of the multiplied part is complete: its pairs may do
+                step = _ritz_step(Qb, AQb, Tb, multiplied, b, k, floor, dtype)
+                if step[4] <= tol:
+                    break
+                step = None
         # A Q is known for the blocks that were multiplied; the last new block (if any)
         # was never multiplied, so the Ritz space is the multiplied part
-        Q, AQ = Qb[:, :multiplied], AQb[:, :multiplied]
-        if pending is not None:  # the last multiplied block was not extended
-            np.matmul(Q.T, AQ[:, pending:], out=Tb[:multiplied, pending:multiplied])
-        T = Tb[:multiplied, :multiplied]
-        upper = np.triu(T)
-        # in the product's precision: a float32 exploration's Ritz pairs need no more,
-        # and LAPACK's float32 subset solver is the faster
-        theta, Y = _ritz_pairs(upper + np.triu(T, 1).T, b)
-        theta = theta.astype(np.float64)
-        keep = min(b, theta.size)
-        Yk = Y[:, :keep].astype(dtype)
-        U, AU = Q @ Yk, AQ @ Yk
-        kk = min(k, keep)
-        res = np.linalg.norm(AU[:, :kk] - U[:, :kk] * theta[:kk].astype(dtype), axis=0)
-        worst = float(np.max(res / pair_scales(theta[:kk], floor), initial=0.0))
+        if step is None and pending is not None:  # the last multiplied block: not extended
+            np.matmul(Qb[:, :multiplied].T, AQb[:, pending:multiplied],
+                      out=Tb[:multiplied, pending:multiplied])
+        theta, U, AU, res, worst = step or _ritz_step(Qb, AQb, Tb, multiplied, b, k, floor,
+                                                      dtype)
         if worst <= tol or multiplied >= m:
             converged = True
             break
@@ -523,19 +544,31 @@ def _warm_pairs(A: np.ndarray, k: int, tol: float, start: np.ndarray, random_sta
     if start.shape[1] < b:
         fill = np.random.default_rng(random_state).standard_normal((m, b - start.shape[1]))
         start = np.hstack([start, fill])
+    return warm_operator_pairs(lambda X: A @ X, m, k, start, tol=tol)
+
+
+def warm_operator_pairs(matmat: MatMat, m: int, k: int, v0: np.ndarray,
+                        av0: np.ndarray | None = None, *, tol: float = KRYLOV_TOL,
+                        threads: int | None = None) -> tuple[np.ndarray, np.ndarray, dict]:
+    """The k leading pairs of a symmetric m x m operator (``matmat(V)`` = A V) from a
+    start ``v0`` close to them (and its image ``av0``, for orthonormal columns): float64
+    block Krylov, checked after every product, to ``tol`` x :data:`WARM_TOL_FRACTION`,
+    at most :data:`WARM_RESTARTS` restarts of depth :data:`WARM_DEPTH`
+    (``info["converged"]`` says whether they sufficed). ``threads``: BLAS threads of the
+    products (default: the idle CPUs)."""
     # the basis algebra is on m x (a few b) blocks, far too small for BLAS threads, which
     # cost more waking and waiting than they save (the more so on a busy machine); only
     # the m x m products use them
-    wide = idle_cpus()  # leading_eigh's rule for the m x m products
+    wide = idle_cpus() if threads is None else threads  # leading_eigh's rule
 
     def product(X: np.ndarray) -> np.ndarray:
         with blas_threads(wide):
-            return A @ X
+            return matmat(X)
 
     with one_blas_thread():
         return block_krylov_eigh(product, m, k, depth=WARM_DEPTH,
-                                 tol=tol * WARM_TOL_FRACTION, v0=start,
-                                 max_restarts=WARM_RESTARTS)
+                                 tol=tol * WARM_TOL_FRACTION, v0=v0, av0=av0,
+                                 max_restarts=WARM_RESTARTS, check_each=True)
 
 
 def leading_eigh(A: np.ndarray, k: int, *, random_state: int = 0,

@@ -60,7 +60,7 @@ import scipy.sparse as sp
 from dmlfe._version import __version__
 from dmlfe.compute import BlockFn, is_dask
 from dmlfe.errors import MissingPathError
-from dmlfe.stats.gram import extend_gram_into, gram_matrix
+from dmlfe.stats.gram import GramStrips, extend_gram_into, gram_matrix, gram_strip
 from dmlfe.stats.pass_ import LabelFn, compute_stats
 from dmlfe.stats.sufficient import SPARSE_ROWS_FRACTION, SufficientStats, held, whole_rows
 from dmlfe.store import Store, open_store
@@ -797,6 +797,18 @@ def _crc32(a: np.ndarray, value: int = 0) -> int:
     return zlib.crc32(memoryview(a).cast("B"), value) & 0xFFFFFFFF
 
 
+def _sum64(a: np.ndarray) -> list[int]:
+    """A 64-bit checksum of a 2-D float64 array's words, as fast as reading them: the
+    wrap-around sum of all of them and of each row's sum times its row number (a
+    changed word always changes the first; rows moved or swapped change the second
+    unless their sums agree; words swapped within a row change neither, which only the
+    CRC-32 finds). The Gram strips' quick check, beside their CRC-32
+    (:func:`gram_strips`)."""
+    rows = a.reshape(a.shape[0], -1).view(np.uint64).sum(axis=1, dtype=np.uint64)
+    weights = np.arange(1, rows.size + 1, dtype=np.uint64)
+    return [int(rows.sum(dtype=np.uint64)), int((rows * weights).sum(dtype=np.uint64))]
+
+
 def _write_gram(rows: np.ndarray, directory: str | os.PathLike[str], params: dict[str, Any],
                 before: list[dict[str, Any]], start: int) -> Path:
     """Save the Gram of N = ``start`` + len(rows) rows as the strip ``rows`` (its rows
@@ -809,7 +821,8 @@ def _write_gram(rows: np.ndarray, directory: str | os.PathLike[str], params: dic
     parts = list(before)
     if n > start:  # a version that added no row of the view lists the earlier strips only
         rows = np.ascontiguousarray(rows, dtype=np.float64)
-        parts.append({"file": npy_path.name, "rows": [start, n], "crc32": _crc32(rows)})
+        parts.append({"file": npy_path.name, "rows": [start, n], "crc32": _crc32(rows),
+                      "sum64": _sum64(rows)})
     meta = {"key": stats_key(params), "params": _canonical(params), "n": n, "parts": parts,
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "dmlfe_version": __version__}
@@ -1031,6 +1044,84 @@ def load_or_compute_gram(store: Store, X: Any, *, client: Any = None, progress: 
         warnings.warn(f"could not save the Gram to {directory} ({exc}); it will be computed "
                       "again next time", RuntimeWarning, stacklevel=2)
     return G, 1
+
+
+def _open_strips(directory: Path, parts: list[dict[str, Any]]) -> list[np.ndarray] | None:
+    """The strips ``parts`` of a Gram record as read-only memory maps, each checked
+    against its record (its 64-bit sum where the record has one, else its CRC-32);
+    None when one is missing, of another shape or damaged."""
+    strips = []
+    for part in parts:
+        start, stop = part["rows"]
+        try:
+            strip = np.load(directory / part["file"], mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError):  # missing, not an .npy, truncated
+            return None
+        if strip.shape != (stop - start, stop) or strip.dtype != np.dtype("<f8") or \
+                not strip.flags.c_contiguous:
+            return None
+        if "sum64" in part:
+            if _sum64(strip) != part["sum64"]:
+                return None
+        elif _crc32(strip) != part["crc32"]:
+            return None
+        strips.append(strip)
+    return strips
+
+
+def gram_strips(store: Store, X: Any, *, client: Any = None, progress: bool = False,
+                cache_dir: str | os.PathLike[str] | None = None
+                ) -> tuple[GramStrips, int] | None:
+    """The dual route's Gram of a store view's rows as :class:`~dmlfe.stats.gram.GramStrips`
+    over the strips saved beside the store -- this version's, or an earlier version's
+    extended by the appended rows' strip (computed, then saved as
+    :func:`load_or_compute_gram` saves it) -- and the passes over X made (0 or 1);
+    None when neither is saved or a strip is missing or damaged (then
+    :func:`load_or_compute_gram` warns, computes and replaces).
+
+    The strips are memory-mapped, not read into a new n x n array: a warm row-space
+    solve (:func:`dmlfe.solvers.dual.solve_dual`) applies them from the page cache.
+    Each is checked as it is opened against its record's 64-bit sum (:func:`_sum64`,
+    computed as each strip was written; a record without one: its CRC-32), so a changed
+    value is still found at every fit.
+    """
+    n = int(X.shape[0])
+    if 8 * n * n > MAX_GRAM_CACHE_BYTES:
+        return None
+    directory = Path(stats_dir_for(store.path) if cache_dir is None else cache_dir)
+    params = gram_params(store)
+    try:
+        meta = _gram_record(directory, params)
+    except (_BadEntry, OSError):
+        return None
+    if meta is not None:
+        strips = _open_strips(directory, meta["parts"])
+        return None if strips is None else (GramStrips(strips), 0)
+    earlier = earlier_version(store, params, lambda p: _checked_record(directory, p),
+                              "the Gram", covers=lambda meta: meta["n"])
+    if earlier is None:
+        return None
+    entry, meta, tail = earlier
+    strips = _open_strips(directory, meta["parts"])
+    if strips is None:
+        return None
+    old = int(meta["n"])
+    strip = np.empty((0, n)) if old == n else gram_strip(old, X, client=client,
+                                                         progress=progress)
+    log.info("Gram of %s: %d cached rows (as of row %d) extended by %d, as strips",
+             store.path, old, int(entry["rows"][1]), tail.n_docs)
+    for path in _gram_paths(directory, params):  # a killed save of this entry left these
+        try:
+            remove_stale(path)
+        except OSError:
+            pass
+    try:
+        log.info("saved the Gram to %s", _write_gram(strip, directory, params,
+                                                    meta["parts"], old))
+    except OSError as exc:
+        warnings.warn(f"could not save the Gram to {directory} ({exc}); it will be computed "
+                      "again next time", RuntimeWarning, stacklevel=2)
+    return GramStrips([*strips, strip] if strip.shape[0] else strips), int(old < n)
 
 
 # --------------------------------------------------------------------------- #

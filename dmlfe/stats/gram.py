@@ -11,7 +11,9 @@ row block at a time into P on the driver.
 After an append, :func:`gram_extended` makes the Gram of all rows from the Gram of the
 rows before it with the appended rows' products only; :func:`extend_gram_into` does it in
 an array that already holds the old Gram (read there from the cache beside the store:
-:func:`dmlfe.stats.cache.load_or_compute_gram`).
+:func:`dmlfe.stats.cache.load_or_compute_gram`); :func:`gram_strip` computes only the rows
+an append adds, and :class:`GramStrips` applies a Gram kept as such strips (or as X's
+rows on the driver) without assembling it.
 
 Memory: the driver holds G, n^2 x 8 bytes, and
 the solver one or two matrices of the same size; the map back returns D x d x 8 bytes
@@ -106,13 +108,28 @@ def gram_matrix(X: Any, *, client: Any = None, progress: bool = False,
     return G
 
 
+def _strip(n: int, new_block: Any, bounds: Any, tiles: Any) -> np.ndarray:
+    """The rows of the Gram that the new block adds (m x (n + m)): the tiles
+    X_i X_new^T (each with its rows ``bounds`` of the first ``n``), transposed, and the
+    new block's own tile."""
+    m = int(new_block.shape[0])
+    strip = np.empty((m, n + m))
+    for (start, stop), tile in zip(bounds, tiles, strict=True):
+        strip[:, start:stop] = tile.T
+    strip[:, n:] = _tile(new_block, None)
+    return strip
+
+
 def _new_tiles(out: np.ndarray, n: int, new_block: Any, bounds: Any, tiles: Any) -> np.ndarray:
     """Place the tiles X_i X_new^T (each with its rows ``bounds``) and the new block's
     own tile into ``out``, whose first ``n`` x ``n`` block already holds the old Gram."""
-    for (start, stop), tile in zip(bounds, tiles, strict=True):
-        out[start:stop, n:] = tile
-        out[n:, start:stop] = tile.T
-    out[n:, n:] = _tile(new_block, None)
+    return _place_strip(out, n, _strip(n, new_block, bounds, tiles))
+
+
+def _place_strip(out: np.ndarray, n: int, strip: np.ndarray) -> np.ndarray:
+    """Rows ``n`` onwards of ``out`` from ``strip``, and their mirror above them."""
+    out[n:] = strip
+    out[:n, n:] = strip[:, :n].T
     return out
 
 
@@ -192,16 +209,28 @@ def extend_gram_into(out: np.ndarray, n: int, X: Any, *, client: Any = None,
                          f"cannot hold the Gram of {total} rows")
     if n == total:  # no row of the view was appended
         return out
+    return _place_strip(out, n, gram_strip(n, X, client=client, progress=progress))
+
+
+def gram_strip(n: int, X: Any, *, client: Any = None, progress: bool = False) -> np.ndarray:
+    """Rows ``n`` onwards of X X^T (m x N for the m = N - n rows after the first ``n``):
+    the appended rows' products with every row, the Gram's rows that an append adds
+    (:func:`extend_gram_into` places them; :class:`GramStrips` uses them as they are).
+
+    In memory these are :func:`extend_gram`'s tiles; for a dask X the new rows are read
+    to the driver (they are few) and each tile of an old row block with them is computed
+    where the block is, in one pass (each row block of X read once) whose tiles are
+    placed as they arrive.
+    """
     if not is_dask(X):
         X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
         new = X[n:]
-        return _new_tiles(out, n, new, [(0, n)] if n else [],
-                          [_tile(X[:n], new)] if n else [])
+        return _strip(n, new, [(0, n)] if n else [], [_tile(X[:n], new)] if n else [])
     X = check_row_blocks(X)
     new = to_float_block(run(X[n:], desc="reading the appended rows", progress=progress,
                              client=client)[0])
     if n == 0:
-        return _new_tiles(out, 0, new, [], [])
+        return _strip(0, new, [], [])
     old = check_row_blocks(X[:n])
     edges = np.cumsum((0, *old.chunks[0]))
     tiles: list[np.ndarray] = []
@@ -209,7 +238,110 @@ def extend_gram_into(out: np.ndarray, n: int, X: Any, *, client: Any = None,
     # the tiles come back one at a time, in order; n x m floats in all
     run(*[delayed(_tile)(b, shared) for b in old.to_delayed().ravel()], desc="Gram extension",
         progress=progress, client=client, fold=tiles.append)
-    return _new_tiles(out, n, new, list(zip(edges[:-1], edges[1:], strict=True)), tiles)
+    return _strip(n, new, list(zip(edges[:-1], edges[1:], strict=True)), tiles)
+
+
+class GramStrips:
+    """The symmetric Gram G = X X^T held as row strips, applied without assembling it.
+
+    Strip i holds rows [a_i, b_i) of G with their first b_i columns (the columns after
+    them are the later strips' transposes): the layout of the Gram cache beside a store
+    after appends (:func:`dmlfe.stats.cache.gram_strips`), whose strips may be read-only
+    memory maps, read from the page cache at each product instead of copied into a new
+    n x n array.
+
+    With ``rows``, the rows of X themselves held by the driver, the products are
+    X (X^T W) instead: for sparse text far fewer operations than the n x n Gram's (2 nnz
+    against 2 n^2 per column), equal up to round-off; :meth:`dense` still reads the
+    strips.
+
+    Parameters
+    ----------
+    strips : list of ndarray
+        Consecutive strips from row 0, each (b_i - a_i) x b_i, float64.
+    rows : scipy.sparse matrix or ndarray (n, D'), optional
+        X, or X restricted to the columns its non-zeros use, in the Gram's row order.
+    """
+
+    def __init__(self, strips: list[np.ndarray], rows: Any = None) -> None:
+        self.strips = list(strips)
+        self.rows = None if rows is None else to_float_block(rows)
+        self._rows_t = None if rows is None else self.rows.T.tocsr() \
+            if sp.issparse(self.rows) else self.rows.T
+        self.starts = []
+        n = 0
+        for strip in self.strips:
+            if strip.ndim != 2 or strip.shape[1] != n + strip.shape[0]:
+                raise ValueError(f"a {' x '.join(map(str, strip.shape))} strip cannot hold "
+                                 f"the rows after row {n} of a Gram")
+            self.starts.append(n)
+            n = int(strip.shape[1])
+        self.shape = (n, n)
+        if self.rows is not None and self.rows.shape[0] != n:
+            raise ValueError(f"{self.rows.shape[0]} rows of X for a {n} x {n} Gram")
+
+    def with_rows(self, X: Any, columns: np.ndarray | None = None) -> GramStrips:
+        """These strips with ``rows`` from X (in memory, its columns ``columns``: those
+        that hold every non-zero, None: all) when X is sparse with fewer than n^2 / 4
+        stored values -- its products then cost less than the Gram's --; else self."""
+        n = self.shape[0]
+        if not sp.issparse(X) or int(X.shape[0]) != n or X.nnz * 4 >= n * n:
+            return self
+        X = to_float_block(X)
+        rows = X if columns is None else SelectColumns(columns, int(X.shape[1]))(X)
+        return GramStrips(self.strips, rows)
+
+    def __matmul__(self, W: np.ndarray) -> np.ndarray:
+        """G W for an n x c block: X (X^T W) with ``rows``, else one pass over the strips,
+        each read once (its rows times W, and the transpose of its part left of the
+        diagonal block)."""
+        if self.rows is not None:
+            return np.asarray(self.rows @ np.asarray(self._rows_t @ W))
+        out = np.zeros((self.shape[0], W.shape[1]))
+        for a, strip in zip(self.starts, self.strips, strict=True):
+            b = a + strip.shape[0]
+            out[a:b] += strip @ W[:b]
+            if a:
+                out[:a] += strip[:, :a].T @ W[a:b]
+        return out
+
+    def diagonal(self) -> np.ndarray:
+        """The diagonal of G (n,)."""
+        if self.rows is not None:
+            x = self.rows
+            return np.asarray(x.multiply(x).sum(axis=1)).ravel() if sp.issparse(x) else \
+                np.einsum("ij,ij->i", x, x)
+        return np.concatenate([np.diagonal(s[:, a:]) for a, s in
+                               zip(self.starts, self.strips, strict=True)])
+
+    def columns_from(self, c: int) -> np.ndarray:
+        """G[:, c:] (n x (n - c)) as a new array, from the strips that hold rows c onwards
+        (and their transposes), or the products of those rows of X with all: no pass
+        over the rows before c."""
+        n = self.shape[0]
+        if self.rows is not None:
+            tile = self.rows @ self._rows_t[:, c:]
+            return tile.toarray() if sp.issparse(tile) else np.asarray(tile)
+        out = np.empty((n, n - c))
+        for a, strip in zip(self.starts, self.strips, strict=True):
+            b = a + strip.shape[0]
+            if b <= c:
+                continue
+            lo = max(a, c)
+            rows = strip[lo - a:]  # G[lo:b, :b]
+            out[:b, lo - c:b - c] = rows.T
+            out[lo:b, :lo - c] = rows[:, c:lo]
+        return out
+
+    def dense(self) -> np.ndarray:
+        """G as a new n x n array."""
+        out = np.empty(self.shape)
+        for a, strip in zip(self.starts, self.strips, strict=True):
+            b = a + strip.shape[0]
+            out[a:b, :b] = strip
+            if a:
+                out[:a, a:b] = strip[:, :a].T
+        return out
 
 
 def _threaded_matvecs(out: np.ndarray, xt: sp.csc_matrix, ab: np.ndarray, threads: int
