@@ -175,7 +175,7 @@ def test_both_operators_solve_their_side_of_kappa():
     assert np.max(np.abs(lam - ref)) <= 1e-10 * ref[0]
     P = X.T @ alpha
     np.testing.assert_allclose(P.T @ B @ P, np.eye(10), atol=1e-9)
-    np.testing.assert_allclose(A @ P, B @ P * lam, atol=1e-7 * ref[0])
+    np.testing.assert_allclose(A @ P, B @ P * lam, atol=1e-5 * ref[0])
 
 
 def test_middle_matrix_is_semidefinite_and_its_null_space_is_found():

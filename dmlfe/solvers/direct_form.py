@@ -52,6 +52,7 @@ converge (with a warning).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 import scipy.linalg as sla
@@ -62,12 +63,17 @@ from dmlfe.solvers.pencil import Breakdown, PencilSpace
 from dmlfe.solvers.weighted import weighted_solver
 
 #: Residual (relative to each pair's own eigenvalue) at which the Lanczos pairs are
-#: converged; the eigenvalues are then exact to about its square.
-OPERATOR_TOL = 1e-8
+#: converged: the eigenvalues are then exact to about its square (relative to the gap),
+#: and the components to about it, as on the other Krylov routes
+#: (:data:`dmlfe.solvers.krylov.TOL`).
+OPERATOR_TOL = 1e-6
 #: Most block steps of each Lanczos run before the problem goes to the reduced form.
 OPERATOR_PASSES = 300
 #: Block width of K2's Lanczos (K1's is the number of its pairs plus :data:`SPARE`).
 OPERATOR_BLOCK = 8
+#: Largest change of an eigenvalue (relative to the largest) by the final projection of
+#: both runs' pairs together: beyond it something is wrong, and the reduced form solves.
+RR_AGREE = 1e-6
 #: Columns K1's block has beyond its pairs.
 SPARE = 3
 #: Documents outside the most common label count (rows of P's e_S part) above this
@@ -226,4 +232,26 @@ def direct_pairs(pencil: DirectPencil, G: np.ndarray, n_features: int, k: int,
         lam = kappa * rho / (1.0 + rho)
         values.append(lam)
         alphas.append(shifted_inv(r) * (np.sqrt(lam) / rho))
-    return np.concatenate(values), np.hstack(alphas)
+    values = np.concatenate(values)
+    theta, alpha = _rayleigh_ritz(np.hstack(alphas), G, middle, w, V, gamma)
+    if np.max(np.abs(theta - values)) > RR_AGREE * abs(float(values[0])):
+        warnings.warn(f"{pencil.method}: the dual route's operator form's pairs do not agree "
+                      "with their projected pencil; solving the reduced n x n problem "
+                      "instead (slower)", RuntimeWarning, stacklevel=4)
+        return None
+    return theta, alpha
+
+
+def _rayleigh_ritz(alpha: np.ndarray, G: np.ndarray, middle: Callable[[np.ndarray], np.ndarray],
+                   w: np.ndarray, V: np.ndarray, gamma: float) -> tuple[np.ndarray, np.ndarray]:
+    """Both runs' pairs made B-orthonormal together, to round-off: the pencil projected
+    on p = X^T alpha (one product with G) and solved densely. Each run's vectors are
+    B-orthogonal only to its residual's level, and those of different runs only through
+    their eigenvalues' distance."""
+    Ga = G @ alpha
+    VG = V.T @ Ga
+    b = (w[:, None] * Ga).T @ Ga - VG.T @ VG + gamma * (alpha.T @ Ga)
+    a = Ga.T @ middle(Ga)
+    theta, Z = sla.eigh(0.5 * (a + a.T), 0.5 * (b + b.T))
+    order = np.argsort(theta)[::-1]
+    return theta[order], alpha @ Z[:, order]
