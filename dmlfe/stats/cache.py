@@ -457,8 +457,9 @@ def _delta_arrays(part: SufficientStats) -> dict[str, np.ndarray] | None:
         if rows is not None and name == "xty" and not sp.issparse(value) and value.size:
             value = sp.csr_matrix(value)  # the used features' rows only
         if sp.issparse(value):
+            # as the product left it (no duplicate coordinates, perhaps unsorted): the
+            # addition sorts it only where it needs to (add_into), here and when read
             m = sp.csr_matrix(value, dtype=np.float64)
-            m.sum_duplicates()
             arrays.update({f"{name}_data": m.data, f"{name}_indices": m.indices.astype(np.int64),
                            f"{name}_indptr": m.indptr.astype(np.int64)})
         elif name != "xty":
