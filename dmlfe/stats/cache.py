@@ -18,6 +18,17 @@ Each entry is a pair of files named by ``key`` = a hash of its parameters:
   the zip's own check of its members, verified as they are read, so the record and
   the archive are tied together at no cost beyond reading them).
 
+After an append, the entry of the grown version is a delta record: its ``.npz`` holds
+the appended documents' statistics only (the D-long sums on the features they use, the
+matrices as CSR triplets ``<name>_data``/``_indices``/``_indptr`` where they are sparse),
+and its ``.json`` lists ``parts``: the earlier version's archive (the base: a whole
+entry's ``.npz``, shared, not copied) and each delta since, in order, every one with the
+names, shapes and CRC-32s of its arrays. A read sums base and deltas in that order (as
+the fit that saved it did: the same values). Past :data:`MAX_STATS_DELTAS` deltas, or
+when the appended part holds a dense D x D matrix, the entry is saved whole again (the
+base of the versions after it). A part that is missing or fails a check makes the entry
+unusable, as a damaged whole entry is.
+
 The key leaves out ``need_xtx`` / ``need_xtwx``: an entry with X^T X serves
 requests without it, and a request that needs X^T X replaces an entry that
 lacks it. Both files are
@@ -50,6 +61,7 @@ import warnings
 import zipfile
 import zlib
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -153,11 +165,6 @@ def save_stats(
     without its ``.json``) ignores it. Stale temporaries of the entry (left by a killed
     process) are removed first, with a RuntimeWarning naming each.
     """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    key = stats_key(params)
-    npz_path = directory / f"{key}.npz"
-    json_path = directory / f"{key}.json"
     arrays = {"n": np.asarray(stats.n, dtype=np.int64)}
     rows = stats.used_columns(SPARSE_ROWS_FRACTION)
     if rows is not None:
@@ -167,6 +174,20 @@ def save_stats(
             else _used_part(stats, name, rows)
         if value is not None:
             arrays[name] = np.ascontiguousarray(value, dtype=np.float64)
+    return _write_entry(stats, Path(directory), params, arrays)
+
+
+def _write_entry(stats: SufficientStats, directory: Path, params: dict[str, Any],
+                 arrays: dict[str, np.ndarray], before: list[dict[str, Any]] | None = None
+                 ) -> Path:
+    """Write ``arrays`` as ``<key>.npz`` and the record of ``stats`` as ``<key>.json``
+    (:func:`save_stats`); ``before``: the parts a delta record lists before its own
+    archive (:func:`save_stats_delta`)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    key = stats_key(params)
+    npz_path = directory / f"{key}.npz"
+    json_path = directory / f"{key}.json"
+    shapes = {name: list(a.shape) for name, a in arrays.items()}
     meta = {
         "key": key,
         "params": _canonical(params),
@@ -175,7 +196,7 @@ def save_stats(
         "n": int(stats.n),
         "n_features": stats.n_features,
         "n_labels": stats.n_labels,
-        "arrays": {name: list(a.shape) for name, a in arrays.items()},
+        "arrays": shapes,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "dmlfe_version": __version__,
     }
@@ -185,6 +206,9 @@ def save_stats(
     crcs: dict[str, int] = {}
     write_atomically(npz_path, lambda f: crcs.update(_write_npz(f, arrays)))
     meta["crc32"] = crcs
+    if before is not None:
+        meta["parts"] = [*before, {"file": npz_path.name, "n": int(arrays["n"]),
+                                   "arrays": shapes, "crc32": crcs}]
     text = json.dumps(meta, indent=2, sort_keys=True).encode("utf-8")
     write_atomically(json_path, lambda f: f.write(text))
     return npz_path
@@ -313,18 +337,31 @@ def _read_archive(npz_path: Path, meta: dict[str, Any]) -> dict[str, np.ndarray]
     return arrays
 
 
+def _used_rows(arrays: dict[str, np.ndarray], d: int) -> tuple[np.ndarray | None, int]:
+    """(the ``rows`` array popped from ``arrays``, checked, or None; how many rows the
+    D-long arrays then have)."""
+    rows = arrays.pop("rows", None)
+    if rows is None:
+        return None, d
+    if (rows.ndim != 1 or rows.dtype.kind not in "iu"
+            or (rows.size and (rows[0] < 0 or rows[-1] >= d
+                               or np.any(np.diff(rows) <= 0)))):
+        raise _BadEntry(f"its used-feature rows are not increasing indices below D={d}")
+    return rows, int(rows.size)
+
+
+def _widen_sums(arrays: dict[str, np.ndarray], rows: np.ndarray, d: int) -> None:
+    """The D-long sums of ``arrays`` saved on ``rows`` made whole, in place."""
+    for name in ("sum_x", "sumsq_x"):
+        if name in arrays and arrays[name].shape[0] == rows.size:
+            arrays[name] = whole_rows(arrays[name], rows, d)
+
+
 def _read_arrays(npz_path: Path, meta: dict[str, Any]) -> SufficientStats:
     """The statistics of ``npz_path``, checked against what the record ``meta`` names."""
     arrays = _read_archive(npz_path, meta)
     d, q, n = meta["n_features"], meta["n_labels"], meta["n"]
-    rows = arrays.pop("rows", None)
-    m = d
-    if rows is not None:
-        if (rows.ndim != 1 or rows.dtype.kind not in "iu"
-                or (rows.size and (rows[0] < 0 or rows[-1] >= d
-                                   or np.any(np.diff(rows) <= 0)))):
-            raise _BadEntry(f"its used-feature rows are not increasing indices below D={d}")
-        m = int(rows.size)
+    rows, m = _used_rows(arrays, d)
     shapes = {"n": (), "sum_x": (m,), "sumsq_x": (m,), "sum_y": (q,), "xty": (m, q), "yty": (q, q),
               "xtx": (m, m), "xtwx": (m, m)}
     if "xty" in arrays and arrays["xty"].shape[0] == 0:
@@ -349,9 +386,7 @@ def _read_arrays(npz_path: Path, meta: dict[str, Any]) -> SufficientStats:
     if rows is not None:
         # the D-long sums whole; the matrices stay on the used rows (compact_rows) until
         # something reads them whole
-        for name in ("sum_x", "sumsq_x"):
-            if name in arrays and arrays[name].shape[0] == m:
-                arrays[name] = whole_rows(arrays[name], rows, d)
+        _widen_sums(arrays, rows, d)
         if m == d:
             rows = None
     return SufficientStats(
@@ -387,9 +422,10 @@ def load_stats(
     return None if found is None else found[0]
 
 
-def _load_entry(directory: Path, params: dict[str, Any], *, need_xtx: bool = False,
-                need_xtwx: bool = False) -> tuple[SufficientStats, dict[str, Any]] | None:
-    """:func:`load_stats`, and the entry's record."""
+def _entry_record(directory: Path, params: dict[str, Any], *, need_xtx: bool = False,
+                  need_xtwx: bool = False) -> dict[str, Any] | None:
+    """The record of the entry for ``params`` when it holds what is needed (its arrays
+    not read); None when absent or unusable (a RuntimeWarning says why)."""
     key = stats_key(params)
     npz_path = directory / f"{key}.npz"
     json_path = directory / f"{key}.json"
@@ -406,6 +442,16 @@ def _load_entry(directory: Path, params: dict[str, Any], *, need_xtx: bool = Fal
         return None
     if need_xtwx and not meta.get("has_xtwx", False):
         return None
+    return {**meta, "key": key}
+
+
+def _load_entry(directory: Path, params: dict[str, Any], *, need_xtx: bool = False,
+                need_xtwx: bool = False) -> tuple[SufficientStats, dict[str, Any]] | None:
+    """:func:`load_stats`, and the entry's record."""
+    meta = _entry_record(directory, params, need_xtx=need_xtx, need_xtwx=need_xtwx)
+    if meta is None:
+        return None
+    npz_path = directory / f"{meta['key']}.npz"
     try:
         if "parts" in meta:
             return _read_parts(directory, meta), meta
@@ -460,8 +506,8 @@ def _delta_arrays(part: SufficientStats) -> dict[str, np.ndarray] | None:
             # as the product left it (no duplicate coordinates, perhaps unsorted): the
             # addition sorts it only where it needs to (add_into), here and when read
             m = sp.csr_matrix(value, dtype=np.float64)
-            arrays.update({f"{name}_data": m.data, f"{name}_indices": m.indices.astype(np.int64),
-                           f"{name}_indptr": m.indptr.astype(np.int64)})
+            arrays.update({f"{name}_data": m.data, f"{name}_indices": m.indices,
+                           f"{name}_indptr": m.indptr})
         elif name != "xty":
             return None
         else:
@@ -473,14 +519,7 @@ def _read_delta(path: Path, part: dict[str, Any], d: int, q: int) -> SufficientS
     """The statistics of the delta record ``path`` (arrays as :func:`_delta_arrays` writes
     them), checked against its part of the entry's record; :class:`_BadEntry` otherwise."""
     arrays = _read_archive(path, part)
-    rows = arrays.pop("rows", None)
-    m = d
-    if rows is not None:
-        if (rows.ndim != 1 or rows.dtype.kind not in "iu"
-                or (rows.size and (rows[0] < 0 or rows[-1] >= d
-                                   or np.any(np.diff(rows) <= 0)))):
-            raise _BadEntry(f"its used-feature rows are not increasing indices below D={d}")
-        m = int(rows.size)
+    rows, m = _used_rows(arrays, d)
     shapes = {"n": (), "sum_x": (m,), "sumsq_x": (m,), "sum_y": (q,), "yty": (q, q)}
     for name, shape in shapes.items():
         if name not in arrays and name != "sumsq_x":
@@ -492,9 +531,7 @@ def _read_delta(path: Path, part: dict[str, Any], d: int, q: int) -> SufficientS
     if int(arrays["n"]) != part["n"]:
         raise _BadEntry(f"it counts n={int(arrays['n'])} documents, its record n={part['n']}")
     if rows is not None:
-        for name in ("sum_x", "sumsq_x"):
-            if name in arrays:
-                arrays[name] = whole_rows(arrays[name], rows, d)
+        _widen_sums(arrays, rows, d)
     matrices: dict[str, Any] = {}
     for name, shape in (("xty", (d, q)), ("xtx", (d, d)), ("xtwx", (d, d))):
         if name in arrays:
@@ -581,32 +618,7 @@ def save_stats_delta(stats: SufficientStats, part: SufficientStats,
     arrays = _delta_arrays(part)
     if arrays is None or len(before) > MAX_STATS_DELTAS:
         return save_stats(stats, directory, params)
-    directory.mkdir(parents=True, exist_ok=True)
-    key = stats_key(params)
-    npz_path, json_path = directory / f"{key}.npz", directory / f"{key}.json"
-    json_path.unlink(missing_ok=True)  # as in save_stats: no old record beside new arrays
-    crcs: dict[str, int] = {}
-    write_atomically(npz_path, lambda f: crcs.update(_write_npz(f, arrays)))
-    shapes = {name: list(a.shape) for name, a in arrays.items()}
-    own = {"file": npz_path.name, "n": int(part.n), "arrays": shapes, "crc32": crcs}
-    meta = {
-        "key": key,
-        "params": _canonical(params),
-        "has_xtx": held(stats, "xtx") is not None,
-        "has_xtwx": held(stats, "xtwx") is not None,
-        "n": int(stats.n),
-        "n_features": stats.n_features,
-        "n_labels": stats.n_labels,
-        # the record's own archive, as in a whole entry's record
-        "arrays": shapes,
-        "crc32": crcs,
-        "parts": [*before, own],
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "dmlfe_version": __version__,
-    }
-    text = json.dumps(meta, indent=2, sort_keys=True).encode("utf-8")
-    write_atomically(json_path, lambda f: f.write(text))
-    return npz_path
+    return _write_entry(stats, directory, params, arrays, before)
 
 
 def _warn_bad(path: Path, exc: Exception) -> None:
@@ -727,16 +739,44 @@ def _extended(store: Store, params: dict[str, Any], cache_dir: Path,
     documents), the earlier entries were saved under other parameters and nothing
     matches: the caller's full pass says so in the log.
     """
-    earlier = earlier_version(store, params, lambda p: _load_entry(
-        cache_dir, p, need_xtx=kwargs["need_xtx"], need_xtwx=kwargs["need_xtwx"]),
-        "the statistics", covers=lambda s: s[0].n)
+    need = {"need_xtx": kwargs["need_xtx"], "need_xtwx": kwargs["need_xtwx"]}
+    # the records only: the earlier entry's arrays are read below, while the appended
+    # rows are read and reduced
+    earlier = earlier_version(store, params, lambda p: _entry_record(cache_dir, p, **need),
+                              "the statistics", covers=lambda meta: meta["n"])
     if earlier is None:
         return None
-    entry, (found, record), tail = earlier
+    entry, _, tail = earlier
     stop = int(entry["rows"][1])
+    prior = {**params, "data": entry["fingerprint"]}
     if tail.n_docs == 0:
-        found.rows_read = 0
-        return found, record, None
+        loaded = _load_entry(cache_dir, prior, **need)
+        if loaded is None:
+            return None
+        loaded[0].rows_read = 0
+        return loaded[0], loaded[1], None
+    # the earlier arrays are read (file reads and checksums, which release the GIL) in
+    # this thread while another reads and reduces the appended rows
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(_appended_part, store, tail, read, kwargs)
+        loaded = _load_entry(cache_dir, prior, **need)
+        part = pending.result()
+    if loaded is None or loaded[0].n + part.n != store.n_docs:
+        # damaged (a RuntimeWarning said so) or replaced since its record was read
+        return None
+    found, record = loaded
+    log.info("statistics of %s: %d cached documents (as of row %d) and %d read", store.path,
+             found.n, stop, part.n)
+    found += part  # in place: the loaded arrays are this fit's own
+    stats = found
+    stats.rows_read = part.n
+    return stats, record, part
+
+
+def _appended_part(store: Store, tail: Store, read: tuple[Any, Any] | None,
+                   kwargs: dict[str, Any]) -> SufficientStats:
+    """The statistics of ``tail``, the rows of the view ``store`` appended since an
+    earlier version (:func:`_extended`)."""
     if read is None and tail.n_docs <= store.stored_chunk_rows:
         # at most one stored chunk of rows, what an ingest part holds on the driver: read
         # here, not by tasks on workers that may only now be starting
@@ -746,13 +786,7 @@ def _extended(store: Store, params: dict[str, Any], cache_dir: Path,
         X, Y = tail.X, tail.Y
     else:  # the view's rows in memory: the appended ones are its last
         X, Y = (a[a.shape[0] - tail.n_docs:] for a in read)
-    part = compute_stats(X, Y, dense_xty=False, **kwargs)
-    log.info("statistics of %s: %d cached documents (as of row %d) and %d read", store.path,
-             found.n, stop, part.n)
-    found += part  # in place: the loaded arrays are this fit's own
-    stats = found
-    stats.rows_read = part.n
-    return stats, record, part
+    return compute_stats(X, Y, dense_xty=False, **kwargs)
 
 
 def load_or_compute_stats(
