@@ -174,15 +174,19 @@ def save_stats(
             else _used_part(stats, name, rows)
         if value is not None:
             arrays[name] = np.ascontiguousarray(value, dtype=np.float64)
-    return _write_entry(stats, Path(directory), params, arrays)
+    totals = {"has_xtx": held(stats, "xtx") is not None,
+              "has_xtwx": held(stats, "xtwx") is not None, "n": int(stats.n),
+              "n_features": stats.n_features, "n_labels": stats.n_labels}
+    return _write_entry(Path(directory), params, arrays, totals)
 
 
-def _write_entry(stats: SufficientStats, directory: Path, params: dict[str, Any],
-                 arrays: dict[str, np.ndarray], before: list[dict[str, Any]] | None = None
+def _write_entry(directory: Path, params: dict[str, Any], arrays: dict[str, np.ndarray],
+                 totals: dict[str, Any], before: list[dict[str, Any]] | None = None
                  ) -> Path:
-    """Write ``arrays`` as ``<key>.npz`` and the record of ``stats`` as ``<key>.json``
-    (:func:`save_stats`); ``before``: the parts a delta record lists before its own
-    archive (:func:`save_stats_delta`)."""
+    """Write ``arrays`` as ``<key>.npz`` and their record as ``<key>.json``
+    (:func:`save_stats`), ``totals`` naming what the entry sums to (``n``,
+    ``n_features``, ``n_labels``, ``has_xtx``, ``has_xtwx``); ``before``: the parts a
+    delta record lists before its own archive (:func:`save_stats_delta`)."""
     directory.mkdir(parents=True, exist_ok=True)
     key = stats_key(params)
     npz_path = directory / f"{key}.npz"
@@ -191,11 +195,7 @@ def _write_entry(stats: SufficientStats, directory: Path, params: dict[str, Any]
     meta = {
         "key": key,
         "params": _canonical(params),
-        "has_xtx": held(stats, "xtx") is not None,
-        "has_xtwx": held(stats, "xtwx") is not None,
-        "n": int(stats.n),
-        "n_features": stats.n_features,
-        "n_labels": stats.n_labels,
+        **totals,
         "arrays": shapes,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "dmlfe_version": __version__,
@@ -601,24 +601,28 @@ def _read_parts(directory: Path, meta: dict[str, Any]) -> SufficientStats:
     return stats
 
 
-def save_stats_delta(stats: SufficientStats, part: SufficientStats,
-                     directory: str | os.PathLike[str], params: dict[str, Any],
-                     earlier: dict[str, Any]) -> Path:
-    """Save ``stats`` -- an earlier version's entry (its record ``earlier``) plus
-    ``part``, the appended rows' statistics -- as a delta record: ``<key>.npz`` holds
+def save_stats_delta(part: SufficientStats, directory: str | os.PathLike[str],
+                     params: dict[str, Any], earlier: dict[str, Any]) -> Path | None:
+    """Save the statistics of an earlier version's entry (its record ``earlier``) plus
+    ``part``, the appended rows' statistics, as a delta record: ``<key>.npz`` holds
     ``part`` only and ``<key>.json`` lists the earlier entry's files before it, with the
-    CRC-32s of each (the earlier files are shared, not copied). Saved whole
-    (:func:`save_stats`) instead when the list would pass :data:`MAX_STATS_DELTAS`
-    deltas or ``part`` holds a dense D x D matrix. Returns the ``.npz`` written.
+    CRC-32s of each (the earlier files are shared, not copied). The earlier arrays are
+    not read: the record sums to them. Returns the ``.npz`` written, or None when the
+    list would pass :data:`MAX_STATS_DELTAS` deltas or ``part`` holds a dense D x D
+    matrix: the sum is then saved whole (:func:`save_stats`) by the caller.
     """
-    directory = Path(directory)
     keys = ("arrays", "crc32", "n", "n_features", "n_labels", "has_xtx", "has_xtwx")
     before = earlier["parts"] if "parts" in earlier else \
         [{"file": f"{earlier['key']}.npz", **{k: earlier[k] for k in keys if k in earlier}}]
     arrays = _delta_arrays(part)
     if arrays is None or len(before) > MAX_STATS_DELTAS:
-        return save_stats(stats, directory, params)
-    return _write_entry(stats, directory, params, arrays, before)
+        return None
+    # what the sum holds: a matrix either side lacks is absent from it (SufficientStats)
+    totals = {"n": int(earlier["n"]) + int(part.n), "n_features": int(earlier["n_features"]),
+              "n_labels": int(earlier["n_labels"]),
+              "has_xtx": bool(earlier.get("has_xtx")) and held(part, "xtx") is not None,
+              "has_xtwx": bool(earlier.get("has_xtwx")) and held(part, "xtwx") is not None}
+    return _write_entry(Path(directory), params, arrays, totals, before)
 
 
 def _warn_bad(path: Path, exc: Exception) -> None:
@@ -726,10 +730,10 @@ def _describe(fn: Any, description: Any, cache_on: bool, fn_name: str, arg: str)
 
 def _extended(store: Store, params: dict[str, Any], cache_dir: Path,
               read: tuple[Any, Any] | None, kwargs: dict[str, Any]
-              ) -> tuple[SufficientStats, dict[str, Any], SufficientStats | None] | None:
+              ) -> tuple[SufficientStats, Path | None] | None:
     """Statistics of ``store`` (a view) from those cached for an earlier version of it
-    plus a pass over the rows appended since, with the earlier entry's record and the
-    appended rows' statistics (None when there are none); None when no earlier
+    plus a pass over the rows appended since, and the delta record saved for them
+    (:func:`save_stats_delta`; None: the caller saves them whole); None when no earlier
     version's are cached.
 
     A store's appends only add rows at its end (:func:`dmlfe.store.history`), so the
@@ -741,12 +745,12 @@ def _extended(store: Store, params: dict[str, Any], cache_dir: Path,
     """
     need = {"need_xtx": kwargs["need_xtx"], "need_xtwx": kwargs["need_xtwx"]}
     # the records only: the earlier entry's arrays are read below, while the appended
-    # rows are read and reduced
+    # rows are read, reduced and saved
     earlier = earlier_version(store, params, lambda p: _entry_record(cache_dir, p, **need),
                               "the statistics", covers=lambda meta: meta["n"])
     if earlier is None:
         return None
-    entry, _, tail = earlier
+    entry, record, tail = earlier
     stop = int(entry["rows"][1])
     prior = {**params, "data": entry["fingerprint"]}
     if tail.n_docs == 0:
@@ -754,29 +758,33 @@ def _extended(store: Store, params: dict[str, Any], cache_dir: Path,
         if loaded is None:
             return None
         loaded[0].rows_read = 0
-        return loaded[0], loaded[1], None
+        return loaded[0], None
     # the earlier arrays are read (file reads and checksums, which release the GIL) in
-    # this thread while another reads and reduces the appended rows
+    # this thread while another reads and reduces the appended rows and saves their
+    # delta record, which needs the earlier record only
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(_appended_part, store, tail, read, kwargs)
+        pending = pool.submit(_appended_part, store, tail, read, kwargs,
+                              (cache_dir, params, record))
         loaded = _load_entry(cache_dir, prior, **need)
-        part = pending.result()
-    if loaded is None or loaded[0].n + part.n != store.n_docs:
-        # damaged (a RuntimeWarning said so) or replaced since its record was read
+        part, saved = pending.result()
+    if loaded is None or loaded[1] != record:
+        # damaged (a RuntimeWarning said so) or replaced since its record was read: the
+        # caller's full pass replaces the delta record too
         return None
-    found, record = loaded
+    found = loaded[0]
     log.info("statistics of %s: %d cached documents (as of row %d) and %d read", store.path,
              found.n, stop, part.n)
     found += part  # in place: the loaded arrays are this fit's own
-    stats = found
-    stats.rows_read = part.n
-    return stats, record, part
+    found.rows_read = part.n
+    return found, saved
 
 
 def _appended_part(store: Store, tail: Store, read: tuple[Any, Any] | None,
-                   kwargs: dict[str, Any]) -> SufficientStats:
+                   kwargs: dict[str, Any], save: tuple[Path, dict[str, Any], dict[str, Any]]
+                   ) -> tuple[SufficientStats, Path | None]:
     """The statistics of ``tail``, the rows of the view ``store`` appended since an
-    earlier version (:func:`_extended`)."""
+    earlier version (:func:`_extended`), and their delta record saved with ``save`` =
+    (cache folder, parameters, the earlier entry's record) (None where not saved)."""
     if read is None and tail.n_docs <= store.stored_chunk_rows:
         # at most one stored chunk of rows, what an ingest part holds on the driver: read
         # here, not by tasks on workers that may only now be starting
@@ -786,7 +794,11 @@ def _appended_part(store: Store, tail: Store, read: tuple[Any, Any] | None,
         X, Y = tail.X, tail.Y
     else:  # the view's rows in memory: the appended ones are its last
         X, Y = (a[a.shape[0] - tail.n_docs:] for a in read)
-    return compute_stats(X, Y, dense_xty=False, **kwargs)
+    part = compute_stats(X, Y, dense_xty=False, **kwargs)
+    try:
+        return part, save_stats_delta(part, *save)
+    except OSError:  # the caller's whole save tries again, and warns if it fails
+        return part, None
 
 
 def load_or_compute_stats(
@@ -919,21 +931,18 @@ def load_or_compute_stats(
         found.from_cache = True
         found.rows_read = 0
         return found
-    stats = extended = None
+    stats = saved = None
     if isinstance(source, Store) and row_mask is None and subset is None:
         extended = _extended(source, params, Path(cache_dir), read, kwargs)
         if extended is not None:  # the old rows' part came from the cache
             source.check_chunk_files()
-            stats = extended[0]
+            stats, saved = extended
     if stats is None:
         stats = fresh()
         stats.rows_read = stats.n
     try:
-        if extended is not None and extended[2] is not None:
-            # the appended rows' part only, listed after the earlier entry's files
-            path = save_stats_delta(stats, extended[2], cache_dir, params, extended[1])
-        else:
-            path = save_stats(stats, cache_dir, params)
+        # a delta record (the appended rows' part) is saved already
+        path = saved if saved is not None else save_stats(stats, cache_dir, params)
         log.info("saved statistics to %s", path)
     except OSError as exc:
         warnings.warn(
