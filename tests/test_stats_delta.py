@@ -9,6 +9,7 @@ centred scatter.
 
 from __future__ import annotations
 
+import copy
 import json
 import warnings
 import zipfile
@@ -16,10 +17,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import dmlfe
 import dmlfe.stats.cache as cache
 from dmlfe.stats.cache import load_or_compute_stats, stats_dir_for
+from dmlfe.stats.pass_ import compute_stats
 from dmlfe.store import open_store
 
 APPEND = {"id_field": "id", "split_field": "split"}
@@ -177,3 +180,23 @@ def test_a_damaged_part_is_detected_and_the_entry_recomputed(tmp_path, damage) -
         again = load_or_compute_stats(open_store(store), need_xtx=True)
     assert again.from_cache
     _check_sums(again, *_numpy_sums(store))
+
+
+def test_centring_in_place_gives_the_same_entries() -> None:
+    """PCA's A built in the statistics' own X^T X (``overwrite``) equals the new array
+    of the other form entry for entry, and numpy's centred scatter; the statistics then
+    hold no X^T X."""
+    rng = np.random.default_rng(3)
+    X = sp.random(90, 300, density=0.1, format="csr", random_state=4)
+    Y = (rng.random((90, 3)) < 0.4).astype(np.float64)
+    stats = compute_stats(X, Y, need_xtx=True)
+    own = copy.deepcopy(stats)
+    held_xtx = own.xtx
+    kept = stats.centred_xtx()
+    inplace = own.centred_xtx(overwrite=True)
+    assert inplace is held_xtx and own.xtx is None
+    np.testing.assert_array_equal(inplace, kept)
+    Xd = X.toarray()
+    Xc = Xd - Xd.mean(0)
+    np.testing.assert_allclose(kept, Xc.T @ Xc, rtol=1e-12, atol=1e-12)
+    assert stats.xtx is not None  # the other form leaves the statistics as they were

@@ -760,31 +760,37 @@ def _extended(store: Store, params: dict[str, Any], cache_dir: Path,
         loaded[0].rows_read = 0
         return loaded[0], None
     # the earlier arrays are read (file reads and checksums, which release the GIL) in
-    # this thread while another reads and reduces the appended rows and saves their
-    # delta record, which needs the earlier record only
+    # this thread while another reads and reduces the appended rows, then added to
+    # while it saves their delta record, which needs the earlier record only
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(_appended_part, store, tail, read, kwargs,
-                              (cache_dir, params, record))
+        part = pool.submit(_appended_part, store, tail, read, kwargs)
         loaded = _load_entry(cache_dir, prior, **need)
-        part, saved = pending.result()
-    if loaded is None or loaded[1] != record:
-        # damaged (a RuntimeWarning said so) or replaced since its record was read: the
-        # caller's full pass replaces the delta record too
+        if loaded is None or loaded[1] != record:
+            # damaged (a RuntimeWarning said so) or replaced since its record was read
+            return None
+        found, part = loaded[0], part.result()
+        saving = pool.submit(_saved_delta, part, cache_dir, params, record)
+        log.info("statistics of %s: %d cached documents (as of row %d) and %d read",
+                 store.path, found.n, stop, part.n)
+        found += part  # in place: the loaded arrays are this fit's own
+        found.rows_read = part.n
+        return found, saving.result()
+
+
+def _saved_delta(part: SufficientStats, directory: Path, params: dict[str, Any],
+                 earlier: dict[str, Any]) -> Path | None:
+    """:func:`save_stats_delta`; None also where it could not be written (the caller's
+    whole save tries again, and warns if it fails)."""
+    try:
+        return save_stats_delta(part, directory, params, earlier)
+    except OSError:
         return None
-    found = loaded[0]
-    log.info("statistics of %s: %d cached documents (as of row %d) and %d read", store.path,
-             found.n, stop, part.n)
-    found += part  # in place: the loaded arrays are this fit's own
-    found.rows_read = part.n
-    return found, saved
 
 
 def _appended_part(store: Store, tail: Store, read: tuple[Any, Any] | None,
-                   kwargs: dict[str, Any], save: tuple[Path, dict[str, Any], dict[str, Any]]
-                   ) -> tuple[SufficientStats, Path | None]:
+                   kwargs: dict[str, Any]) -> SufficientStats:
     """The statistics of ``tail``, the rows of the view ``store`` appended since an
-    earlier version (:func:`_extended`), and their delta record saved with ``save`` =
-    (cache folder, parameters, the earlier entry's record) (None where not saved)."""
+    earlier version (:func:`_extended`)."""
     if read is None and tail.n_docs <= store.stored_chunk_rows:
         # at most one stored chunk of rows, what an ingest part holds on the driver: read
         # here, not by tasks on workers that may only now be starting
@@ -794,11 +800,7 @@ def _appended_part(store: Store, tail: Store, read: tuple[Any, Any] | None,
         X, Y = tail.X, tail.Y
     else:  # the view's rows in memory: the appended ones are its last
         X, Y = (a[a.shape[0] - tail.n_docs:] for a in read)
-    part = compute_stats(X, Y, dense_xty=False, **kwargs)
-    try:
-        return part, save_stats_delta(part, *save)
-    except OSError:  # the caller's whole save tries again, and warns if it fails
-        return part, None
+    return compute_stats(X, Y, dense_xty=False, **kwargs)
 
 
 def load_or_compute_stats(
