@@ -130,8 +130,16 @@ def test_a_store_hashed_to_many_features_extends_its_cache_on_used_rows(tmp_path
     entries = [p for p in Path(str(store) + ".stats").glob("*.json")
                if json.loads(p.read_text()).get("n") == 150]
     assert len(entries) == 1
+    # a delta record: the earlier entry's archive (the first 120 documents' used rows)
+    # and one of the 30 appended documents' used rows only
+    base, delta = json.loads(entries[0].read_text())["parts"]
+    with np.load(entries[0].parent / base["file"]) as z:
+        assert z["xty"].shape[0] == np.count_nonzero((X[:120] ** 2).sum(0)) < 2**16 // 2
     with np.load(entries[0].with_suffix(".npz")) as z:
-        assert z["xty"].shape[0] == np.count_nonzero((X * X).sum(0)) < 2**16 // 2
+        used = np.flatnonzero((X[120:] ** 2).sum(0))
+        np.testing.assert_array_equal(z["rows"], used)
+        assert z["sum_x"].shape == used.shape
+        assert np.diff(z["xty_indptr"])[np.setdiff1d(np.arange(2**16), used)].sum() == 0
     fresh = compute_stats(sp.csr_matrix(X), Y)
     np.testing.assert_allclose(refit.eigenvalues_[:2],
                                np.sort(np.linalg.svd(fresh.centred_xty(),

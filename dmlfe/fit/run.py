@@ -13,6 +13,7 @@ fitted attributes (each with a trailing underscore).
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 import warnings
@@ -164,9 +165,13 @@ def statistics(plan: FitPlan, data: FitData, rmap: RelationMap | None, *, client
 
 
 def build_template(plan: FitPlan, stats: SufficientStats,
-                   rmap: RelationMap | None, kernel: np.ndarray | None = None) -> TraceTemplate:
+                   rmap: RelationMap | None, kernel: np.ndarray | None = None,
+                   own: bool = False) -> TraceTemplate:
     """The method's (A, B) from the statistics, in the form the plan's solver uses;
-    ``kernel``: the prototypes' kernel matrix when the caller has it (else computed)."""
+    ``kernel``: the prototypes' kernel matrix when the caller has it (else computed).
+    ``own``: the statistics are this fit's alone (read or reduced for it): a builder that
+    takes ``overwrite`` (PCA) builds A in their X^T X, with no D x D copy, on the dense
+    solvers' path (the matrix-free solvers read the statistics later)."""
     spec, kw = plan.spec, dict(plan.params)
     if spec.needs_kernel:
         kw["kernel"] = rmap.prototype_kernel() if kernel is None else kernel
@@ -174,6 +179,9 @@ def build_template(plan: FitPlan, stats: SufficientStats,
         kw["xtwx"] = stats.xtwx
     if spec.operator_form:
         kw["dense"] = plan.dense_template
+    if own and plan.solver not in MATRIX_FREE and \
+            "overwrite" in inspect.signature(spec.build).parameters:
+        kw["overwrite"] = True
     return spec.build(stats, **kw)
 
 
@@ -425,7 +433,8 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
         del R
     elif stats is not None:  # accumulated by the caller
         data_passes = 0
-        template = None if plan.route == "dual" else build_template(plan, stats, rmap)
+        template = None if plan.route == "dual" else build_template(plan, stats, rmap,
+                                                                    own=True)
     else:
         stats = statistics(plan, data, rmap, client=client, progress=progress, cache=cache,
                            tiled=tiled)
@@ -433,7 +442,8 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
         if tiled is None and stats.rows_read is not None:
             stats_rows = stats.rows_read
         # the dual route builds its templates in the row space (solve_dual_route)
-        template = None if plan.route == "dual" else build_template(plan, stats, rmap)
+        template = None if plan.route == "dual" else build_template(plan, stats, rmap,
+                                                                    own=True)
     if template is None:
         gram_passes = 0
         saving = cache and data.store is not None

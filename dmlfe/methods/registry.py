@@ -66,7 +66,8 @@ from dmlfe.relation.similarities import (
 )
 
 #: Builder arguments that are inputs, not parameters.
-_INPUTS = frozenset({"stats", "xtwx", "dense", "kernel", "labels", "graph", "doc_splits"})
+_INPUTS = frozenset({"stats", "xtwx", "dense", "kernel", "labels", "graph", "doc_splits",
+                     "overwrite"})
 
 
 @dataclass(frozen=True)

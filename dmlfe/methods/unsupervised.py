@@ -6,7 +6,7 @@ from dmlfe.methods.template import TraceTemplate, raw_xtx
 from dmlfe.stats.sufficient import SufficientStats
 
 
-def pca(stats: SufficientStats, dense: bool = True) -> TraceTemplate:
+def pca(stats: SufficientStats, dense: bool = True, overwrite: bool = False) -> TraceTemplate:
     """Principal component analysis.
 
     max tr(P^T Xc^T Xc P) s.t. P^T P = I, i.e. Xc^T Xc P = P Lambda
@@ -19,8 +19,11 @@ def pca(stats: SufficientStats, dense: bool = True) -> TraceTemplate:
     dense : bool
         Form A = Xc^T Xc (D x D). With False only the operator form
         (xx_coef = 1, no low-rank part) is returned, for the matrix-free solver.
+    overwrite : bool
+        A is ``stats``' own X^T X, centred in place (:meth:`SufficientStats.centred_xtx`):
+        the statistics hold no X^T X afterwards. For statistics that are the caller's.
     """
-    A = stats.centred_xtx() if dense else None
+    A = stats.centred_xtx(overwrite=overwrite) if dense else None
     return TraceTemplate(
         method="pca",
         params={},

@@ -18,6 +18,17 @@ Each entry is a pair of files named by ``key`` = a hash of its parameters:
   the zip's own check of its members, verified as they are read, so the record and
   the archive are tied together at no cost beyond reading them).
 
+After an append, the entry of the grown version is a delta record: its ``.npz`` holds
+the appended documents' statistics only (the D-long sums on the features they use, the
+matrices as CSR triplets ``<name>_data``/``_indices``/``_indptr`` where they are sparse),
+and its ``.json`` lists ``parts``: the earlier version's archive (the base: a whole
+entry's ``.npz``, shared, not copied) and each delta since, in order, every one with the
+names, shapes and CRC-32s of its arrays. A read sums base and deltas in that order (as
+the fit that saved it did: the same values). Past :data:`MAX_STATS_DELTAS` deltas, or
+when the appended part holds a dense D x D matrix, the entry is saved whole again (the
+base of the versions after it). A part that is missing or fails a check makes the entry
+unusable, as a damaged whole entry is.
+
 The key leaves out ``need_xtx`` / ``need_xtwx``: an entry with X^T X serves
 requests without it, and a request that needs X^T X replaces an entry that
 lacks it. Both files are
@@ -45,10 +56,12 @@ import hashlib
 import json
 import logging
 import os
+import struct
 import warnings
 import zipfile
 import zlib
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -152,11 +165,6 @@ def save_stats(
     without its ``.json``) ignores it. Stale temporaries of the entry (left by a killed
     process) are removed first, with a RuntimeWarning naming each.
     """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    key = stats_key(params)
-    npz_path = directory / f"{key}.npz"
-    json_path = directory / f"{key}.json"
     arrays = {"n": np.asarray(stats.n, dtype=np.int64)}
     rows = stats.used_columns(SPARSE_ROWS_FRACTION)
     if rows is not None:
@@ -166,15 +174,29 @@ def save_stats(
             else _used_part(stats, name, rows)
         if value is not None:
             arrays[name] = np.ascontiguousarray(value, dtype=np.float64)
+    totals = {"has_xtx": held(stats, "xtx") is not None,
+              "has_xtwx": held(stats, "xtwx") is not None, "n": int(stats.n),
+              "n_features": stats.n_features, "n_labels": stats.n_labels}
+    return _write_entry(Path(directory), params, arrays, totals)
+
+
+def _write_entry(directory: Path, params: dict[str, Any], arrays: dict[str, np.ndarray],
+                 totals: dict[str, Any], before: list[dict[str, Any]] | None = None
+                 ) -> Path:
+    """Write ``arrays`` as ``<key>.npz`` and their record as ``<key>.json``
+    (:func:`save_stats`), ``totals`` naming what the entry sums to (``n``,
+    ``n_features``, ``n_labels``, ``has_xtx``, ``has_xtwx``); ``before``: the parts a
+    delta record lists before its own archive (:func:`save_stats_delta`)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    key = stats_key(params)
+    npz_path = directory / f"{key}.npz"
+    json_path = directory / f"{key}.json"
+    shapes = {name: list(a.shape) for name, a in arrays.items()}
     meta = {
         "key": key,
         "params": _canonical(params),
-        "has_xtx": held(stats, "xtx") is not None,
-        "has_xtwx": held(stats, "xtwx") is not None,
-        "n": int(stats.n),
-        "n_features": stats.n_features,
-        "n_labels": stats.n_labels,
-        "arrays": {name: list(a.shape) for name, a in arrays.items()},
+        **totals,
+        "arrays": shapes,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "dmlfe_version": __version__,
     }
@@ -184,6 +206,9 @@ def save_stats(
     crcs: dict[str, int] = {}
     write_atomically(npz_path, lambda f: crcs.update(_write_npz(f, arrays)))
     meta["crc32"] = crcs
+    if before is not None:
+        meta["parts"] = [*before, {"file": npz_path.name, "n": int(arrays["n"]),
+                                   "arrays": shapes, "crc32": crcs}]
     text = json.dumps(meta, indent=2, sort_keys=True).encode("utf-8")
     write_atomically(json_path, lambda f: f.write(text))
     return npz_path
@@ -247,15 +272,57 @@ def _read_meta(json_path: Path, params: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
-def _read_arrays(npz_path: Path, meta: dict[str, Any]) -> SufficientStats:
-    """The arrays of ``npz_path``, checked against what the record ``meta`` names."""
+#: The fixed part of a zip member's local header; the name and extra field follow it.
+_LOCAL_HEADER = struct.Struct("<4s22xHH")
+
+
+def _read_member(f: Any, info: zipfile.ZipInfo) -> np.ndarray:
+    """The ``.npy`` member ``info`` of the uncompressed zip open as ``f`` (what
+    :func:`_write_npz` writes), read straight into a new array -- not through the zip
+    module's small reads and a second copy, as ``np.load`` does -- and its bytes checked
+    against the member's CRC-32; :class:`_BadEntry` otherwise."""
+    if info.compress_type != zipfile.ZIP_STORED:
+        raise _BadEntry(f"its member {info.filename} is compressed (not written by dmlfe)")
+    f.seek(info.header_offset)
+    magic, n_name, n_extra = _LOCAL_HEADER.unpack(f.read(_LOCAL_HEADER.size))
+    if magic != b"PK\x03\x04":
+        raise _BadEntry(f"its member {info.filename} has no local header")
+    start = info.header_offset + _LOCAL_HEADER.size + n_name + n_extra
+    f.seek(start)
     try:
-        # our own file handle: np.load leaves its own open when the zip is damaged
-        # each member read into a new array, its bytes checked against the zip's CRC-32
-        with open(npz_path, "rb") as f, np.load(f, allow_pickle=False) as z:
-            arrays = {name: z[name] for name in z.files}
-            crcs = npz_crc32(z.zip)
-    except FileNotFoundError:
+        version = np.lib.format.read_magic(f)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) \
+            else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read_header(f)
+    except ValueError as exc:  # not an .npy, truncated
+        raise _BadEntry(f"its member {info.filename} is unreadable ({exc})") from None
+    header = f.tell() - start
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if dtype.hasobject or header + nbytes != info.file_size:
+        raise _BadEntry(f"its member {info.filename} holds a {dtype} array of shape {shape} "
+                        f"in {info.file_size} bytes (truncated or damaged)")
+    raw = np.empty(nbytes, dtype=np.uint8)
+    f.seek(start)
+    crc = zlib.crc32(f.read(header))
+    if f.readinto(memoryview(raw)) != nbytes:
+        raise _BadEntry(f"its member {info.filename} is shorter than its header says")
+    if zlib.crc32(memoryview(raw), crc) & 0xFFFFFFFF != info.CRC:
+        raise _BadEntry(f"the bytes of its member {info.filename} do not match their CRC-32 "
+                        "(a damaged file)")
+    return raw.view(dtype).reshape(shape, order="F" if fortran else "C")
+
+
+def _read_archive(npz_path: Path, meta: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The arrays of ``npz_path`` by name, checked against the names, shapes and CRC-32s
+    the record ``meta`` gives them; :class:`_BadEntry` otherwise."""
+    try:
+        with open(npz_path, "rb") as f:
+            with zipfile.ZipFile(f) as z:
+                infos = z.infolist()
+                crcs = npz_crc32(z)
+            arrays = {info.filename.removesuffix(".npy"): _read_member(f, info)
+                      for info in infos}
+    except (FileNotFoundError, _BadEntry):
         raise
     except Exception as exc:  # noqa: BLE001 - truncated/garbage zip: BadZipFile, EOFError...
         raise _BadEntry(f"unreadable ({type(exc).__name__}: {exc})") from None
@@ -267,15 +334,34 @@ def _read_arrays(npz_path: Path, meta: dict[str, Any]) -> SufficientStats:
     if crcs != meta["crc32"]:
         raise _BadEntry("its arrays do not match the CRC-32s in its record (the files of "
                         "two different writes, or a damaged file)")
-    d, q, n = meta["n_features"], meta["n_labels"], meta["n"]
+    return arrays
+
+
+def _used_rows(arrays: dict[str, np.ndarray], d: int) -> tuple[np.ndarray | None, int]:
+    """(the ``rows`` array popped from ``arrays``, checked, or None; how many rows the
+    D-long arrays then have)."""
     rows = arrays.pop("rows", None)
-    m = d
-    if rows is not None:
-        if (rows.ndim != 1 or rows.dtype.kind not in "iu"
-                or (rows.size and (rows[0] < 0 or rows[-1] >= d
-                                   or np.any(np.diff(rows) <= 0)))):
-            raise _BadEntry(f"its used-feature rows are not increasing indices below D={d}")
-        m = int(rows.size)
+    if rows is None:
+        return None, d
+    if (rows.ndim != 1 or rows.dtype.kind not in "iu"
+            or (rows.size and (rows[0] < 0 or rows[-1] >= d
+                               or np.any(np.diff(rows) <= 0)))):
+        raise _BadEntry(f"its used-feature rows are not increasing indices below D={d}")
+    return rows, int(rows.size)
+
+
+def _widen_sums(arrays: dict[str, np.ndarray], rows: np.ndarray, d: int) -> None:
+    """The D-long sums of ``arrays`` saved on ``rows`` made whole, in place."""
+    for name in ("sum_x", "sumsq_x"):
+        if name in arrays and arrays[name].shape[0] == rows.size:
+            arrays[name] = whole_rows(arrays[name], rows, d)
+
+
+def _read_arrays(npz_path: Path, meta: dict[str, Any]) -> SufficientStats:
+    """The statistics of ``npz_path``, checked against what the record ``meta`` names."""
+    arrays = _read_archive(npz_path, meta)
+    d, q, n = meta["n_features"], meta["n_labels"], meta["n"]
+    rows, m = _used_rows(arrays, d)
     shapes = {"n": (), "sum_x": (m,), "sumsq_x": (m,), "sum_y": (q,), "xty": (m, q), "yty": (q, q),
               "xtx": (m, m), "xtwx": (m, m)}
     if "xty" in arrays and arrays["xty"].shape[0] == 0:
@@ -300,9 +386,7 @@ def _read_arrays(npz_path: Path, meta: dict[str, Any]) -> SufficientStats:
     if rows is not None:
         # the D-long sums whole; the matrices stay on the used rows (compact_rows) until
         # something reads them whole
-        for name in ("sum_x", "sumsq_x"):
-            if name in arrays and arrays[name].shape[0] == m:
-                arrays[name] = whole_rows(arrays[name], rows, d)
+        _widen_sums(arrays, rows, d)
         if m == d:
             rows = None
     return SufficientStats(
@@ -334,7 +418,14 @@ def load_stats(
     NaN, an ``.npz`` that does not match its ``.json``) is ignored with a RuntimeWarning
     naming the file; the caller recomputes and :func:`save_stats` replaces it.
     """
-    directory = Path(directory)
+    found = _load_entry(Path(directory), params, need_xtx=need_xtx, need_xtwx=need_xtwx)
+    return None if found is None else found[0]
+
+
+def _entry_record(directory: Path, params: dict[str, Any], *, need_xtx: bool = False,
+                  need_xtwx: bool = False) -> dict[str, Any] | None:
+    """The record of the entry for ``params`` when it holds what is needed (its arrays
+    not read); None when absent or unusable (a RuntimeWarning says why)."""
     key = stats_key(params)
     npz_path = directory / f"{key}.npz"
     json_path = directory / f"{key}.json"
@@ -351,13 +442,187 @@ def load_stats(
         return None
     if need_xtwx and not meta.get("has_xtwx", False):
         return None
+    return {**meta, "key": key}
+
+
+def _load_entry(directory: Path, params: dict[str, Any], *, need_xtx: bool = False,
+                need_xtwx: bool = False) -> tuple[SufficientStats, dict[str, Any]] | None:
+    """:func:`load_stats`, and the entry's record."""
+    meta = _entry_record(directory, params, need_xtx=need_xtx, need_xtwx=need_xtwx)
+    if meta is None:
+        return None
+    npz_path = directory / f"{meta['key']}.npz"
     try:
-        return _read_arrays(npz_path, meta)
-    except FileNotFoundError:
+        if "parts" in meta:
+            return _read_parts(directory, meta), meta
+        return _read_arrays(npz_path, meta), meta
+    except FileNotFoundError as exc:
+        if "parts" in meta and exc.filename != str(npz_path):
+            # the base or an earlier delta is gone (its entry replaced or removed): this
+            # entry cannot be summed any more
+            _warn_bad(npz_path, _BadEntry(f"{Path(str(exc.filename)).name}, a part it "
+                                          "lists, is missing"))
         return None  # replaced between the two reads: a miss
     except (_BadEntry, OSError) as exc:
         _warn_bad(npz_path, exc)
         return None
+
+
+# --------------------------------------------------------------------------- #
+# Delta records: an appended version's part only
+# --------------------------------------------------------------------------- #
+#: Most delta records a statistics entry may list after its base (the whole statistics
+#: of an earlier version): each is read and added at every load, so past this many the
+#: entry is saved whole again, as a new base for the versions after it.
+MAX_STATS_DELTAS = 8
+#: The matrices a delta record may hold in CSR form (a few appended documents leave
+#: them sparse), each as ``<name>_data``, ``<name>_indices``, ``<name>_indptr``.
+_CSR_PARTS = ("data", "indices", "indptr")
+
+
+def _delta_arrays(part: SufficientStats) -> dict[str, np.ndarray] | None:
+    """The arrays of a delta record of ``part``: its sums -- the D-long ones on its used
+    features' ``rows`` only when they are few, as a whole entry's -- and X^T Y, X^T X,
+    X^T W X dense or as CSR triplets (X^T Y as CSR when few features are used); None
+    when a D x D matrix of it is dense (its record would be as large as the whole
+    entry's, which is then saved instead)."""
+    arrays = {"n": np.asarray(part.n, dtype=np.int64)}
+    rows = part.used_columns(SPARSE_ROWS_FRACTION)
+    if rows is not None:
+        arrays["rows"] = rows.astype(np.int64)
+    for name in ("sum_x", "sumsq_x", "sum_y", "yty"):
+        value = getattr(part, name)
+        if value is not None:
+            if rows is not None and name in _FEATURE_ROWS:
+                value = value[rows]
+            arrays[name] = np.ascontiguousarray(value, dtype=np.float64)
+    for name in ("xty", "xtx", "xtwx"):
+        value = held(part, name)
+        if value is None:
+            continue
+        if rows is not None and name == "xty" and not sp.issparse(value) and value.size:
+            value = sp.csr_matrix(value)  # the used features' rows only
+        if sp.issparse(value):
+            # as the product left it (no duplicate coordinates, perhaps unsorted): the
+            # addition sorts it only where it needs to (add_into), here and when read
+            m = sp.csr_matrix(value, dtype=np.float64)
+            arrays.update({f"{name}_data": m.data, f"{name}_indices": m.indices,
+                           f"{name}_indptr": m.indptr})
+        elif name != "xty":
+            return None
+        else:
+            arrays[name] = np.ascontiguousarray(value, dtype=np.float64)
+    return arrays
+
+
+def _read_delta(path: Path, part: dict[str, Any], d: int, q: int) -> SufficientStats:
+    """The statistics of the delta record ``path`` (arrays as :func:`_delta_arrays` writes
+    them), checked against its part of the entry's record; :class:`_BadEntry` otherwise."""
+    arrays = _read_archive(path, part)
+    rows, m = _used_rows(arrays, d)
+    shapes = {"n": (), "sum_x": (m,), "sumsq_x": (m,), "sum_y": (q,), "yty": (q, q)}
+    for name, shape in shapes.items():
+        if name not in arrays and name != "sumsq_x":
+            raise _BadEntry(f"it lacks the array {name}")
+        if name in arrays and (arrays[name].shape != shape or arrays[name].dtype.kind
+                               not in "iuf" or not np.isfinite(arrays[name]).all()):
+            raise _BadEntry(f"{name} has shape {arrays[name].shape} or non-finite values, "
+                            f"expected {shape} for D={d}, q={q}")
+    if int(arrays["n"]) != part["n"]:
+        raise _BadEntry(f"it counts n={int(arrays['n'])} documents, its record n={part['n']}")
+    if rows is not None:
+        _widen_sums(arrays, rows, d)
+    matrices: dict[str, Any] = {}
+    for name, shape in (("xty", (d, q)), ("xtx", (d, d)), ("xtwx", (d, d))):
+        if name in arrays:
+            a = arrays[name]
+            if a.shape not in (shape, (0, q)) or not np.isfinite(a).all():
+                raise _BadEntry(f"{name} has shape {a.shape} or non-finite values")
+            matrices[name] = a
+            continue
+        got = [arrays.get(f"{name}_{k}") for k in _CSR_PARTS]
+        if all(a is None for a in got):
+            continue
+        data, indices, indptr = got
+        if data is None or indices is None or indptr is None or \
+                indptr.shape != (shape[0] + 1,) or indptr[0] != 0 or \
+                np.any(np.diff(indptr) < 0) or indptr[-1] != data.size or \
+                indices.shape != data.shape or \
+                (indices.size and (indices.min() < 0 or indices.max() >= shape[1])) or \
+                not np.isfinite(data).all():
+            raise _BadEntry(f"its sparse {name} is not a valid {shape[0]} x {shape[1]} CSR "
+                            "matrix")
+        matrices[name] = sp.csr_matrix((data, indices, indptr), shape=shape)
+    extra = set(arrays) - set(shapes) - {f"{m}_{k}" for m in ("xty", "xtx", "xtwx")
+                                         for k in _CSR_PARTS} - {"xty", "xtx", "xtwx"}
+    if extra:
+        raise _BadEntry(f"unexpected arrays {sorted(extra)}")
+    return SufficientStats(
+        n=part["n"], sum_x=arrays["sum_x"].astype(np.float64, copy=False),
+        sum_y=arrays["sum_y"].astype(np.float64, copy=False),
+        xty=matrices.get("xty", np.zeros((0, q))),
+        yty=arrays["yty"].astype(np.float64, copy=False),
+        xtx=matrices.get("xtx"), xtwx=matrices.get("xtwx"),
+        sumsq_x=arrays["sumsq_x"].astype(np.float64, copy=False) if "sumsq_x" in arrays
+        else None)
+
+
+def _read_parts(directory: Path, meta: dict[str, Any]) -> SufficientStats:
+    """The statistics of an entry saved as a base and delta records (``meta["parts"]``):
+    the base read, each delta added to it in order, as the fit that saved the entry
+    added them; every file checked against its CRC-32s in the record."""
+    parts = meta["parts"]
+    if not isinstance(parts, list) or len(parts) < 2 or not all(
+            isinstance(p, dict) and isinstance(p.get("file"), str)
+            and Path(p["file"]).name == p["file"] and isinstance(p.get("n"), int)
+            and isinstance(p.get("arrays"), dict) and isinstance(p.get("crc32"), dict)
+            for p in parts):
+        raise _BadEntry("its record's 'parts' are not a base and delta records, each with "
+                        "its file, n, arrays and CRC-32s")
+    base = parts[0]
+    d, q = meta["n_features"], meta["n_labels"]
+    if (base.get("n_features"), base.get("n_labels")) != (d, q):
+        raise _BadEntry("its base describes other features or labels than its record")
+    try:
+        stats = _read_arrays(directory / base["file"], base)
+    except _BadEntry as exc:
+        raise _BadEntry(f"its base {base['file']}: {exc}") from None
+    for part in parts[1:]:
+        try:
+            stats += _read_delta(directory / part["file"], part, d, q)
+        except _BadEntry as exc:
+            raise _BadEntry(f"its delta record {part['file']}: {exc}") from None
+    if stats.n != meta["n"]:
+        raise _BadEntry(f"its parts count n={stats.n} documents, its record n={meta['n']}")
+    for flag, name in (("has_xtx", "xtx"), ("has_xtwx", "xtwx")):
+        if bool(meta.get(flag, False)) != (held(stats, name) is not None):
+            raise _BadEntry(f"its record says {flag}={meta.get(flag)} but its parts do not "
+                            "sum to that")
+    return stats
+
+
+def save_stats_delta(part: SufficientStats, directory: str | os.PathLike[str],
+                     params: dict[str, Any], earlier: dict[str, Any]) -> Path | None:
+    """Save the statistics of an earlier version's entry (its record ``earlier``) plus
+    ``part``, the appended rows' statistics, as a delta record: ``<key>.npz`` holds
+    ``part`` only and ``<key>.json`` lists the earlier entry's files before it, with the
+    CRC-32s of each (the earlier files are shared, not copied). The earlier arrays are
+    not read: the record sums to them. Returns the ``.npz`` written, or None when the
+    list would pass :data:`MAX_STATS_DELTAS` deltas or ``part`` holds a dense D x D
+    matrix: the sum is then saved whole (:func:`save_stats`) by the caller.
+    """
+    keys = ("arrays", "crc32", "n", "n_features", "n_labels", "has_xtx", "has_xtwx")
+    before = earlier["parts"] if "parts" in earlier else \
+        [{"file": f"{earlier['key']}.npz", **{k: earlier[k] for k in keys if k in earlier}}]
+    arrays = _delta_arrays(part)
+    if arrays is None or len(before) > MAX_STATS_DELTAS:
+        return None
+    # what the sum holds: a matrix either side lacks is absent from it (SufficientStats)
+    totals = {"n": int(earlier["n"]) + int(part.n), "n_features": int(earlier["n_features"]),
+              "n_labels": int(earlier["n_labels"]),
+              "has_xtx": bool(earlier.get("has_xtx")) and held(part, "xtx") is not None,
+              "has_xtwx": bool(earlier.get("has_xtwx")) and held(part, "xtwx") is not None}
+    return _write_entry(Path(directory), params, arrays, totals, before)
 
 
 def _warn_bad(path: Path, exc: Exception) -> None:
@@ -464,9 +729,12 @@ def _describe(fn: Any, description: Any, cache_on: bool, fn_name: str, arg: str)
 
 
 def _extended(store: Store, params: dict[str, Any], cache_dir: Path,
-              read: tuple[Any, Any] | None, kwargs: dict[str, Any]) -> SufficientStats | None:
+              read: tuple[Any, Any] | None, kwargs: dict[str, Any]
+              ) -> tuple[SufficientStats, Path | None] | None:
     """Statistics of ``store`` (a view) from those cached for an earlier version of it
-    plus a pass over the rows appended since; None when no earlier version's are cached.
+    plus a pass over the rows appended since, and the delta record saved for them
+    (:func:`save_stats_delta`; None: the caller saves them whole); None when no earlier
+    version's are cached.
 
     A store's appends only add rows at its end (:func:`dmlfe.store.history`), so the
     entry of an earlier fingerprint with otherwise equal parameters covers the view's
@@ -475,16 +743,54 @@ def _extended(store: Store, params: dict[str, Any], cache_dir: Path,
     documents), the earlier entries were saved under other parameters and nothing
     matches: the caller's full pass says so in the log.
     """
-    earlier = earlier_version(store, params, lambda p: load_stats(
-        cache_dir, p, need_xtx=kwargs["need_xtx"], need_xtwx=kwargs["need_xtwx"]),
-        "the statistics", covers=lambda s: s.n)
+    need = {"need_xtx": kwargs["need_xtx"], "need_xtwx": kwargs["need_xtwx"]}
+    # the records only: the earlier entry's arrays are read below, while the appended
+    # rows are read, reduced and saved
+    earlier = earlier_version(store, params, lambda p: _entry_record(cache_dir, p, **need),
+                              "the statistics", covers=lambda meta: meta["n"])
     if earlier is None:
         return None
-    entry, found, tail = earlier
+    entry, record, tail = earlier
     stop = int(entry["rows"][1])
+    prior = {**params, "data": entry["fingerprint"]}
     if tail.n_docs == 0:
-        found.rows_read = 0
-        return found
+        loaded = _load_entry(cache_dir, prior, **need)
+        if loaded is None:
+            return None
+        loaded[0].rows_read = 0
+        return loaded[0], None
+    # the earlier arrays are read (file reads and checksums, which release the GIL) in
+    # this thread while another reads and reduces the appended rows, then added to
+    # while it saves their delta record, which needs the earlier record only
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        part = pool.submit(_appended_part, store, tail, read, kwargs)
+        loaded = _load_entry(cache_dir, prior, **need)
+        if loaded is None or loaded[1] != record:
+            # damaged (a RuntimeWarning said so) or replaced since its record was read
+            return None
+        found, part = loaded[0], part.result()
+        saving = pool.submit(_saved_delta, part, cache_dir, params, record)
+        log.info("statistics of %s: %d cached documents (as of row %d) and %d read",
+                 store.path, found.n, stop, part.n)
+        found += part  # in place: the loaded arrays are this fit's own
+        found.rows_read = part.n
+        return found, saving.result()
+
+
+def _saved_delta(part: SufficientStats, directory: Path, params: dict[str, Any],
+                 earlier: dict[str, Any]) -> Path | None:
+    """:func:`save_stats_delta`; None also where it could not be written (the caller's
+    whole save tries again, and warns if it fails)."""
+    try:
+        return save_stats_delta(part, directory, params, earlier)
+    except OSError:
+        return None
+
+
+def _appended_part(store: Store, tail: Store, read: tuple[Any, Any] | None,
+                   kwargs: dict[str, Any]) -> SufficientStats:
+    """The statistics of ``tail``, the rows of the view ``store`` appended since an
+    earlier version (:func:`_extended`)."""
     if read is None and tail.n_docs <= store.stored_chunk_rows:
         # at most one stored chunk of rows, what an ingest part holds on the driver: read
         # here, not by tasks on workers that may only now be starting
@@ -494,13 +800,7 @@ def _extended(store: Store, params: dict[str, Any], cache_dir: Path,
         X, Y = tail.X, tail.Y
     else:  # the view's rows in memory: the appended ones are its last
         X, Y = (a[a.shape[0] - tail.n_docs:] for a in read)
-    part = compute_stats(X, Y, dense_xty=False, **kwargs)
-    log.info("statistics of %s: %d cached documents (as of row %d) and %d read", store.path,
-             found.n, stop, part.n)
-    found += part  # in place: the loaded arrays are this fit's own
-    stats = found
-    stats.rows_read = part.n
-    return stats
+    return compute_stats(X, Y, dense_xty=False, **kwargs)
 
 
 def load_or_compute_stats(
@@ -633,16 +933,18 @@ def load_or_compute_stats(
         found.from_cache = True
         found.rows_read = 0
         return found
-    stats = None
+    stats = saved = None
     if isinstance(source, Store) and row_mask is None and subset is None:
-        stats = _extended(source, params, Path(cache_dir), read, kwargs)
-        if stats is not None:  # the old rows' part came from the cache
+        extended = _extended(source, params, Path(cache_dir), read, kwargs)
+        if extended is not None:  # the old rows' part came from the cache
             source.check_chunk_files()
+            stats, saved = extended
     if stats is None:
         stats = fresh()
         stats.rows_read = stats.n
     try:
-        path = save_stats(stats, cache_dir, params)
+        # a delta record (the appended rows' part) is saved already
+        path = saved if saved is not None else save_stats(stats, cache_dir, params)
         log.info("saved statistics to %s", path)
     except OSError as exc:
         warnings.warn(

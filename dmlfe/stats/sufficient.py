@@ -253,24 +253,36 @@ class SufficientStats:
         """Yc^T Yc = Y^T H Y (q x q), 0/1 label coding."""
         return self.yty - np.outer(self.sum_y, self.sum_y) / self.n
 
-    def centred_xtx(self) -> np.ndarray:
-        """Xc^T Xc = X^T H X (D x D): the centred scatter."""
+    def centred_xtx(self, overwrite: bool = False) -> np.ndarray:
+        """Xc^T Xc = X^T H X (D x D): the centred scatter.
+
+        ``overwrite``: X^T X is centred where it lies and handed over -- these statistics
+        hold no X^T X afterwards (``xtx`` is None) -- so that no D x D array is made; for
+        statistics that are the caller's own (a fit's, read from the cache or reduced
+        for it). The entries are the same either way.
+        """
         if self.xtx is None:
             raise ValueError(
                 "these statistics were computed without X^T X; recompute them with "
                 "need_xtx=True (only possible when D is below the dense-scatter limit)"
             )
-        # one new D x D array (the same operations as xtx - outer / n, in place): each
-        # temporary would be D x D x 8 bytes of fresh pages; a slab of rows at a time,
-        # so that the three steps find it in the cache
+        # the same operations as xtx - outer / n, a slab of rows at a time, so that the
+        # three steps find it in the cache: a D x D temporary, or even the one new array,
+        # would be D x D x 8 bytes of fresh pages, each faulted in as it is first written
         xtx, s = self.xtx, self.sum_x
-        out = np.empty(xtx.shape)
+        inplace = overwrite and isinstance(xtx, np.ndarray) and xtx.dtype == np.float64 \
+            and xtx.flags.c_contiguous and xtx.flags.writeable
+        out = xtx if inplace else np.empty(xtx.shape)
         step = max(1, 2**17 // max(1, s.size))
+        buf = np.empty((min(step, s.size), s.size)) if inplace else None
         for r in range(0, s.size, step):
             slab = out[r:r + step]
-            np.outer(s[r:r + step], s, out=slab)
-            slab /= self.n
-            np.subtract(xtx[r:r + step], slab, out=slab)
+            outer = slab if buf is None else buf[:slab.shape[0]]
+            np.outer(s[r:r + step], s, out=outer)
+            outer /= self.n
+            np.subtract(xtx[r:r + step], outer, out=slab)
+        if overwrite:
+            self.xtx = None
         return out
 
     def used_columns(self, max_fraction: float = USED_COLUMNS_FRACTION) -> np.ndarray | None:
