@@ -289,6 +289,24 @@ def one_blas_thread() -> Any:
     return blas_threads(1)
 
 
+@functools.cache
+def _numpy_blas() -> ThreadpoolController:
+    # numpy's wheel brings its own OpenBLAS (under numpy.libs), beside scipy's
+    ctl = _blas_controller()
+    return ctl.select(filepath=[c.filepath for c in ctl.lib_controllers
+                                if c.user_api == "blas" and
+                                os.path.basename(os.path.dirname(c.filepath)) == "numpy.libs"])
+
+
+def numpy_blas_threads(n: int) -> Any:
+    """A context in which numpy's own BLAS library, where its wheel brings one beside
+    scipy's, runs on ``n`` threads (scipy's keeps its own): for loops that alternate
+    numpy's small products with scipy's large solves, where numpy's idle threads,
+    spinning after each product, take the CPUs from scipy's. A no-op where both use one
+    library."""
+    return _numpy_blas().limit(limits=max(1, int(n)))
+
+
 def idle_cpus() -> int:
     """The CPUs this process may run on that the machine's 1-minute load average leaves
     idle, at least 1: BLAS threads beyond them wait for a CPU at every

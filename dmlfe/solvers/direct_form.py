@@ -57,6 +57,7 @@ from collections.abc import Callable
 import numpy as np
 import scipy.linalg as sla
 
+from dmlfe.compute import numpy_blas_threads
 from dmlfe.methods.mlda import DirectPencil
 from dmlfe.solvers.krylov import ThickRestartLanczos
 from dmlfe.solvers.pencil import Breakdown, PencilSpace
@@ -148,7 +149,17 @@ def direct_pairs(pencil: DirectPencil, G: np.ndarray, n_features: int, k: int,
                  random_state: int = 0) -> tuple[np.ndarray, np.ndarray] | None:
     """The k leading pairs of DMLDA's pencil: (eigenvalues descending, alpha n x k) with
     p = X^T alpha B-orthonormal; None where the module docstring says. G is not
-    changed."""
+    changed.
+
+    numpy's own BLAS runs on one thread meanwhile: every step alternates its small
+    products with scipy's triangular solves, which its spinning threads would slow.
+    """
+    with numpy_blas_threads(1):
+        return _direct_pairs(pencil, G, n_features, k, random_state)
+
+
+def _direct_pairs(pencil: DirectPencil, G: np.ndarray, n_features: int, k: int,
+                  random_state: int) -> tuple[np.ndarray, np.ndarray] | None:
     n = G.shape[0]
     w, gamma = np.asarray(pencil.w, dtype=np.float64), float(pencil.gamma)
     a, F, C = pencil.a_diag, pencil.a_factor, pencil.a_core
