@@ -31,7 +31,8 @@ the feature route, at any D. Five forms:
    n x n product; for N u = lambda u, alpha = T^{-1} M u / sqrt(lambda / a) gives
    p = Xc^T alpha with p^T B p = 1. Pairs that do not converge within the operator
    budget, and thresholds (which need tr(N)), go to form 4.
-4. **Anything else** (MLSI, MLDA, DMLDA): the pivoted Cholesky factor
+4. **Anything else** (MLSI, MLDA and DMLDA where forms 2, 3 and 5 do not apply, e.g.
+   thresholds): the pivoted Cholesky factor
    G[piv, piv] = Z Z^T gives reduced data Z (n x r, row i for document piv[i]) with
    X[piv] = Z U^T for an orthonormal D x r basis U of the row space, so every
    statistic of X is U (statistic of Z) U^T: the method is fitted on (Z, Y[piv])

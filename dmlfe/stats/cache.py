@@ -276,6 +276,18 @@ def _read_meta(json_path: Path, params: dict[str, Any]) -> dict[str, Any]:
 _LOCAL_HEADER = struct.Struct("<4s22xHH")
 
 
+def _npy_header(f: Any, what: str) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """(shape, fortran, dtype) of the .npy array that starts at f's position;
+    :class:`_BadEntry` naming ``what`` when it is not one."""
+    try:
+        version = np.lib.format.read_magic(f)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) \
+            else np.lib.format.read_array_header_2_0
+        return read_header(f)
+    except ValueError as exc:  # not an .npy, truncated
+        raise _BadEntry(f"{what} is unreadable ({exc})") from None
+
+
 def _read_member(f: Any, info: zipfile.ZipInfo) -> np.ndarray:
     """The ``.npy`` member ``info`` of the uncompressed zip open as ``f`` (what
     :func:`_write_npz` writes), read straight into a new array -- not through the zip
@@ -289,13 +301,7 @@ def _read_member(f: Any, info: zipfile.ZipInfo) -> np.ndarray:
         raise _BadEntry(f"its member {info.filename} has no local header")
     start = info.header_offset + _LOCAL_HEADER.size + n_name + n_extra
     f.seek(start)
-    try:
-        version = np.lib.format.read_magic(f)
-        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) \
-            else np.lib.format.read_array_header_2_0
-        shape, fortran, dtype = read_header(f)
-    except ValueError as exc:  # not an .npy, truncated
-        raise _BadEntry(f"its member {info.filename} is unreadable ({exc})") from None
+    shape, fortran, dtype = _npy_header(f, f"its member {info.filename}")
     header = f.tell() - start
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if dtype.hasobject or header + nbytes != info.file_size:
@@ -1178,13 +1184,7 @@ def _read_gram(directory: Path, parts: list[dict[str, Any]], out: np.ndarray) ->
         start, stop = part["rows"]
         path = directory / part["file"]
         with open(path, "rb") as f:
-            try:
-                version = np.lib.format.read_magic(f)
-                read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) \
-                    else np.lib.format.read_array_header_2_0
-                shape, fortran, dtype = read_header(f)
-            except ValueError as exc:  # not an .npy, truncated
-                raise _BadEntry(f"{path.name} is unreadable ({exc})") from None
+            shape, fortran, dtype = _npy_header(f, path.name)
             if shape != (stop - start, stop) or fortran or dtype != np.dtype("<f8"):
                 raise _BadEntry(f"{path.name} holds a {dtype} array of shape {shape}, its "
                                 f"record rows [{start}, {stop}) of a float64 Gram")
