@@ -307,6 +307,15 @@ def numpy_blas_threads(n: int) -> Any:
     return _numpy_blas().limit(limits=max(1, int(n)))
 
 
+def symmetric_matmul(G: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """G V for a symmetric float64 G by scipy's BLAS, with G passed in Fortran order
+    without a copy (G or its transpose, which is G): the product keeps scipy's threads
+    inside a :func:`numpy_blas_threads` (1) context."""
+    from scipy.linalg.blas import dgemm
+
+    return dgemm(1.0, G if G.flags.f_contiguous else G.T, V)
+
+
 def idle_cpus() -> int:
     """The CPUs this process may run on that the machine's 1-minute load average leaves
     idle, at least 1: BLAS threads beyond them wait for a CPU at every

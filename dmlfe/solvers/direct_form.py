@@ -57,7 +57,7 @@ from collections.abc import Callable
 import numpy as np
 import scipy.linalg as sla
 
-from dmlfe.compute import numpy_blas_threads
+from dmlfe.compute import numpy_blas_threads, symmetric_matmul
 from dmlfe.methods.mlda import DirectPencil
 from dmlfe.solvers.krylov import ThickRestartLanczos
 from dmlfe.solvers.pencil import Breakdown, PencilSpace
@@ -184,7 +184,7 @@ def _direct_pairs(pencil: DirectPencil, G: np.ndarray, n_features: int, k: int,
 
     # N = P Omega P^T with P = [e_S, F, V]; G P and C_P = P^T G P
     FV = np.hstack([F, V])
-    GP = np.hstack([G[:, other], G @ FV])
+    GP = np.hstack([G[:, other], symmetric_matmul(G, FV)])
     CP = np.vstack([GP[other], FV.T @ GP])
     CP = 0.5 * (CP + CP.T)
     omega = sla.block_diag(np.diag((a - kappa * w)[other]), C, kappa * np.eye(V.shape[1]))
@@ -202,7 +202,7 @@ def _direct_pairs(pencil: DirectPencil, G: np.ndarray, n_features: int, k: int,
 
     def draw_from(first: np.ndarray):
         def draw(width: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-            X0 = G @ np.random.default_rng(seed).standard_normal((n, width))
+            X0 = symmetric_matmul(G, np.random.default_rng(seed).standard_normal((n, width)))
             if seed == random_state:  # the first block: the known directions first
                 j = min(width, first.shape[1])
                 X0[:, :j] = first[:, :j]
@@ -231,7 +231,8 @@ def _direct_pairs(pencil: DirectPencil, G: np.ndarray, n_features: int, k: int,
             return (R + p_times(omega @ sla.lu_solve(core, GP.T @ R,
                                                      check_finite=False))) / shift
 
-        space = PencilSpace(lambda x, r: pair(G @ shifted_inv(r)), draw_from(np.zeros((n, 0))),
+        space = PencilSpace(lambda x, r: pair(symmetric_matmul(G, shifted_inv(r))),
+                            draw_from(np.zeros((n, 0))),
                             pair, n, n)
         got = _lanczos(space, k - k1, OPERATOR_BLOCK, random_state,
                        "(kappa B - A)^{-1} A", pencil.method)
@@ -259,7 +260,7 @@ def _rayleigh_ritz(alpha: np.ndarray, G: np.ndarray, middle: Callable[[np.ndarra
     on p = X^T alpha (one product with G) and solved densely. Each run's vectors are
     B-orthogonal only to its residual's level, and those of different runs only through
     their eigenvalues' distance."""
-    Ga = G @ alpha
+    Ga = symmetric_matmul(G, alpha)
     VG = V.T @ Ga
     b = (w[:, None] * Ga).T @ Ga - VG.T @ VG + gamma * (alpha.T @ Ga)
     a = Ga.T @ middle(Ga)

@@ -64,7 +64,13 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.linalg.blas import dgemm
 
-from dmlfe.compute import blas_threads, idle_cpus, one_blas_thread
+from dmlfe.compute import (
+    blas_threads,
+    idle_cpus,
+    numpy_blas_threads,
+    one_blas_thread,
+    symmetric_matmul,
+)
 from dmlfe.methods.mlda import DirectPencil, WeightedPencil
 from dmlfe.methods.template import TraceTemplate
 from dmlfe.solvers.dense import REG_EPS, budgeted_krylov, solve_dense
@@ -656,7 +662,7 @@ def _inverse_constraint(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, k: int,
     n = G.shape[0]
 
     def gc(V: np.ndarray) -> np.ndarray:  # H G H V, H = I - 11^T / n
-        W = G @ (V - V.mean(axis=0))
+        W = symmetric_matmul(G, V - V.mean(axis=0))
         return W - W.mean(axis=0)
 
     # T = (1 + c a1) Gc + c b Yc Yc^T + c g I, in one new n x n array (G is symmetric:
@@ -682,7 +688,8 @@ def _inverse_constraint(t: TraceTemplate, G: np.ndarray, Yc: np.ndarray, k: int,
     def apply(V: np.ndarray) -> np.ndarray:
         return a * gc(t_inv_m(V))
 
-    pairs = budgeted_krylov(apply, n, k, random_state)
+    with numpy_blas_threads(1):  # its small products beside scipy's solves
+        pairs = budgeted_krylov(apply, n, k, random_state)
     if pairs is None or pairs[0][k - 1] <= 0.0:
         return None
     w, U = pairs

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import scipy.linalg as sla
 
+from dmlfe.compute import symmetric_matmul
+
 
 def weighted_solver(G: np.ndarray, w: np.ndarray, V: np.ndarray, gamma: float
                     ) -> Callable[..., Any]:
@@ -28,7 +30,7 @@ def weighted_solver(G: np.ndarray, w: np.ndarray, V: np.ndarray, gamma: float
     V = np.asarray(V, dtype=np.float64).copy()
     V[out] = 0.0  # Psi's rows (and columns) of the unlabelled documents are zero
     Vl = V[lab]
-    GV = (G @ V)[lab]
+    GV = symmetric_matmul(G, V)[lab]
     # every document labelled (the usual case): a plain copy, G^T being the F-ordered
     # G, instead of a gather
     S = np.array(G.T, order="F") if out.size == 0 else G[np.ix_(lab, lab)]
