@@ -210,3 +210,22 @@ def test_many_documents_outside_the_common_count_take_the_reduced_form():
         fit = make_estimator("dmlda", n_components=4, route="dual").fit(X, Y)
     assert fit.solver_ == "dual-reduced"
     _check(fit, X, Y, 4)
+
+
+def test_kappa_times_the_common_count_is_exact_despite_round_off():
+    # q = 26, w_0 = 11: (q - w_0) / w_0 * w_0 misses q - w_0 by one unit of round-off;
+    # the documents with 11 labels must still be outside P (the split form solves)
+    rng = np.random.default_rng(5)
+    n, q = 90, 26
+    Y = np.zeros((n, q), dtype=np.uint8)
+    for i in range(n):
+        size = 11 if i < 70 else int(rng.integers(1, 14))
+        Y[i, rng.choice(q, size=size, replace=False)] = 1
+    kappa = direct_form.split_point(q - Y.sum(axis=1).astype(float), Y.sum(axis=1))
+    assert (q - 11) - kappa * 11 != 0.0  # the round-off this guards against
+    X, _ = _data(n, 400, seed=13)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        fit = make_estimator("dmlda", n_components=4, route="dual").fit(X, Y)
+    assert fit.solver_ == "dual-operator"
+    _check(fit, X, Y, 4)

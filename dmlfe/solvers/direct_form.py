@@ -168,7 +168,11 @@ def _direct_pairs(pencil: DirectPencil, G: np.ndarray, n_features: int, k: int,
     kappa = split_point(a, w)
     if not 1 <= k < n or n > n_features or kappa <= 0.0:
         return None
-    other = np.flatnonzero(a - kappa * w != 0.0)
+    # zero on the documents with w_0 labels; kappa = a_i / w_0 times w_0 may miss a_i by
+    # round-off (q = 26, w_0 = 11), which must not move them all into P
+    diag_n = a - kappa * w
+    diag_n[np.abs(diag_n) <= NULL_RTOL * max(1.0, float(np.abs(a).max()))] = 0.0
+    other = np.flatnonzero(diag_n)
     if other.size > MAX_OTHER_FRACTION * n:
         return None
     null = middle_null_space(a, F, C)
@@ -187,7 +191,7 @@ def _direct_pairs(pencil: DirectPencil, G: np.ndarray, n_features: int, k: int,
     GP = np.hstack([G[:, other], symmetric_matmul(G, FV)])
     CP = np.vstack([GP[other], FV.T @ GP])
     CP = 0.5 * (CP + CP.T)
-    omega = sla.block_diag(np.diag((a - kappa * w)[other]), C, kappa * np.eye(V.shape[1]))
+    omega = sla.block_diag(np.diag(diag_n[other]), C, kappa * np.eye(V.shape[1]))
     s, U = np.linalg.eigh(CP)
     live = s > NULL_RTOL * max(float(s.max(initial=0.0)), np.finfo(float).tiny)
     half = (U[:, live] * np.sqrt(s[live])) @ U[:, live].T
