@@ -13,6 +13,7 @@ import scipy.sparse as sp
 from dmlfe.compute import cluster_threads, driver_threads, is_dask, run
 from dmlfe.fit.plan import DataShape
 from dmlfe.labels import class_indicators, first_non_binary
+from dmlfe.stats import sufficient
 from dmlfe.store import Store, open_store
 
 
@@ -50,7 +51,8 @@ class FitData:
         X, Y = run(self.X, self.Y, desc="reading X to the driver", progress=progress,
                    scheduler="threads")
         X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
-        return FitData(X, np.asarray(Y), self.store)
+        Y = sp.csr_matrix(Y) if sp.issparse(Y) else np.asarray(Y)
+        return FitData(X, Y, self.store)
 
     def reblocked(self, max_rows: int) -> FitData:
         """The same data in row blocks of at most ``max_rows`` (stores only; arrays as they are)."""
@@ -58,6 +60,20 @@ class FitData:
             return self
         view = self.store.reblock(max_rows)
         return FitData(view.X, view.Y, view)
+
+
+def _checked_sparse_labels(Y: Any, n: int) -> sp.csr_matrix:
+    """A wide sparse label matrix kept sparse (a dense n x q copy is what many labels
+    cannot afford), checked as a dense one is."""
+    Y = sp.csr_matrix(Y)
+    if Y.shape[0] != n:
+        raise ValueError(f"X has {n} rows but Y has {Y.shape[0]}")
+    bad = np.flatnonzero((Y.data != 0) & (Y.data != 1))
+    if bad.size:
+        r = int(np.searchsorted(Y.indptr, bad[0], side="right") - 1)
+        raise ValueError(f"Y must be a 0/1 indicator matrix; Y[{r}, {int(Y.indices[bad[0]])}] "
+                         f"= {Y.data[bad[0]].item()!r}")
+    return Y
 
 
 def gather_reason(data: FitData, client: Any, max_bytes: int,
@@ -140,6 +156,8 @@ def fit_data(X: Any, Y: Any, split: Any, owner: str, supervised: bool = True) ->
     X = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else np.asarray(X, np.float64)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (documents x features), got shape {X.shape}")
+    if sp.issparse(Y) and Y.ndim == 2 and Y.shape[1] > sufficient.MAX_DENSE_LABELS:
+        return FitData(X, _checked_sparse_labels(Y, X.shape[0]))
     Y = Y.toarray() if sp.issparse(Y) else np.asarray(Y)
     if Y.ndim == 1:
         Y = class_indicators(Y, owner, every_class=True)[0]

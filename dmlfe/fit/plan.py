@@ -46,6 +46,7 @@ from dmlfe.fit.params import MATRIX_FREE
 from dmlfe.graph.knn import require_nndescent, resolve_method
 from dmlfe.methods.registry import MethodSpec
 from dmlfe.relation import prototypes as relation_prototypes
+from dmlfe.stats import sufficient
 
 #: The estimator parameters that tune the matrix-free solver.
 MATRIX_FREE_OPTIONS = ("n_oversamples", "n_iter", "tol", "max_passes")
@@ -98,6 +99,9 @@ class StatsRequest:
         The row-weighted scatter X^T diag(w) X (MLDA, DMLDA).
     need_xty : bool
         X^T Y (D x q); the dual route reaches the labels through the Gram instead.
+    sparse_labels : bool
+        Keep the label side sparse (more than
+        :data:`~dmlfe.stats.sufficient.MAX_DENSE_LABELS` labels): X^T Y and Y^T Y as CSR.
     labels : str
         "01" or "mlda_weighted" (see :class:`dmlfe.methods.registry.MethodSpec`).
     reason : str
@@ -108,6 +112,7 @@ class StatsRequest:
     labels: str
     reason: str
     need_xty: bool = True
+    sparse_labels: bool = False
 
 
 @dataclass(frozen=True)
@@ -205,9 +210,43 @@ def _gib(D: int) -> str:
     return f"{D * D * 8 / 2**30:.1f} GiB"
 
 
-def _dual_ok(spec: MethodSpec) -> bool:
-    """The dual route is exact for methods built from the sufficient statistics alone."""
-    return spec.dual and not spec.needs_graph and not spec.needs_kernel
+def _dual_ok(spec: MethodSpec, n_labels: int = 0) -> bool:
+    """The dual route is exact for methods built from the sufficient statistics alone;
+    it holds the labels densely (n x q) and a q x q label factor, so not above
+    MAX_DENSE_LABELS labels."""
+    return spec.dual and not spec.needs_graph and not spec.needs_kernel and \
+        not (spec.supervised and n_labels > sufficient.MAX_DENSE_LABELS)
+
+
+#: The solver of the label-operator route (:mod:`dmlfe.solvers.label_operator`).
+LABEL_OPERATOR = "label-operator"
+
+
+def many_labels(spec: MethodSpec, shape: DataShape) -> bool:
+    """Whether a supervised fit has more labels than the dense label statistics allow."""
+    return spec.supervised and shape.n_labels > sufficient.MAX_DENSE_LABELS
+
+
+def label_scale_refusal(spec: MethodSpec, shape: DataShape,
+                        params: dict[str, Any]) -> str | None:
+    """Why ``spec`` cannot fit these many labels (None when it can), with the memory its
+    dense label matrices would take: said before any pass."""
+    q, D = shape.n_labels, shape.n_features
+    kernel = params.get("label_kernel", "linear")
+    linear = isinstance(kernel, str) and kernel == "linear"
+    if spec.label_scale == "dense" or (spec.label_scale == "operator" and linear):
+        return None
+    needs = f"a dense q x q label matrix ({8 * q * q / 2**30:.2f} GiB)"
+    if spec.label_scale == "operator":
+        given = repr(kernel) if isinstance(kernel, str) else "an array"
+        needs = f"with label_kernel={given} {needs}"
+    elif not spec.needs_graph:
+        needs += f" and a dense D x q X^T Y ({8 * D * q / 2**30:.2f} GiB at D = {D:,})"
+    return (f"{spec.name} cannot fit q = {q:,} labels: above MAX_DENSE_LABELS = "
+            f"{sufficient.MAX_DENSE_LABELS:,} the label side is kept sparse, and {spec.name} "
+            f"needs {needs}. Methods with a sparse label path: mddm (variant 'p', "
+            "label_kernel='linear'), mvmd, pls, cca, and the unsupervised pca and lsi; or "
+            "keep fewer labels")
 
 
 def choose_route(spec: MethodSpec, route: str, solver: str, shape: DataShape, p: int,
@@ -222,7 +261,7 @@ def choose_route(spec: MethodSpec, route: str, solver: str, shape: DataShape, p:
     if route == "relation":
         return "relation", "route='relation' was asked for"
     if route == "dual":
-        if not _dual_ok(spec):
+        if not _dual_ok(spec, shape.n_labels):
             raise ValueError(f"route='dual' is not available for {name}, whose template is not "
                              "built from the sufficient statistics; use route='feature' or "
                              "'relation'")
@@ -237,7 +276,7 @@ def choose_route(spec: MethodSpec, route: str, solver: str, shape: DataShape, p:
                            "which works at any D")
     if not (spec.needs_xtx or spec.needs_weighted_xtx):
         return "feature", f"{name} needs no D x D scatter"
-    if (shape.in_memory and solver == "auto" and _dual_ok(spec) and 2 * n <= D
+    if (shape.in_memory and solver == "auto" and _dual_ok(spec, shape.n_labels) and 2 * n <= D
             and n <= limits.max_dual_samples):
         # the second pass of the dual route (the map-back) is free in memory, and an
         # n x n eigenproblem is (D/n)^3 times cheaper than the D x D one
@@ -250,7 +289,7 @@ def choose_route(spec: MethodSpec, route: str, solver: str, shape: DataShape, p:
         return "feature", f"solver={solver!r} (matrix-free on X) was asked for"
     if solver == "dense":
         return "feature", "solver='dense' (the D x D problem on the driver) was asked for"
-    if _dual_ok(spec) and n <= limits.max_dual_samples:
+    if _dual_ok(spec, shape.n_labels) and n <= limits.max_dual_samples:
         return "dual", (f"D = {D} > max_dense_features = {limit} but n = {n} <= "
                         f"max_dual_samples = {limits.max_dual_samples}: exact solve in the "
                         f"n-dimensional row space of X (an n x n Gram, {_gib(n)})")
@@ -349,6 +388,12 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
     method_params = {k: params[k] for k in spec.params}
     if spec.check_params is not None:
         spec.check_params(params)
+    if many_labels(spec, shape):
+        refusal = label_scale_refusal(spec, shape, method_params)
+        if refusal is not None:
+            raise InputError(refusal)
+        if spec.label_scale == "operator":
+            return _label_operator_plan(spec, method_params, params, shape, limits)
     if spec.needs_graph and not resolve_method(params.get("knn_search", "auto"),
                                                shape.n_samples):
         require_nndescent()  # a missing extra fails before any pass
@@ -379,7 +424,7 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
         reason = "sums and label statistics only; the scatter lives in the n x n Gram"
     stats = StatsRequest(need_xtx=need_xtx, need_xtwx=spec.needs_weighted_xtx and route != "dual",
                          labels="01" if route == "dual" else spec.labels, reason=reason,
-                         need_xty=route != "dual")
+                         need_xty=route != "dual", sparse_labels=many_labels(spec, shape))
     return FitPlan(spec=spec, params=method_params, route=route, route_reason=route_reason,
                    solver=solver, solver_reason=solver_reason, problem_size=D, stats=stats,
                    dense_template=dense, n_components=params["n_components"],
@@ -388,3 +433,34 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
                    solver_options={k: params[k] for k in MATRIX_FREE_OPTIONS if k in params},
                    graph_neighbors=int(params["n_neighbors"]) if spec.needs_graph else None,
                    graph_search=str(params.get("knn_search", "auto")))
+
+
+def _label_operator_plan(spec: MethodSpec, method_params: dict[str, Any], params: dict[str, Any],
+                         shape: DataShape, limits: Limits) -> FitPlan:
+    """The plan of a method with an operator label path above MAX_DENSE_LABELS labels."""
+    q = shape.n_labels
+    if params["route"] not in ("auto", "feature") or params["solver"] != "auto":
+        raise InputError(
+            f"{spec.name} with q = {q:,} labels (> MAX_DENSE_LABELS = "
+            f"{sufficient.MAX_DENSE_LABELS:,}) is solved on the label-operator route; "
+            f"route={params['route']!r} and solver={params['solver']!r} are not available "
+            "there: leave both at 'auto'")
+    nc = params["n_components"]
+    if isinstance(nc, numbers.Integral) and not 1 <= nc <= shape.n_features:
+        raise ValueError(f"n_components={nc} must lie between 1 and the number of features "
+                         f"{shape.n_features}")
+    return FitPlan(
+        spec=spec, params=method_params, route="feature",
+        route_reason=(f"q = {q:,} labels > MAX_DENSE_LABELS = {sufficient.MAX_DENSE_LABELS:,}: "
+                      "the label side stays sparse; X and Y are read to the driver once"),
+        solver=LABEL_OPERATOR,
+        solver_reason=("A = c Xc^T Xc + g Xc^T Yc Yc^T Xc applied by sparse products with X "
+                       "and Y (no D x q, q x q or n x q dense array); thick-restart block "
+                       "Lanczos on the driver"),
+        problem_size=shape.n_features,
+        stats=StatsRequest(need_xtx=False, need_xtwx=False, labels="01",
+                           reason="sums only; the sparse X^T Y too for a threshold's trace",
+                           need_xty=not isinstance(nc, numbers.Integral), sparse_labels=True),
+        dense_template=False, n_components=nc, limits=limits,
+        random_state=int(params["random_state"]),
+        solver_options={k: params[k] for k in MATRIX_FREE_OPTIONS if k in params})

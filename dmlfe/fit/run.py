@@ -26,7 +26,7 @@ from dmlfe.compute import compute_one, computing_client, driver_threads, is_dask
 from dmlfe.fit.data import FitData, gather_reason
 from dmlfe.fit.graph import graph_fit
 from dmlfe.fit.params import MATRIX_FREE
-from dmlfe.fit.plan import FitPlan
+from dmlfe.fit.plan import LABEL_OPERATOR, FitPlan
 from dmlfe.labels import dense_labels
 from dmlfe.methods.mlda import WeightedLabels, label_correlation
 from dmlfe.methods.template import TraceTemplate, symmetrize
@@ -36,7 +36,8 @@ from dmlfe.solvers.dense import solve_dense
 from dmlfe.solvers.dimension import threshold_cap
 from dmlfe.solvers.dual import label_only, solve_dual
 from dmlfe.solvers.krylov import block_width
-from dmlfe.solvers.matrix_free import solve_matrix_free
+from dmlfe.solvers.label_operator import solve_label_operator
+from dmlfe.solvers.matrix_free import finish_leading, solve_matrix_free
 from dmlfe.solvers.nspace import MEMORY_FRACTION, capacity, nspace_bytes
 from dmlfe.solvers.result import EigenResult, expand_rows, flip_signs_inplace
 from dmlfe.stats.cache import (
@@ -154,6 +155,11 @@ def statistics(plan: FitPlan, data: FitData, rmap: RelationMap | None, *, client
                               label_fn=label_fn, progress=progress)
     if rmap is not None:
         kw["block_fn"] = ship(rmap, data.X)
+    if plan.stats.sparse_labels:
+        # the statistics cache keeps dense label sums only: a sparse label side is
+        # reduced afresh (on the driver's copy when X was read there)
+        return compute_stats(data.X, data.Y, need_xty=plan.stats.need_xty,
+                             sparse_labels=True, **kw)
     if data.store is not None and cache:
         # X read to the driver (the dual route's gather): reduce that copy, not the store
         read = None if is_dask(data.X) else (data.X, data.Y)
@@ -259,6 +265,15 @@ def solve(plan: FitPlan, template: TraceTemplate, data: FitData, stats: Sufficie
     Ritz vectors, and the start's image without a pass over X
     (:func:`~dmlfe.solvers.matrix_free.solve_matrix_free`).
     """
+    if plan.solver == LABEL_OPERATOR:
+        opts = {k: plan.solver_options[k] for k in ("tol", "max_passes")
+                if k in plan.solver_options}
+        res = solve_label_operator(template, data.X, data.Y, stats, plan.n_components,
+                                   max_components=plan.limits.max_components,
+                                   threshold_memory=plan.limits.threshold_memory,
+                                   random_state=plan.random_state, **opts)
+        return finish_leading(template, res, plan.n_components, stats.n_features,
+                              compact=True, solver_options=opts)
     if plan.solver in MATRIX_FREE:
         options = plan.solver_options if plan.solver == "randomized" else {}
         return solve_matrix_free(template, data.X, plan.n_components,
@@ -322,6 +337,10 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
                                     None if plan.relation is None else plan.relation.n_prototypes)
         if gather_note is not None:
             data = data.gathered(progress)
+    elif plan.solver == LABEL_OPERATOR and (is_dask(data.X) or data.store is not None):
+        data = data.gathered(progress)
+        gather_note = ("X and Y were read to the driver in one pass: the label-operator "
+                       "route applies them there")
     if plan.relation is not None:
         r = plan.relation
         rmap, proto_idx = build_relation_map(

@@ -129,6 +129,9 @@ def mddm_p(
         Also form the D x D A. The operator form (xx_coef = 0, lowrank =
         Xc^T Yc B^{1/2}) is always returned when B is positive semi-definite.
     """
+    if stats.sparse_labels:
+        return _sparse_label_template("mddm_p", stats, label_kernel, rbf_gamma, 0.0, 1.0,
+                                      _params(label_kernel, rbf_gamma))
     # without the dense A, F is kept on the used features' rows (no D x q array)
     xty, rows = (stats.centred_xty(), None) if dense else stats.centred_xty_rows()
     xty, Bl, F, K = _dependence_parts(stats, label_kernel, rbf_gamma, xty)
@@ -150,6 +153,24 @@ def mddm_p(
         label_factor=K,
         lowrank_rows=rows,
     )
+
+
+def _sparse_label_template(method: str, stats: SufficientStats, label_kernel: LabelKernel,
+                           rbf_gamma: float | None, scatter_coef: float, label_coef: float,
+                           params: dict) -> TraceTemplate:
+    """The template of a sparse label side (more than MAX_DENSE_LABELS labels): A only as
+    c Xc^T Xc + g Xc^T Yc Yc^T Xc, for the label-operator route."""
+    if not (isinstance(label_kernel, str) and label_kernel == "linear"):
+        given = repr(label_kernel) if isinstance(label_kernel, str) else "an array"
+        raise ValueError(
+            f"{method}: label_kernel={given} needs a dense q x q label-correlation matrix, "
+            "but the statistics hold "
+            f"q = {stats.n_labels:,} labels sparse ({8 * stats.n_labels ** 2 / 2**30:.2f} GiB "
+            "dense); use label_kernel='linear' at this many labels")
+    del rbf_gamma
+    return TraceTemplate(method=method, params=params, centred=True,
+                         n_features=stats.n_features, xx_coef=scatter_coef,
+                         label_scale=(scatter_coef, label_coef))
 
 
 def mddm_f(

@@ -26,6 +26,11 @@ def mvmd(stats: SufficientStats, beta: float = 0.5, dense: bool = True) -> Trace
         lowrank = sqrt(beta) Xc^T Y'c is always returned.
     """
     beta = check_fraction("beta", beta, "mvmd")
+    if stats.sparse_labels:
+        # G = (1 - beta) Xc^T Xc + beta Xc^T Y'c Y'c^T Xc with Y'c = 2 Yc
+        return TraceTemplate(method="mvmd", params={"beta": beta}, centred=True,
+                             n_features=stats.n_features, xx_coef=1.0 - beta,
+                             label_scale=(1.0 - beta, 4.0 * beta))
     F = np.sqrt(beta) * (2.0 * stats.centred_xty())
     A = None
     if dense:

@@ -140,6 +140,14 @@ class MethodSpec:
         :class:`dmlfe.methods.mlda.DirectPencil`), given its labels as
         the statistics see them (after ``labels``' map): the dual route then solves
         without the reduced data (:func:`dmlfe.solvers.dual.solve_dual`).
+    label_scale : {"operator", "dense"} or None
+        How the method fits with more than
+        :data:`~dmlfe.stats.sufficient.MAX_DENSE_LABELS` labels, whose statistics keep
+        the label side sparse: "operator", A = c Xc^T Xc + g Xc^T Yc Yc^T Xc applied by
+        the label-operator route (:mod:`dmlfe.solvers.label_operator`; for parameters
+        where ``lowrank_form`` holds); "dense", its dense template is built from the
+        sparse label statistics (CCA); None, it refuses before any pass, naming the
+        dense label matrices it would need.
     """
 
     name: str
@@ -165,6 +173,7 @@ class MethodSpec:
     dual: bool = True
     needs_graph: bool = False
     nspace: Callable[..., Any] | None = None
+    label_scale: str | None = None
 
     @property
     def params(self) -> dict[str, Any]:
@@ -359,7 +368,7 @@ for _spec in (
                lowrank_only=True, needs_weighted_xtx=False, labels="01", generalized=False,
                reference="mddm eq. 5-7, section 3.3; mvmd eq. 17-18",
                parameters=(LABEL_KERNEL, RBF_GAMMA), aliases=("mddmp",), estimator="MDDM",
-               variant="p", lowrank_form=_psd_label_kernel),
+               variant="p", lowrank_form=_psd_label_kernel, label_scale="operator"),
     MethodSpec("mddm_f", mddm_f, centred=True, needs_xtx=True, operator_form=False,
                lowrank_only=False, needs_weighted_xtx=False, labels="01", generalized=True,
                reference="mddm eq. 16-17; mvmd eq. 19-20",
@@ -367,13 +376,14 @@ for _spec in (
                variant="f"),
     MethodSpec("mvmd", mvmd, centred=True, needs_xtx=True, operator_form=True,
                lowrank_only=False, needs_weighted_xtx=False, labels="01", generalized=False,
-               reference="mvmd eq. 30-37", parameters=(BETA,)),
+               reference="mvmd eq. 30-37", parameters=(BETA,), label_scale="operator"),
     MethodSpec("cca", cca, centred=True, needs_xtx=True, operator_form=False, lowrank_only=False,
                needs_weighted_xtx=False, labels="01", generalized=True,
-               reference="mvmd eq. 40; mope eq. 14", parameters=(GAMMA_X, GAMMA_Y)),
+               reference="mvmd eq. 40; mope eq. 14", parameters=(GAMMA_X, GAMMA_Y),
+               label_scale="dense"),
     MethodSpec("pls", pls, centred=True, needs_xtx=False, operator_form=True, lowrank_only=True,
                needs_weighted_xtx=False, labels="01", generalized=False,
-               reference="mope eq. 15"),
+               reference="mope eq. 15", label_scale="operator"),
     MethodSpec("opls", opls, centred=True, needs_xtx=True, operator_form=False,
                lowrank_only=False, needs_weighted_xtx=False, labels="01", generalized=True,
                reference="mope section 2.2.2", parameters=(GAMMA_X,)),

@@ -65,6 +65,12 @@ class TraceTemplate:
     inverse_constraint : (a, b, g, c) or None
         B = Xc^T (a Gc + b Yc Yc^T + g I_n)^{-1} Xc + c I (MLSI, mvmd eq. 39; Gc = Xc Xc^T,
         Yc the centred 0/1 labels) when B has that form: the dual route's form 4.
+    label_scale : (c, g) or None
+        A = c Xs^T Xs + g Xc^T Yc Yc^T Xc with the label side kept sparse (statistics of
+        more than :data:`~dmlfe.stats.sufficient.MAX_DENSE_LABELS` labels): the
+        label-operator route applies it by products with X and Y
+        (:mod:`dmlfe.solvers.label_operator`); ``A``, ``lowrank`` and ``label_factor``
+        are None then.
     lowrank_rows : ndarray of int or None
         None: ``lowrank`` is held whole. Otherwise the sorted features (rows of F) it is
         held on, F being zero on the others (MDDMp's Xc^T Yc of hashed text): reading
@@ -85,6 +91,7 @@ class TraceTemplate:
     constraint: tuple[float, float] | None = None
     inverse_constraint: tuple[float, float, float, float] | None = None
     lowrank_rows: np.ndarray | None = None
+    label_scale: tuple[float, float] | None = None
 
     def lowrank_part(self) -> tuple[np.ndarray | None, np.ndarray | None]:
         """(F as held, the rows it is held on or None when whole): no D x r array made."""

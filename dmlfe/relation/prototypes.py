@@ -96,18 +96,52 @@ def gather_rows(X: Any, idx: Any, client: Any = None) -> sp.csr_matrix:
     return out
 
 
-def _labels(Y: Any, client: Any) -> np.ndarray:
+def _labels(Y: Any, client: Any) -> np.ndarray | sp.csr_matrix:
+    """The labels on the driver: CSR when they come sparse (many labels: an n x q dense
+    copy is what they cannot afford), else a dense 2-D array."""
     if Y is None:
         raise ValueError("prototype_selection='stratified' needs the labels Y")
     if is_dask(Y):
         Y = compute_one(Y, client=client)
-    Y = Y.toarray() if sp.issparse(Y) else np.asarray(Y)
+    if sp.issparse(Y):
+        return sp.csr_matrix(Y)
+    Y = np.asarray(Y)
     return Y.reshape(Y.shape[0], -1)
 
 
-def _stratified(Y: np.ndarray, p: int, rng: np.random.Generator) -> np.ndarray:
-    keys, inverse, counts = np.unique((Y != 0).astype(np.uint8), axis=0, return_inverse=True,
-                                      return_counts=True)
+def label_set_groups(Y: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+    """(inverse, counts) of the distinct label sets of the rows of a sparse 0/1 Y, in
+    the order ``np.unique(Y.toarray() != 0, axis=0)`` gives them (rows compared entry
+    by entry from label 0, absent before present) without the dense n x q array.
+
+    Two rows' sorted label lists first differ at position i: the row with the smaller
+    label there has that label and the other does not, so it is the larger row; a list
+    that is a prefix of the other's is the smaller row. That is the order of the lists
+    of negated labels compared as tuples.
+    """
+    Y = sp.csr_matrix(Y)
+    Y.eliminate_zeros()
+    Y.sort_indices()
+    groups: dict[tuple[int, ...], int] = {}
+    first = np.empty(Y.shape[0], dtype=np.int64)
+    ind, ptr = Y.indices, Y.indptr
+    for r in range(Y.shape[0]):
+        key = tuple((-ind[ptr[r]:ptr[r + 1]]).tolist())
+        first[r] = groups.setdefault(key, len(groups))
+    keys = list(groups)
+    rank = np.empty(len(keys), dtype=np.int64)
+    rank[sorted(range(len(keys)), key=keys.__getitem__)] = np.arange(len(keys))
+    inverse = rank[first]
+    return inverse, np.bincount(inverse, minlength=len(keys))
+
+
+def _stratified(Y: np.ndarray | sp.csr_matrix, p: int, rng: np.random.Generator
+                ) -> np.ndarray:
+    if sp.issparse(Y):
+        inverse, counts = label_set_groups(Y)
+    else:
+        _, inverse, counts = np.unique((Y != 0).astype(np.uint8), axis=0,
+                                       return_inverse=True, return_counts=True)
     inverse = inverse.ravel()
     n = Y.shape[0]
     quota = p * counts / n
@@ -118,9 +152,13 @@ def _stratified(Y: np.ndarray, p: int, rng: np.random.Generator) -> np.ndarray:
         order = np.lexsort((np.arange(len(counts)), -counts, -(quota - alloc)))
         alloc[order[:rest]] += 1
     chosen = []
-    for g in range(len(counts)):
+    # each group's rows, ascending, without a scan of every row per group (at many labels
+    # nearly every document has a label set of its own)
+    by_group = np.argsort(inverse, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    for g in np.flatnonzero(alloc):
         if alloc[g]:
-            members = np.flatnonzero(inverse == g)
+            members = by_group[bounds[g]:bounds[g + 1]]
             chosen.append(rng.choice(members, size=int(alloc[g]), replace=False))
     return np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
 

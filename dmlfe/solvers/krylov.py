@@ -300,38 +300,62 @@ class ThickRestartLanczos:
 class ArraySpace:
     """A :class:`KrylovSpace` whose vectors are arrays in this process (one shard), for
     an operator given by its products ``matmat(V)`` (an n x b block in, K V out): the
-    method on its own, as the tests check it against numpy's eigh. (The fits use the
-    sharded space of :mod:`dmlfe.solvers.nspace`, in this process too when there is no
-    cluster.)
+    method on its own, as the tests check it against numpy's eigh, and the driver's
+    solves of the label-operator route (:mod:`dmlfe.solvers.label_operator`). (The
+    n-space fits use the sharded space of :mod:`dmlfe.solvers.nspace`.)
+
+    The basis and the newest block share one buffer, grown by doubling, so that a step
+    writes only the new block: at hundreds of thousands of rows, stacking the basis anew
+    at every step would copy it whole each time.
     """
 
     def __init__(self, matmat: Any, dim: int) -> None:
         self.matmat = matmat
         self.dim = int(dim)
         self.n_passes = 0
-        self.basis = np.zeros((self.dim, 0))
-        self.v = np.zeros((self.dim, 0))
+        self._buf = np.zeros((self.dim, 0))
+        self._m = 0  # basis columns
+        self._b = 0  # newest block's columns, after the basis
+
+    @property
+    def basis(self) -> np.ndarray:
+        return self._buf[:, :self._m]
+
+    @property
+    def v(self) -> np.ndarray:
+        return self._buf[:, self._m:self._m + self._b]
+
+    def _room(self, cols: int) -> None:
+        if cols <= self._buf.shape[1]:
+            return
+        grown = np.zeros((self.dim, max(cols, 2 * self._buf.shape[1], 16)))
+        grown[:, :self._m + self._b] = self._buf[:, :self._m + self._b]
+        self._buf = grown
 
     def _orthonormalise(self, w: np.ndarray, C1: np.ndarray, scale: float
                         ) -> tuple[np.ndarray, np.ndarray]:
-        V = np.hstack([self.basis, self.v])
+        V = self._buf[:, :self._m + self._b]
         q, r = np.linalg.qr(w - V @ C1)
         mix, R1 = tsqr_mix([r], scale)
         q = q @ mix[0]
         C2 = V.T @ q
         X, Ct, Rt = second_round(C1, R1, C2)
-        self.basis, self.v = V, (q - V @ C2) @ X
+        new = (q - V @ C2) @ X
+        self._m, self._b = self._m + self._b, 0  # the basis takes v
+        self._room(self._m + new.shape[1])
+        self._buf[:, self._m:self._m + new.shape[1]] = new
+        self._b = new.shape[1]
         return Ct, Rt
 
     def start(self, width: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         w = np.random.default_rng(seed).standard_normal((self.dim, width))
-        return self._orthonormalise(w, np.zeros((self.basis.shape[1] + self.v.shape[1], width)),
-                                    1.0)
+        return self._orthonormalise(w, np.zeros((self._m + self._b, width)), 1.0)
 
     def step(self, ahead: int = 0) -> tuple[np.ndarray, np.ndarray]:
         self.n_passes += 1
-        w = np.asarray(self.matmat(self.v), dtype=np.float64)
-        C1 = np.hstack([self.basis, self.v]).T @ w
+        # a contiguous block: sparse products read a strided view column by column
+        w = np.asarray(self.matmat(np.ascontiguousarray(self.v)), dtype=np.float64)
+        C1 = self._buf[:, :self._m + self._b].T @ w
         return self._orthonormalise(w, C1, float(np.sqrt(np.square(w).sum(axis=0).max(
             initial=0.0))))
 
@@ -339,7 +363,12 @@ class ArraySpace:
         return None
 
     def restart(self, Y: np.ndarray) -> None:
-        self.basis = self.basis @ Y
+        kept = self.basis @ Y
+        v = self.v.copy()
+        keep = kept.shape[1]
+        self._buf[:, :keep] = kept
+        self._buf[:, keep:keep + self._b] = v
+        self._m = keep
 
     def vectors(self, Y: np.ndarray) -> np.ndarray:
         """The Ritz vectors basis @ Y."""

@@ -940,7 +940,7 @@ def solve_matrix_free(
             max_components=max_components, threshold_memory=threshold_memory,
             random_state=random_state, **{k: v for k, v in solver_options.items()
                                           if k in ("tol", "max_passes", "n_iter", "block")})
-        return _finish(template, res, n_components, D, compact, solver_options)
+        return finish_leading(template, res, n_components, D, compact, solver_options)
     lowrank = template.lowrank
     cols = _used_columns(stats, block_fn, lowrank, D)
     if cols is not None and isinstance(n_components, numbers.Integral) \
@@ -991,7 +991,7 @@ def solve_matrix_free(
     res.info = {**(res.info or {}), "warm_start": "v0" in start}
     if cols is not None:
         res.columns = cols
-    return _finish(template, res, n_components, D, compact, solver_options)
+    return finish_leading(template, res, n_components, D, compact, solver_options)
 
 
 def _start_scatter(v0: np.ndarray, v0_image: np.ndarray, added: Any, stats: SufficientStats,
@@ -1019,8 +1019,8 @@ def _start_scatter(v0: np.ndarray, v0_image: np.ndarray, added: Any, stats: Suff
                      float(np.sum(stats.sumsq_x)))}
 
 
-def _finish(template: TraceTemplate, res: EigenResult, n_components: int | float, D: int,
-            compact: bool, solver_options: dict[str, Any]) -> EigenResult:
+def finish_leading(template: TraceTemplate, res: EigenResult, n_components: int | float,
+                   D: int, compact: bool, solver_options: dict[str, Any]) -> EigenResult:
     """d from the one rule, the components cut to d (on all D rows unless ``compact``),
     and the warnings for approximate components."""
     if not res.converged:

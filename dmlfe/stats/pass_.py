@@ -39,6 +39,7 @@ from dmlfe.compute import (
     to_float_block,
     tree_reduce,
 )
+from dmlfe.stats import sufficient
 from dmlfe.stats.outer import dense_crossprod, dense_crossprod_with, weighted_crossprod
 from dmlfe.stats.sufficient import SufficientStats, add_into
 
@@ -120,8 +121,12 @@ def _block_partial(
     label_fn: LabelFn | None = None,
     need_xtwx: bool = False,
     need_xty: bool = True,
+    sparse_labels: bool = False,
 ) -> dict[str, Any]:
-    """Raw sums of one row block; sparse products stay sparse while that is smaller."""
+    """Raw sums of one row block; sparse products stay sparse while that is smaller.
+
+    ``sparse_labels``: the label block is used as CSR and Y^T Y (and X^T Y, for a sparse
+    X block) stay CSR (:data:`dmlfe.stats.sufficient.MAX_DENSE_LABELS`)."""
     if mask is not None:
         keep = np.asarray(mask, dtype=bool).ravel()
         xb = xb[keep]
@@ -129,6 +134,9 @@ def _block_partial(
     if block_fn is not None:
         xb = block_fn(xb)
     xb = to_float_block(xb)
+    if sparse_labels:
+        return _sparse_label_partial(xb, yb, need_xtx, max_dense_features, label_fn,
+                                     need_xtwx, need_xty)
     y = yb.toarray() if sp.issparse(yb) else np.asarray(yb)
     if y.ndim == 1:
         y = y.reshape(-1, 1)
@@ -157,6 +165,37 @@ def _block_partial(
     if need_xtwx:
         # row weights w = Y 1 of the (mapped) labels
         part["xtwx"] = _maybe_dense(weighted_crossprod(xb, y.sum(axis=1)))
+    return part
+
+
+def _sparse_label_partial(xb: Any, yb: Any, need_xtx: bool, max_dense_features: int,
+                          label_fn: LabelFn | None, need_xtwx: bool, need_xty: bool
+                          ) -> dict[str, Any]:
+    """:func:`_block_partial` with a CSR label block: no n_b x q, D x q or q x q dense
+    array (a dense X block -- relation features, D = p -- gives a dense p x q X^T Y)."""
+    if label_fn is not None or need_xtwx:
+        raise ValueError("the label-weighted statistics (MLDA, DMLDA) need dense labels; "
+                         "they are not computed with a sparse label side")
+    y = sp.csr_matrix(yb, dtype=np.float64)
+    if y.ndim == 1 or y.shape[0] != xb.shape[0]:  # pragma: no cover - align_rows checks
+        raise ValueError(f"a label block of shape {y.shape} for {xb.shape[0]} rows")
+    n_b, d = xb.shape
+    part: dict[str, Any] = {
+        "n": int(n_b),
+        "sum_x": np.asarray(xb.sum(axis=0), dtype=np.float64).ravel(),
+        "sumsq_x": _column_sumsq(xb),
+        "sum_y": np.asarray(y.sum(axis=0), dtype=np.float64).ravel(),
+        "yty": sp.csr_matrix(y.T @ y),
+    }
+    if need_xty:
+        # CSR x CSR: the product of the block's (feature, label) pairs only
+        part["xty"] = sp.csr_matrix(xb.T.tocsr() @ y) if sp.issparse(xb) else \
+            np.asarray((y.T @ xb).T)
+    if need_xtx and d > max_dense_features:
+        raise dense_xtx_error(d, max_dense_features)
+    if need_xtx:
+        part["xtx"] = _maybe_dense(xb.T.tocsr() @ xb) if sp.issparse(xb) else \
+            dense_crossprod(xb)
     return part
 
 
@@ -191,15 +230,22 @@ def _combine(*parts: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _finalise(part: dict[str, Any], dense_xty: bool = True) -> SufficientStats:
+def _finalise(part: dict[str, Any], dense_xty: bool = True,
+              sparse_labels: bool = False) -> SufficientStats:
     def dense(m: Any) -> np.ndarray:
         m = m.toarray() if sp.issparse(m) else m
         return np.ascontiguousarray(m, dtype=np.float64)
 
     def xty(m: Any) -> Any:
-        return sp.csr_matrix(m, dtype=np.float64) if sp.issparse(m) and not dense_xty else dense(m)
+        keep = sp.issparse(m) and (sparse_labels or not dense_xty)
+        return sp.csr_matrix(m, dtype=np.float64) if keep else dense(m)
 
-    matrix = xty  # X^T X and X^T W X alike: a few appended documents leave them sparse
+    def yty(m: Any) -> Any:
+        return sp.csr_matrix(m, dtype=np.float64) if sparse_labels else dense(m)
+
+    def matrix(m: Any) -> Any:  # X^T X, X^T W X: a few appended documents leave them sparse
+        return sp.csr_matrix(m, dtype=np.float64) if sp.issparse(m) and not dense_xty \
+            else dense(m)
 
     stats = SufficientStats(
         n=int(part["n"]),
@@ -207,7 +253,7 @@ def _finalise(part: dict[str, Any], dense_xty: bool = True) -> SufficientStats:
         sum_y=dense(part["sum_y"]).ravel(),
         # not computed: zero rows (SufficientStats.centred_xty refuses them)
         xty=xty(part["xty"]) if "xty" in part else np.zeros((0, len(part["sum_y"]))),
-        yty=dense(part["yty"]),
+        yty=yty(part["yty"]),
         xtx=matrix(part["xtx"]) if "xtx" in part else None,
         xtwx=matrix(part["xtwx"]) if "xtwx" in part else None,
         sumsq_x=dense(part["sumsq_x"]).ravel(),
@@ -241,6 +287,7 @@ def compute_stats(
     progress: bool = False,
     need_xty: bool = True,
     dense_xty: bool = True,
+    sparse_labels: bool | None = None,
 ) -> SufficientStats:
     """Raw sufficient statistics of (X, Y) in one pass.
 
@@ -286,6 +333,12 @@ def compute_stats(
         matrix when the pass left it sparse (a few appended documents at huge D; their
         X^T X at any D), to be added into dense statistics in place (``stats += part``)
         without a D x q (D x D) array of its own.
+    sparse_labels : bool, optional
+        Keep the label side sparse: Y^T Y a CSR q x q matrix and, for sparse X, X^T Y a
+        CSR D x q one, both O(their non-zeros); the label blocks are read as CSR
+        (never a dense n_b x q block). Default: when q exceeds
+        :data:`dmlfe.stats.sufficient.MAX_DENSE_LABELS`. ``label_fn`` and
+        ``need_xtwx`` are not available then.
 
     Returns
     -------
@@ -293,6 +346,8 @@ def compute_stats(
         Raw (uncentred) float64 sums; centred forms are derived from them.
     """
     X, Y = align_rows(X, Y)
+    if sparse_labels is None:
+        sparse_labels = label_count(Y) > sufficient.MAX_DENSE_LABELS
     n_in_features = int(X.shape[1])
     n_out = block_width(block_fn, n_in_features, getattr(X, "dtype", np.float64))
     need_dense = need_xtx or need_xtwx
@@ -311,7 +366,7 @@ def compute_stats(
             rows = slice_rows(n_out, IN_MEMORY_BLOCK_BYTES)
         return _compute_in_memory(
             X, Y, row_mask, rows, need_xtx, block_fn, max_dense_features, label_fn,
-            need_xtwx, need_xty, dense_xty=dense_xty
+            need_xtwx, need_xty, sparse_labels, dense_xty=dense_xty
         )
 
     x_blocks = X.to_delayed().ravel()
@@ -326,7 +381,8 @@ def compute_stats(
         m_blocks = list(mask.to_delayed().ravel())
     parts = [
         delayed(_block_partial)(
-            xb, yb, mb, need_xtx, block_fn, max_dense_features, label_fn, need_xtwx, need_xty
+            xb, yb, mb, need_xtx, block_fn, max_dense_features, label_fn, need_xtwx, need_xty,
+            sparse_labels
         )
         for xb, yb, mb in zip(x_blocks, y_blocks, m_blocks, strict=True)
     ]
@@ -337,7 +393,12 @@ def compute_stats(
     # made dense on the driver: a dense D x q X^T Y is D x q x 8 bytes, and sending it
     # was a large part of a hashed-text statistics pass (benchmarks/scale.py)
     return _finalise(compute_one(total, client=client, progress=progress,
-                                 desc="statistics pass"), dense_xty)
+                                 desc="statistics pass"), dense_xty, sparse_labels)
+
+
+def label_count(Y: Any) -> int:
+    """q of a label matrix (1 for a 1-D one)."""
+    return int(Y.shape[1]) if len(Y.shape) == 2 else 1
 
 
 def slice_rows(width: int | None, max_bytes: int) -> int:
@@ -357,6 +418,7 @@ def _compute_in_memory(
     *block_args: Any,
     dense_xty: bool = True,
 ) -> SufficientStats:
+    sparse_labels = bool(block_args[-1])
     if sp.issparse(X):
         X = sp.csr_matrix(X)
     else:
@@ -372,4 +434,4 @@ def _compute_in_memory(
         part = _block_partial(X[start:stop], Y[start:stop], mb, *block_args)
         acc = part if acc is None else _combine(acc, part)
     assert acc is not None
-    return _finalise(acc, dense_xty)
+    return _finalise(acc, dense_xty, sparse_labels)

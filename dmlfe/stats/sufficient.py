@@ -29,6 +29,19 @@ USED_COLUMNS_FRACTION = 0.9
 SPARSE_ROWS_FRACTION = 0.5
 
 
+#: Above this many labels the statistics keep the label side sparse (``sparse_labels``):
+#: X^T Y as a CSR D x q matrix and Y^T Y as a CSR q x q one, so that their memory is
+#: O(their non-zeros) instead of D x q x 8 and q x q x 8 bytes (30,000 labels: 7.2 GB
+#: for Y^T Y alone). At or below it they are dense, as every method's dense formulas
+#: read them. Read at call time, so that tests can lower it.
+MAX_DENSE_LABELS = 2048
+
+
+def label_matrix_bytes(n_labels: int) -> int:
+    """Bytes of one dense q x q float64 label matrix (Y^T Y, a label kernel)."""
+    return 8 * int(n_labels) ** 2
+
+
 #: A sparse m is added into a dense array slab by slab of dense rows when it holds more
 #: than this fraction of the entries: a scattered addition costs an order of magnitude
 #: more per non-zero than a dense one per entry (an append's X^T X at a few thousand
@@ -135,11 +148,12 @@ class SufficientStats:
         Column sums of X.
     sum_y : ndarray, shape (q,)
         Column sums of Y (0/1 coding).
-    xty : ndarray, shape (D, q)
+    xty : ndarray or scipy.sparse CSR matrix, shape (D, q)
         X^T Y (0/1 coding); shape (0, q) when the pass was asked not to compute it
-        (``compute_stats(need_xty=False)``, the dual route's statistics).
-    yty : ndarray, shape (q, q)
-        Y^T Y (0/1 coding).
+        (``compute_stats(need_xty=False)``, the dual route's statistics). CSR when the
+        label side is sparse (:attr:`sparse_labels`) and X is sparse.
+    yty : ndarray or scipy.sparse CSR matrix, shape (q, q)
+        Y^T Y (0/1 coding); CSR above :data:`MAX_DENSE_LABELS` labels.
     xtx : ndarray of shape (D, D) or None
         X^T X, only when a method needs it and D is small enough.
     xtwx : ndarray of shape (D, D) or None
@@ -186,6 +200,21 @@ class SufficientStats:
         return int(self.sum_y.shape[0])
 
     @property
+    def sparse_labels(self) -> bool:
+        """True when the label side is held sparse (Y^T Y a CSR matrix; X^T Y too when
+        X is sparse): statistics of more than :data:`MAX_DENSE_LABELS` labels."""
+        return sp.issparse(self.yty)
+
+    def _dense_label_error(self, what: str, shape: tuple[int, int]) -> ValueError:
+        nbytes = 8 * shape[0] * shape[1]
+        return ValueError(
+            f"{what} was asked for densely, but these statistics hold the label side "
+            f"sparse: q = {self.n_labels:,} labels > MAX_DENSE_LABELS = {MAX_DENSE_LABELS:,} "
+            f"(a dense {shape[0]:,} x {shape[1]:,} float64 matrix is {nbytes / 2**30:.2f} "
+            "GiB). Use a method with a sparse label path (MDDM variant 'p', MVMD, CCA, PCA, "
+            "LSI) or fewer labels")
+
+    @property
     def mean_x(self) -> np.ndarray:
         return self.sum_x / self.n
 
@@ -212,6 +241,8 @@ class SufficientStats:
         rows = self.compact_rows if self.compact_rows is not None else \
             self.used_columns(SPARSE_ROWS_FRACTION)
         xty = held(self, "xty")
+        if self.sparse_labels and sp.issparse(xty):
+            raise self._dense_label_error("Xc^T Yc", (self.n_features, self.n_labels))
         if xty.shape[0] != self.n_features and (rows is None or xty.shape[0] != rows.size):
             raise ValueError(
                 f"these statistics hold X^T Y for {xty.shape[0]} of their "
@@ -251,6 +282,8 @@ class SufficientStats:
 
     def centred_yty(self) -> np.ndarray:
         """Yc^T Yc = Y^T H Y (q x q), 0/1 label coding."""
+        if self.sparse_labels:
+            raise self._dense_label_error("Yc^T Yc", (self.n_labels, self.n_labels))
         return self.yty - np.outer(self.sum_y, self.sum_y) / self.n
 
     def centred_xtx(self, overwrite: bool = False) -> np.ndarray:
@@ -345,6 +378,8 @@ class SufficientStats:
                 raise ValueError(f"cannot add statistics whose {key} shapes differ "
                                  f"({a.shape} and {b.shape}); compute both with the same "
                                  "options")
+            elif sp.issparse(a) and sp.issparse(b):  # a sparse label side
+                setattr(self, key, sp.csr_matrix(a + b))
             elif sp.issparse(b):  # X^T Y of a few appended documents (dense_xty=False)
                 if inplace:
                     add_into(a, b)

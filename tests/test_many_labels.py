@@ -1,0 +1,199 @@
+"""Fits with more labels than the dense label statistics allow (issue 47).
+
+Above :data:`dmlfe.stats.sufficient.MAX_DENSE_LABELS` the statistics keep X^T Y and
+Y^T Y sparse, MDDMp / MVMD / PLS are solved on the label-operator route, CCA builds its
+dense template through a sparse factorisation of the label side, and every other
+supervised method refuses before any pass. The tests lower the limit so that small
+data take those paths, and check them against dense numpy / scipy references written
+here.
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.linalg as sla
+import scipy.sparse as sp
+from dask.callbacks import Callback
+
+import dmlfe
+from dmlfe.errors import InputError
+from dmlfe.relation.prototypes import label_set_groups
+from dmlfe.stats import sufficient
+from dmlfe.stats.pass_ import compute_stats
+
+
+def _data(n: int = 240, D: int = 300, q: int = 40, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, D, density=0.04, format="csr", random_state=seed)
+    X.data = 1.0 + rng.random(X.nnz)
+    Y = (rng.random((n, q)) < 0.08).astype(np.uint8)
+    Y[np.arange(n), rng.integers(0, q, n)] = 1  # every document has a label
+    return X, Y
+
+
+@pytest.fixture
+def few_dense_labels(monkeypatch):
+    """Labels above 5 count as many: the sparse label paths on small data."""
+    monkeypatch.setattr(sufficient, "MAX_DENSE_LABELS", 5)
+
+
+def _reference_pairs(X, Y, c: float, g: float) -> tuple[np.ndarray, np.ndarray]:
+    """A = c Xc^T Xc + g Xc^T Yc Yc^T Xc by numpy, its eigenpairs by scipy, descending."""
+    Xc = X.toarray() - X.toarray().mean(axis=0)
+    Yc = Y - Y.mean(axis=0)
+    A = c * Xc.T @ Xc + g * (Xc.T @ Yc) @ (Yc.T @ Xc)
+    w, V = sla.eigh(A)
+    return w[::-1], V[:, ::-1]
+
+
+def test_sparse_label_statistics_equal_the_dense_ones():
+    X, Y = _data()
+    dense = compute_stats(X, Y, sparse_labels=False)
+    sparse = compute_stats(X, sp.csr_matrix(Y), sparse_labels=True)
+    assert sparse.sparse_labels and not dense.sparse_labels
+    assert sp.issparse(sparse.xty) and sp.issparse(sparse.yty)
+    np.testing.assert_array_equal(sparse.xty.toarray(), dense.xty)
+    np.testing.assert_array_equal(sparse.yty.toarray(), dense.yty)
+    np.testing.assert_array_equal(sparse.sum_y, dense.sum_y)
+    np.testing.assert_array_equal(sparse.sum_x, dense.sum_x)
+    # merged statistics of two halves stay sparse and equal the whole
+    halves = compute_stats(X[:100], sp.csr_matrix(Y[:100]), sparse_labels=True) + \
+        compute_stats(X[100:], sp.csr_matrix(Y[100:]), sparse_labels=True)
+    assert sp.issparse(halves.yty)
+    np.testing.assert_allclose(halves.xty.toarray(), dense.xty, rtol=1e-14, atol=1e-12)
+    np.testing.assert_allclose(halves.yty.toarray(), dense.yty, rtol=0, atol=0)
+
+
+def test_dense_label_matrices_are_refused_with_their_size():
+    X, Y = _data()
+    stats = compute_stats(X, sp.csr_matrix(Y), sparse_labels=True)
+    with pytest.raises(ValueError, match=r"MAX_DENSE_LABELS.*GiB"):
+        stats.centred_yty()
+    with pytest.raises(ValueError, match="Xc\\^T Yc"):
+        stats.centred_xty()
+
+
+def test_sparse_label_pass_on_a_local_cluster(cluster_client):
+    X, Y = _data(n=400)
+    Xd = da.from_array(X, chunks=(64, X.shape[1]), asarray=False)
+    Yd = da.from_array(sp.csr_matrix(Y), chunks=(64, Y.shape[1]), asarray=False)
+    got = compute_stats(Xd, Yd, client=cluster_client, sparse_labels=True)
+    want = compute_stats(X, Y, sparse_labels=False)
+    assert sp.issparse(got.yty)
+    # X^T Y stays sparse while that is the smaller form (here the sum is dense enough)
+    xty = got.xty.toarray() if sp.issparse(got.xty) else got.xty
+    np.testing.assert_allclose(xty, want.xty, rtol=1e-13, atol=1e-12)
+    np.testing.assert_array_equal(got.yty.toarray(), want.yty)
+
+
+@pytest.mark.parametrize("name, kw, c, g", [
+    ("MDDM", {}, 0.0, 1.0),
+    ("PLS", {}, 0.0, 1.0),
+    ("MVMD", {"beta": 0.3}, 0.7, 4 * 0.3),
+])
+@pytest.mark.parametrize("shape", [(240, 300, 40), (240, 30, 60)])
+def test_label_operator_route_equals_the_dense_reference(few_dense_labels, name, kw, c, g,
+                                                         shape):
+    # (240, 30, 60): more labels than features, so MDDMp's pairs are found in the
+    # feature space; (240, 300, 40): in the label space
+    X, Y = _data(*shape)
+    d = 6
+    model = getattr(dmlfe, name)(n_components=d, tol=1e-12, **kw).fit(X, sp.csr_matrix(Y))
+    assert model.solver_ == "label-operator-lanczos"
+    assert model.converged_
+    w, V = _reference_pairs(X, Y.astype(float), c, g)
+    np.testing.assert_allclose(model.eigenvalues_[:d], w[:d], rtol=1e-10)
+    P = model.components_.T  # D x d
+    # the same subspace, column by column (distinct eigenvalues): |cos| = 1
+    np.testing.assert_allclose(np.abs(np.sum(P * V[:, :d], axis=0)), 1.0, atol=1e-8)
+    np.testing.assert_allclose(P.T @ P, np.eye(d), atol=1e-10)
+
+
+def test_label_operator_threshold_matches_the_dense_path(few_dense_labels, monkeypatch):
+    X, Y = _data()
+    sparse_fit = dmlfe.MVMD(n_components=0.6, tol=1e-12).fit(X, sp.csr_matrix(Y))
+    monkeypatch.setattr(sufficient, "MAX_DENSE_LABELS", 2048)
+    dense_fit = dmlfe.MVMD(n_components=0.6).fit(X, Y)
+    assert sparse_fit.solver_ == "label-operator-lanczos"
+    assert sparse_fit.n_components_ == dense_fit.n_components_
+    k = dense_fit.n_components_
+    np.testing.assert_allclose(sparse_fit.eigenvalues_[:k], dense_fit.eigenvalues_[:k],
+                               rtol=1e-10)
+
+
+def test_cca_with_a_sparse_label_side_equals_the_dense_template(few_dense_labels):
+    from dmlfe.methods.cca import cca
+
+    X, Y = _data(D=120)
+    sparse_t = cca(compute_stats(X, sp.csr_matrix(Y), need_xtx=True, sparse_labels=True))
+    dense_t = cca(compute_stats(X, Y, need_xtx=True, sparse_labels=False))
+    # the reference of mvmd eq. 40 written out in numpy
+    Xc = X.toarray() - X.toarray().mean(axis=0)
+    Yc = Y - Y.mean(axis=0)
+    A = Xc.T @ Yc @ np.linalg.inv(Yc.T @ Yc + 0.1 * np.eye(Y.shape[1])) @ Yc.T @ Xc
+    np.testing.assert_allclose(sparse_t.A, A, rtol=1e-10, atol=1e-10 * np.abs(A).max())
+    np.testing.assert_allclose(sparse_t.A, dense_t.A, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(sparse_t.B, dense_t.B)
+    model = dmlfe.CCA(n_components=4).fit(X, sp.csr_matrix(Y))
+    w = sla.eigh(A, Xc.T @ Xc + 0.1 * np.eye(X.shape[1]), eigvals_only=True)[::-1]
+    np.testing.assert_allclose(model.eigenvalues_[:4], w[:4], rtol=1e-10)
+
+
+class _CountComputes(Callback):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def _start(self, dsk) -> None:
+        self.count += 1
+
+
+@pytest.mark.parametrize("name, kw", [("MLSI", {}), ("MLDA", {}), ("DMLDA", {}), ("OPLS", {}),
+                                      ("MDDM", {"label_kernel": "rbf"}),
+                                      ("MDDM", {"variant": "f"})])
+def test_methods_without_a_sparse_label_path_refuse_before_any_pass(few_dense_labels, name, kw):
+    X, Y = _data()
+    Xd = da.from_array(X, chunks=(64, X.shape[1]), asarray=False)
+    Yd = da.from_array(Y, chunks=(64, Y.shape[1]))
+    counter = _CountComputes()
+    with counter, dask.config.set(scheduler="sync"), \
+            pytest.raises(InputError, match=r"cannot fit q = 40 labels.*MAX_DENSE_LABELS = 5"
+                                            r".*GiB"):
+        getattr(dmlfe, name)(n_components=3, **kw).fit(Xd, Yd)
+    assert counter.count == 0
+
+
+def test_label_operator_refuses_another_solver(few_dense_labels):
+    X, Y = _data()
+    with pytest.raises(InputError, match="label-operator route"):
+        dmlfe.MDDM(n_components=3, solver="randomized").fit(X, sp.csr_matrix(Y))
+
+
+def test_wide_sparse_labels_stay_sparse_and_are_checked(few_dense_labels):
+    X, Y = _data()
+    bad = sp.csr_matrix(Y).astype(np.float64)
+    bad.data[7] = 2.0
+    r = int(np.searchsorted(bad.indptr, 7, side="right") - 1)
+    with pytest.raises(ValueError, match=rf"Y\[{r}, {int(bad.indices[7])}\] = 2.0"):
+        dmlfe.MDDM(n_components=3).fit(X, bad)
+
+
+def test_label_set_groups_order_is_numpys():
+    rng = np.random.default_rng(5)
+    for _ in range(10):
+        Y = (rng.random((200, 7)) < 0.3).astype(np.uint8)
+        _, inverse, counts = np.unique(Y != 0, axis=0, return_inverse=True, return_counts=True)
+        got_inverse, got_counts = label_set_groups(sp.csr_matrix(Y))
+        np.testing.assert_array_equal(got_inverse, inverse.ravel())
+        np.testing.assert_array_equal(got_counts, counts)
+
+
+def test_pca_ignores_many_labels(few_dense_labels):
+    X, Y = _data()
+    with_labels = dmlfe.PCA(n_components=4).fit(X, sp.csr_matrix(Y))
+    Xc = X.toarray() - X.toarray().mean(axis=0)
+    w = np.linalg.eigvalsh(Xc.T @ Xc)[::-1]
+    np.testing.assert_allclose(with_labels.eigenvalues_[:4], w[:4], rtol=1e-10)
