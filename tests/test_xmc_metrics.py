@@ -5,6 +5,7 @@ invariants."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import dask.array as da
@@ -257,3 +258,119 @@ def test_errors_name_the_bad_value():
         M.label_propensities([1, 2], 10, A=-1)
     with pytest.raises(ValueError, match="n_docs = 1"):
         M.label_propensities([0, 1], 1)
+
+
+# ---------------------------------------------------------------- the command line
+N_DOCS, N_FEATURES, N_LABELS = 150, 30, 12
+
+
+@pytest.fixture(scope="module")
+def xmc_fitted(tmp_path_factory, cluster_client):
+    from helpers import write_store
+
+    from dmlfe.cli import main
+
+    tmp = tmp_path_factory.mktemp("xmc")
+    rng = np.random.default_rng(11)
+    Y = (rng.uniform(size=(N_DOCS, N_LABELS)) < 0.2).astype(np.uint8)
+    X = Y @ rng.normal(size=(N_LABELS, N_FEATURES)) + 0.5 * rng.normal(
+        size=(N_DOCS, N_FEATURES))
+    splits = ["train" if i % 3 else "test" for i in range(N_DOCS)]
+    store = write_store(tmp / "s.zarr", sp.csr_matrix(X), Y, splits, chunk_rows=16)
+    address = cluster_client.scheduler.address
+    assert main(["fit", str(store), "--method", "mddm_p", "--dim", "4", "--split", "train",
+                 "--classifier", "ridge", "--out", str(tmp / "model"), "--scheduler",
+                 address, "--quiet"]) == 0
+    return tmp, store, tmp / "model", address, (sp.csr_matrix(X), Y, splits)
+
+
+def _in_memory(model_dir, X, Y, splits):
+    import dmlfe
+    from dmlfe.classifier_files import load_classifier
+
+    rows = np.array([s == "test" for s in splits])
+    _, clf = load_classifier(model_dir)
+    Z = np.asarray(dmlfe.load_model(model_dir).transform(X[rows]))
+    return Y[rows], np.asarray(clf.predict(Z)), np.asarray(clf.predict_proba(Z)), rows
+
+
+def test_cli_evaluate_xmc(xmc_fitted, capsys):
+    from dmlfe.cli import main
+
+    tmp, store, model_dir, address, (X, Y, splits) = xmc_fitted
+    out = tmp / "xmc.json"
+    assert main(["evaluate", str(model_dir), str(store), "--split", "test", "--xmc", "--k",
+                 "2,1", "--json", str(out), "--scheduler", address, "--overwrite"]) == 0
+    table = capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    got = doc["metrics"]
+    T, _, S, _ = _in_memory(model_dir, X, Y, splits)
+    train = Y[[s == "train" for s in splits]]
+    prop = ref_propensities(train.sum(axis=0).tolist(), len(train))
+    for k in (1, 2):
+        ref = ref_measures(T, S, k, prop)
+        for fam in ("P", "nDCG", "PSP", "PSnDCG"):
+            assert got[f"{fam}@{k}"] == pytest.approx(ref[fam], abs=1e-12), (fam, k)
+    assert got["recall@2"] == pytest.approx(ref_measures(T, S, 2)["recall"], abs=1e-12)
+    assert "ranking_loss" in got and "skipped_measures" not in got  # q = 12: all 13 too
+    assert doc["propensities"]["from"] == "training" and doc["propensities"]["n_docs"] == 100
+    lines = table.splitlines()
+    assert any(line.split()[:3] == ["PSnDCG", f"{got['PSnDCG@1']:.4f}",
+                                    f"{got['PSnDCG@2']:.4f}"] for line in lines)
+    assert any(line.startswith("recall@2") for line in lines)
+    assert "propensities (A = 0.55, B = 1.5) from the training labels" in table
+
+
+def test_cli_evaluate_many_labels_and_no_training_store(xmc_fitted, capsys, monkeypatch):
+    import dmlfe.cli.transform as T_cli
+    from dmlfe.cli import main
+
+    tmp, store, model_dir, address, (X, Y, splits) = xmc_fitted
+    # as if the store had many labels: XMC by default, the ranking measures left out
+    monkeypatch.setattr(T_cli, "XMC_LABELS", 10)
+    monkeypatch.setattr(dmlfe.evaluation.metrics, "XMC_LABELS", 10)
+
+    def gone(path, **kw):
+        raise FileNotFoundError(f"{path} does not exist")
+
+    monkeypatch.setattr(T_cli, "open_store", gone)  # the training store moved away
+    out = tmp / "many.json"
+    assert main(["evaluate", str(model_dir), str(store), "--split", "test", "--json",
+                 str(out), "--scheduler", address, "--overwrite"]) == 0
+    table = capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    got = doc["metrics"]
+    T, P, S, _ = _in_memory(model_dir, X, Y, splits)
+    prop = ref_propensities(T.sum(axis=0).tolist(), len(T))
+    ref = ref_measures(T, S, 5, prop)
+    assert got["PSP@5"] == pytest.approx(ref["PSP"], abs=1e-12)
+    assert got["recall@5"] == pytest.approx(ref["recall"], abs=1e-12)
+    assert set(got) >= {"P@1", "P@3", "P@5", "nDCG@3", "PSnDCG@5", "micro_f1"}
+    assert "ranking_loss" not in got and got["skipped_measures"] == list(M.RANKING_METRICS)
+    assert doc["propensities"]["from"] == "evaluated"
+    assert "from the evaluated labels" in table and "--all-metrics" in table
+    assert main(["evaluate", str(model_dir), str(store), "--split", "test", "--json", "-",
+                 "--all-metrics", "--scheduler", address, "--quiet"]) == 0
+    got = json.loads(capsys.readouterr().out)["metrics"]
+    assert "ranking_loss" in got and "P@5" in got
+
+
+def test_cli_predict_top_k(xmc_fitted, capsys):
+    from dmlfe.cli import main
+
+    tmp, store, model_dir, address, (X, Y, splits) = xmc_fitted
+    out = tmp / "top.jsonl"
+    assert main(["predict", str(model_dir), str(store), "--split", "test", "--top-k", "3",
+                 "--out", str(out), "--scheduler", address, "--overwrite"]) == 0
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    _, P, S, rows = _in_memory(model_dir, X, Y, splits)
+    names = [f"L{j}" for j in range(N_LABELS)]
+    assert len(got) == rows.sum()
+    for g, p, s in zip(got, P, S, strict=True):
+        assert g["labels"] == [names[j] for j in np.flatnonzero(p)]
+        best = ref_ranking(dict(enumerate(s.tolist())), 3)
+        assert list(g["scores"]) == [names[j] for j in best]  # best first
+        assert list(g["scores"].values()) == pytest.approx(s[best].tolist(), abs=1e-12)
+    with pytest.raises(SystemExit):  # argparse: "'0': give a positive integer"
+        main(["predict", str(model_dir), str(store), "--top-k", "0", "--out", "-"])
+    assert "'0': give a positive integer" in capsys.readouterr().err

@@ -77,6 +77,8 @@ __all__ = [
     "RANKING_METRICS",
     "TOP_K_BLOCK_ENTRIES",
     "XMC_FAMILIES",
+    "XMC_KS",
+    "XMC_LABELS",
     "auc_skipped",
     "average_precision",
     "coverage",
@@ -863,20 +865,58 @@ LABEL_SET_METRICS = (
 RANKING_METRICS = ("ranking_loss", "one_error", "coverage", "average_precision", "macro_auc")
 
 
-def metric_report(Y_true: Any, Y_pred: Any, scores: Any = None) -> dict[str, float | int]:
-    """Every measure in one dict (plain Python numbers, JSON-ready).
+#: From this many labels on, :func:`metric_report` (and ``dmlfe evaluate``) reports the
+#: extreme classification measures (:func:`xmc_report`) by default and leaves out the five
+#: ranking measures (:data:`RANKING_METRICS`), which sort every document's q scores and
+#: hold several n x q work arrays of 8-byte numbers (about 5 GB for 10^5 documents and
+#: 1000 labels). Below it the 13 measures are the multi-label papers' standard (MULAN's
+#: sets up to delicious' 983 labels, the RCV1 subsets' 101) and cheap; from it on the
+#: label sets are the Extreme Classification Repository's (EURLex-4K and larger), whose
+#: measures are P@k, nDCG@k and their propensity-scored forms.
+XMC_LABELS = 1000
+
+#: The k of the XMC measures by default.
+XMC_KS = (1, 3, 5)
+
+
+def metric_report(Y_true: Any, Y_pred: Any, scores: Any = None, *,
+                  xmc: bool | None = None, ks: Sequence[int] = XMC_KS,
+                  propensities: Any = None, ranking: bool | None = None
+                  ) -> dict[str, Any]:
+    """Every measure in one dict (plain Python numbers and strings, JSON-ready).
 
     Keys: the eight label-set measures, ``n_documents``, ``n_labels``; with ``scores``
     also the five ranking measures, ``n_ranking_skipped`` (documents with no or all labels
-    relevant, left out of the ranking measures) and ``n_auc_labels_skipped``.
+    relevant, left out of the ranking measures) and ``n_auc_labels_skipped``; with
+    ``scores`` and ``xmc`` the keys of :func:`xmc_report` (``"P@1"``, ``"nDCG@1"``, ...,
+    ``"recall@5"``; the PS ones with ``propensities``).
+
+    Parameters
+    ----------
+    xmc : bool or None
+        Report the XMC measures; None (default): when q >= :data:`XMC_LABELS`.
+    ks : sequence of int
+        Their k's (recall at the largest).
+    propensities : array of shape (q,), optional
+        Label propensities for PSP@k and PSnDCG@k (:func:`label_propensities`).
+    ranking : bool or None
+        Compute the five ranking measures; None (default): when q < :data:`XMC_LABELS`.
+        Measures left out are listed under ``"skipped_measures"``.
     """
     T, P = _pair(Y_true, Y_pred)
+    q = int(T.shape[1])
     fns = globals()
-    out: dict[str, float | int] = {name: fns[name](T, P) for name in LABEL_SET_METRICS}
-    out["n_documents"], out["n_labels"] = int(T.shape[0]), int(T.shape[1])
+    out: dict[str, Any] = {name: fns[name](T, P) for name in LABEL_SET_METRICS}
+    out["n_documents"], out["n_labels"] = int(T.shape[0]), q
     if scores is not None:
-        T, S = _scored(T, scores)
-        out.update({name: fns[name](T, S) for name in RANKING_METRICS})
-        out["n_ranking_skipped"] = int((~_evaluable(T)).sum())
-        out["n_auc_labels_skipped"] = int((~_auc_labels(T)).sum())
+        large = q >= XMC_LABELS
+        if (not large) if ranking is None else ranking:
+            T, S = _scored(T, scores)
+            out.update({name: fns[name](T, S) for name in RANKING_METRICS})
+            out["n_ranking_skipped"] = int((~_evaluable(T)).sum())
+            out["n_auc_labels_skipped"] = int((~_auc_labels(T)).sum())
+        else:
+            out["skipped_measures"] = list(RANKING_METRICS)
+        if large if xmc is None else xmc:
+            out.update(xmc_report(T, scores, ks, propensities))
     return out
