@@ -255,7 +255,7 @@ def format_xmc(report: dict[str, Any]) -> list[str]:
     ks = sorted({int(key.split("@")[1]) for key in report if key.startswith("P@")})
     if not ks:
         return []
-    lines = ["XMC (higher is better)".ljust(8) + "".join(f"  {'@' + str(k):>8}" for k in ks)]
+    lines = [f"{'XMC':<8}" + "".join(f"  {'@' + str(k):>8}" for k in ks) + "  better: higher"]
     for fam in XMC_FAMILIES:
         if f"{fam}@{ks[0]}" in report:
             lines.append(f"{fam:<8}" + "".join(f"  {report[f'{fam}@{k}']:>8.4f}" for k in ks))
@@ -393,7 +393,8 @@ def add_predict_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentPars
         "else one fitted now on the training store and split the model records. INPUT is "
         "raw documents (embedded as dmlfe embed does) or a store (its stored features; "
         "--split picks its documents). Writes JSON Lines: one record per document with its "
-        "id, the predicted label names and every label's score (predict_proba).",
+        "id, the predicted label names and every label's score (predict_proba); with "
+        "--top-k K only the K best labels' scores, best first.",
         epilog="example: dmlfe predict model/ corpus.zarr --split test --out preds.jsonl   "
         "(raw text: dmlfe predict model/ new.txt --out - --classifier ridge)")
     _add_document_flags(pp, store_input=True)
@@ -419,7 +420,11 @@ def add_evaluate_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentPar
         "against the store's labels (matched by name) with the papers' 13 measures: "
         "hamming_loss, example_accuracy/precision/recall/f1, subset_accuracy, micro_f1, "
         "macro_f1 (label sets) and ranking_loss, one_error, coverage, average_precision, "
-        "macro_auc (scores). Prints a table; --json writes the measures too.",
+        "macro_auc (scores). With --xmc, and by default from "
+        f"{XMC_LABELS} labels on, also the extreme classification measures P@k, nDCG@k, "
+        "PSP@k, PSnDCG@k (propensities from the model's training labels) and recall@k; "
+        f"from {XMC_LABELS} labels on the five ranking measures are left out unless "
+        "--all-metrics is given. Prints a table; --json writes the measures too.",
         epilog="example: dmlfe evaluate model/ corpus.zarr --split test --json metrics.json")
     pa.add_argument("model", help="a model directory written by dmlfe fit --classifier")
     pa.add_argument("store", help="the store whose documents to score")
