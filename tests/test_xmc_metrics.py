@@ -166,6 +166,8 @@ def test_top_k_ties_padding_and_sparse_rows():
     idx, val = M.top_k(S, 3)
     assert idx.tolist() == [[1, 3, 0], [0, 1, 2]]
     assert val.tolist() == [[0.7, 0.7, 0.5], [1.0, 1.0, 1.0]]
+    # integer scores rank as numbers (no unsigned wrap-around when negated)
+    assert M.top_k(np.array([[0, 3, 255, 3]], dtype=np.uint8), 2)[0].tolist() == [[2, 1]]
     idx, val = M.top_k(S, 7)  # k > q: padded with -1 / -inf
     assert idx.tolist() == [[1, 3, 0, 2, 4, -1, -1], [0, 1, 2, 3, 4, -1, -1]]
     assert np.isneginf(val[:, 5:]).all()
@@ -230,6 +232,23 @@ def test_xmc_report_keys_and_values():
         assert rep[f"PSnDCG@{k}"] == pytest.approx(ref["PSnDCG"])
     assert rep["recall@5"] == pytest.approx(ref_measures(Y, S, 5)["recall"])
     assert "PSP@1" not in M.xmc_report(Y, S, (1,))
+
+
+def test_metric_report_xmc_and_large_label_sets(monkeypatch):
+    Y, S, prop = random_case(50)
+    P = (S > 0.5).astype(np.uint8)
+    rep = M.metric_report(Y, P, S)  # q = 12 < XMC_LABELS: the 13 measures only
+    assert "ranking_loss" in rep and "P@1" not in rep and "skipped_measures" not in rep
+    rep = M.metric_report(Y, P, S, xmc=True, ks=(2,), propensities=prop)
+    assert {k: rep[k] for k in ("P@2", "nDCG@2", "PSP@2", "PSnDCG@2", "recall@2")} == \
+        M.xmc_report(Y, S, (2,), prop)
+    monkeypatch.setattr(dmlfe.evaluation.metrics, "XMC_LABELS", 12)  # q = 12 is "large"
+    rep = M.metric_report(Y, P, S)
+    assert "P@5" in rep and "PSP@5" not in rep  # no propensities given
+    assert rep["skipped_measures"] == list(M.RANKING_METRICS) and "coverage" not in rep
+    assert rep["micro_f1"] == M.micro_f1(Y, P)
+    rep = M.metric_report(Y, P, S, ranking=True, xmc=False)
+    assert "coverage" in rep and "P@1" not in rep
 
 
 def test_errors_name_the_bad_value():

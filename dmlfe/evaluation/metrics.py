@@ -433,23 +433,26 @@ def _check_k(k: Any, name: str = "k") -> int:
 
 
 def _dense_top_k(S: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`top_k` of one dense block (no NaN), k <= q."""
+    """:func:`top_k` of one dense float64 block (no NaN), k <= q."""
     b, q = S.shape
     if k == q:
         idx = np.argsort(-S, axis=1, kind="stable")
-    else:
-        # the k-th largest value t of each row; every entry > t is in, and the entries
-        # equal to t fill the remaining places in label order (ties: lower index first)
-        part = np.argpartition(-S, k - 1, axis=1)[:, :k]
-        t = np.take_along_axis(S, part, axis=1).min(axis=1, keepdims=True)
-        above = S > t
+        return idx.astype(np.int64), np.take_along_axis(S, idx, axis=1)
+    idx = np.argpartition(-S, k - 1, axis=1)[:, :k]
+    # the k-th largest value t of each row: where more than k entries are >= t, the ties
+    # at t that argpartition picked are replaced by the first ones in label order
+    t = np.take_along_axis(S, idx, axis=1).min(axis=1, keepdims=True)
+    over = np.flatnonzero((S >= t).sum(axis=1) > k)
+    if over.size:
+        So, to = S[over], t[over]
+        above, tied = So > to, So == to
         need = k - above.sum(axis=1, keepdims=True)
-        tied = S == t
         keep = above | (tied & (np.cumsum(tied, axis=1) <= need))
-        idx = np.nonzero(keep)[1].reshape(b, k)  # label order within each row
-        vals = np.take_along_axis(S, idx, axis=1)
-        idx = np.take_along_axis(idx, np.argsort(-vals, axis=1, kind="stable"), axis=1)
-    return idx.astype(np.int64), np.take_along_axis(S, idx, axis=1)
+        idx[over] = np.nonzero(keep)[1].reshape(over.size, k)
+    vals = np.take_along_axis(S, idx, axis=1)
+    order = np.lexsort((idx, -vals), axis=1)  # score down, then the lower label first
+    idx = np.take_along_axis(idx, order, axis=1)
+    return idx.astype(np.int64), np.take_along_axis(vals, order, axis=1)
 
 
 def _sparse_top_k(S: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -477,7 +480,7 @@ def _score_matrix(scores: Any) -> Any:
     elif isinstance(scores, da.Array):
         S = scores
     else:
-        S = np.asarray(scores, dtype=np.float64)
+        S = np.asarray(scores)  # converted to float64 block by block (top_k)
     if S.ndim != 2:
         raise ValueError(f"scores must be a 2-D documents x labels matrix; got shape "
                          f"{S.shape}")
@@ -522,16 +525,11 @@ def top_k(scores: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
             return np.empty((0, k), dtype=np.int64), np.empty((0, k), dtype=np.float64)
         return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
     n, q = S.shape
-    data = S.data if sp.issparse(S) else S
-    if np.isnan(data).any():
-        if sp.issparse(S):
-            j = int(np.flatnonzero(np.isnan(S.data))[0])
-            r, c = int(np.searchsorted(S.indptr, j, side="right") - 1), int(S.indices[j])
-        else:
-            r, c = (int(v) for v in np.argwhere(np.isnan(S))[0])
-        raise ValueError(f"scores[row {r}, label {c}] is NaN: scores must be numbers "
-                         "(+-inf are allowed and rank first/last)")
     if sp.issparse(S):
+        nan = np.flatnonzero(np.isnan(S.data))
+        if nan.size:
+            j = int(nan[0])
+            _nan_score(int(np.searchsorted(S.indptr, j, side="right") - 1), int(S.indices[j]))
         return _sparse_top_k(S, k)
     idx = np.full((n, k), -1, dtype=np.int64)
     vals = np.full((n, k), -np.inf, dtype=np.float64)
@@ -540,9 +538,19 @@ def top_k(scores: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         return idx, vals
     step = max(1, TOP_K_BLOCK_ENTRIES // max(q, 1))
     for start in range(0, n, step):
-        i, v = _dense_top_k(S[start:start + step], kk)
+        block = np.asarray(S[start:start + step], dtype=np.float64)
+        nan = np.isnan(block)
+        if nan.any():
+            r, c = np.argwhere(nan)[0]
+            _nan_score(start + int(r), int(c))
+        i, v = _dense_top_k(block, kk)
         idx[start:start + step, :kk], vals[start:start + step, :kk] = i, v
     return idx, vals
+
+
+def _nan_score(row: int, label: int) -> None:
+    raise ValueError(f"scores[row {row}, label {label}] is NaN: scores must be numbers "
+                     "(+-inf are allowed and rank first/last)")
 
 
 def _true_csr(Y_true: Any) -> sp.csr_matrix:
@@ -702,7 +710,7 @@ def precision_at_k(Y_true: Any, scores: Any, k: int) -> float:
 
 
 def recall_at_k(Y_true: Any, scores: Any, k: int) -> float:
-    """Recall at k: the mean over documents of |relevant labels in the top k| / ||y||_0.
+    """Recall at k: the mean over documents of ``|relevant labels in the top k| / ||y||_0``.
 
     Documents without a relevant label count 0 in the mean (pyxclib's ``recall``).
     Inputs, ties and memory as :func:`precision_at_k`.
