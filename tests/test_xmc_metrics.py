@@ -365,6 +365,13 @@ def test_cli_evaluate_many_labels_and_no_training_store(xmc_fitted, capsys, monk
     assert got["PSP@5"] == pytest.approx(ref["PSP"], abs=1e-12)
     assert got["recall@5"] == pytest.approx(ref["recall"], abs=1e-12)
     assert set(got) >= {"P@1", "P@3", "P@5", "nDCG@3", "PSnDCG@5", "micro_f1"}
+    for k in (1, 3):  # the scores were kept as each document's top 5 only: the same values
+        ref = ref_measures(T, S, k, prop)
+        assert got[f"nDCG@{k}"] == pytest.approx(ref["nDCG"], abs=1e-12)
+        assert got[f"PSnDCG@{k}"] == pytest.approx(ref["PSnDCG"], abs=1e-12)
+    # and the predicted label sets (kept as index lists) give the label-set measures
+    for name in M.LABEL_SET_METRICS:
+        assert got[name] == pytest.approx(getattr(M, name)(T, P), abs=1e-12), name
     assert "ranking_loss" not in got and got["skipped_measures"] == list(M.RANKING_METRICS)
     assert doc["propensities"]["from"] == "evaluated"
     assert "from the evaluated labels" in table and "--all-metrics" in table

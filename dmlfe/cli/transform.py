@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from dmlfe.cli.fit import _classifier
 from dmlfe.cli.outputs import (
@@ -145,7 +146,7 @@ def _predict_store(args: argparse.Namespace) -> int:
             ids, P, S, _ = store_predictions(model, clf, view)
             records = label_sets(P, S, names, [str(i) for i in ids])
         else:
-            ids, found, idx, vals = _store_top_k(model, clf, view, args.top_k)
+            ids, found, idx, vals, _ = _store_top_k(model, clf, view, args.top_k)
             records = top_k_records(found, idx, vals, names, [str(i) for i in ids])
     where = _write_text(args, "".join(json.dumps(r) + "\n" for r in records))
     split = f" (split {_split_text(args.split)})" if args.split else ""
@@ -170,10 +171,11 @@ def _block_top_k(p: Any, s: Any, k: int) -> tuple[list[np.ndarray], np.ndarray, 
     return [np.flatnonzero(r) for r in np.asarray(p)], idx, vals
 
 
-def _store_top_k(model: Any, classifier: Any, view: Any, k: int
-                 ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, np.ndarray]:
-    """(ids, predicted label indices, top-k indices, top-k scores) of a store view in one
-    compute, block by block: no n x q matrix reaches this process."""
+def _store_top_k(model: Any, classifier: Any, view: Any, k: int, *, labels: bool = False
+                 ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, np.ndarray, Any]:
+    """(ids, predicted label indices, top-k indices, top-k scores, true labels or None) of
+    a store view in one compute, block by block: no n x q matrix of scores reaches this
+    process. The true labels (``labels=True``) as :func:`dmlfe.embed.store_predictions`."""
     import dask
     import dask.array as da
 
@@ -183,13 +185,31 @@ def _store_top_k(model: Any, classifier: Any, view: Any, k: int
     P = P.rechunk((S.chunks[0], (P.shape[1],)))
     blocks = [dask.delayed(_block_top_k, pure=True)(p, s, k)
               for p, s in zip(P.to_delayed().ravel(), S.to_delayed().ravel(), strict=True)]
-    ids, parts = dask.compute(view.ids, blocks)
+    Y = view.Y[:, label_columns(model, view)] if labels else None
+    # the delayed blocks as separate arguments: dask 2026.11's compute(array, [delayed,
+    # ...], array) returned the last array in place of the list's first item
+    ids, Y, *parts = dask.compute(view.ids, Y, *blocks)
     if not parts:
         return (np.asarray(ids), [], np.empty((0, k), dtype=np.int64),
-                np.empty((0, k), dtype=np.float64))
+                np.empty((0, k), dtype=np.float64), Y)
     return (np.asarray(ids), [f for part in parts for f in part[0]],
             np.concatenate([part[1] for part in parts]),
-            np.concatenate([part[2] for part in parts]))
+            np.concatenate([part[2] for part in parts]), Y)
+
+
+def _sparse_rows(found: list[np.ndarray], q: int, idx: np.ndarray | None = None,
+                 vals: np.ndarray | None = None) -> sp.csr_matrix:
+    """A CSR matrix from per-row label indices (0/1), or from :func:`top_k`'s (indices,
+    values) with the padding left out."""
+    if idx is None:
+        lengths = np.array([len(f) for f in found], dtype=np.int64)
+        cols = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
+        data = np.ones(cols.size, dtype=np.int8)
+    else:
+        keep = idx >= 0
+        lengths, cols, data = keep.sum(axis=1), idx[keep], vals[keep]
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    return sp.csr_matrix((data, cols, indptr), shape=(len(lengths), q))
 
 
 def _positive(text: str) -> int:
@@ -295,13 +315,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     q = len(model_label_names(model))
     xmc = True if args.xmc or args.k is not None else None
     xmc_on = xmc or q >= XMC_LABELS
+    ks = args.k or list(XMC_KS)
+    # without the ranking measures the scores are only ranked: each document's best
+    # max(ks) are kept, block by block, instead of an n x q matrix of scores
+    ranking = q < XMC_LABELS or args.all_metrics
     props, where_from = None, None
     with client_from_args(args):
-        _, P, S, Y = store_predictions(model, clf, view, labels=True)
+        if ranking:
+            _, P, S, Y = store_predictions(model, clf, view, labels=True)
+        else:
+            _, found, idx, vals, Y = _store_top_k(model, clf, view, max(ks), labels=True)
+            P, S = _sparse_rows(found, q), _sparse_rows(found, q, idx, vals)
         if xmc_on:
             props, where_from = _propensities(model, Y)
-    report = metric_report(Y, P, S, xmc=xmc, ks=args.k or XMC_KS, propensities=props,
-                           ranking=True if args.all_metrics else None)
+    report = metric_report(Y, P, S, xmc=xmc, ks=ks, propensities=props, ranking=ranking)
     split = _split_text(args.split) if args.split else None
     notes = []
     if where_from is not None:
