@@ -226,12 +226,14 @@ def fit(store: Path, method: str, q: int, args: argparse.Namespace, *, model: Pa
 
 
 def method_list(spec: str) -> list[str]:
-    """``--methods``: a comma list, or ``all`` (every supervised method of the registry)."""
-    if spec == "all":
-        from dmlfe.methods.registry import all_methods
+    """``--methods``: a comma list (a family name such as ``mddm`` is its first variant,
+    ``mddm_p``), or ``all`` (every supervised method of the registry)."""
+    from dmlfe.methods.registry import all_methods, resolve_method
 
+    if spec == "all":
         return [n for n, s in all_methods().items() if s.supervised]
-    return [m.strip() for m in spec.split(",") if m.strip()]
+    return list(dict.fromkeys(resolve_method(m.strip()).name for m in spec.split(",")
+                              if m.strip()))
 
 
 # --------------------------------------------------------------------------- parts
