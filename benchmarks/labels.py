@@ -8,6 +8,8 @@ descendants, the dask workers included, sampled every 0.1 s -- are recorded with
 load average before it; a step is stopped at its time limit or when the process tree
 holds more than ``--mem-limit-gib`` (status "timeout" / "memory"); a failing step keeps
 the first error line of its output (a method that refuses up front shows its message).
+Each fit starts cold: what earlier fits cached beside the store (``STORE.stats``,
+``STORE.graph``) is removed first, unless ``--warm-cache``.
 
 Parts (``--parts``, comma list; default ``sweep,plot``):
 
@@ -214,8 +216,18 @@ def ingest(n_docs: int, q: int, args: argparse.Namespace) -> tuple[Path, dict[st
     return store, rec
 
 
+def clear_caches(store: Path) -> None:
+    """Remove what earlier fits cached beside ``store`` (``STORE.stats``, ``STORE.graph``,
+    ...), so that each fit is timed from the store alone."""
+    for p in store.parent.glob(store.name + ".*"):
+        if p.is_dir():
+            shutil.rmtree(p)
+
+
 def fit(store: Path, method: str, q: int, args: argparse.Namespace, *, model: Path,
         timeout: float) -> dict[str, Any]:
+    if not args.warm_cache:
+        clear_caches(store)
     cmd = dmlfe_cmd("fit", str(store), "--method", method, "--dim", str(args.dim),
                     "--split", "train", "--out", str(model), "--overwrite", "--workers",
                     str(args.workers), "--quiet")
@@ -271,6 +283,7 @@ def summarise(rows: list[dict[str, Any]], qs: list[int]) -> dict[str, Any]:
 def part_sweep(args: argparse.Namespace, qs: list[int], res: dict[str, Any]) -> None:
     sweep: dict[str, Any] = {"n_docs": args.docs, "labels": qs, "dim": args.dim,
                              "workers": args.workers, "fit_timeout_s": args.fit_timeout,
+                             "cache": "warm" if args.warm_cache else "cold",
                              "steps": [], "rows": []}
     res["sweep"] = sweep
     gen = generate(args.docs, qs, args)
@@ -538,6 +551,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--regenerate", action="store_true", help="write the corpus again")
     ap.add_argument("--no-reference", action="store_true")
+    ap.add_argument("--warm-cache", action="store_true",
+                    help="keep the statistics the fits cache beside a store (default: "
+                    "removed before each fit, so every fit is timed cold)")
     ap.add_argument("--json", type=Path, default=OUT / "labels.json",
                     help="plot: the JSON to read when this run has no sweep")
     ap.add_argument("--plot-copy", type=Path, default=None,
