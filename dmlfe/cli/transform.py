@@ -112,8 +112,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     model, ids, texts = _documents(args)
     clf = _saved_or_fitted_classifier(args, model)
     pipe = text_pipeline(model, clf, store=args.store)
-    records = label_sets(np.asarray(pipe.predict(texts)), np.asarray(pipe.predict_proba(texts)),
-                         model_label_names(model), ids)
+    P, S = pipe.predict(texts), pipe.predict_proba(texts)  # knn-vote's are CSR
+    records = label_sets(*(a.toarray() if hasattr(a, "toarray") else np.asarray(a)
+                           for a in (P, S)), model_label_names(model), ids)
     where = _write_text(args, "".join(json.dumps(r) + "\n" for r in records))
     print(f"wrote label sets and scores of {len(records)} documents to {where} "
           f"({model._method} + {args.classifier})", file=_summary(args))
