@@ -201,11 +201,11 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
     Attributes
     ----------
     n_neighbors_ : int
-        The neighbours used: min(n_neighbors, n_samples_).
+        The neighbours used: min(n_neighbors, ``n_samples_``).
     n_features_in_, n_labels_, n_samples_ : int
     labels_data_, labels_indices_, labels_indptr_ : ndarray
         The training labels as the arrays of a CSR matrix (``train_labels_``).
-    train_embeddings_ : ndarray (n_samples_, n_features_in_)
+    train_embeddings_ : ndarray (``n_samples_``, ``n_features_in_``)
         The training embeddings (unit rows for ``metric="cosine"``).
 
     Notes
@@ -270,7 +270,7 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
 
     @property
     def train_labels_(self) -> sp.csr_matrix:
-        """The training labels, (n_samples_, n_labels_) CSR of 0/1."""
+        """The training labels, (``n_samples_``, ``n_labels_``) CSR of 0/1."""
         self._check_fitted()
         return sp.csr_matrix((self.labels_data_, self.labels_indices_, self.labels_indptr_),
                              shape=(self.n_samples_, self.n_labels_))
@@ -347,10 +347,10 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        similarity : ndarray (m, n_neighbors_) of float64
+        similarity : ndarray (m, ``n_neighbors_``) of float64
             Cosine similarity (``metric="cosine"``) or distance (``"euclidean"``), best
             first.
-        indices : ndarray (m, n_neighbors_) of int64
+        indices : ndarray (m, ``n_neighbors_``) of int64
             Training row indices; equal similarities (distances) to the lower index.
         """
         vals, idx = self._search(self._query(Z))
@@ -424,7 +424,7 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
         return w / total
 
     def predict_proba(self, Z: Any) -> sp.csr_matrix:
-        """Vote scores in [0, 1]: (m, n_labels_) CSR, only labels of some neighbour stored.
+        """Vote scores in [0, 1]: (m, ``n_labels_``) CSR, only labels of some neighbour stored.
 
         Parameters
         ----------
@@ -467,7 +467,7 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        scipy.sparse.csr_matrix of int8, (m, n_labels_), entries 0/1
+        scipy.sparse.csr_matrix of int8, (m, ``n_labels_``), entries 0/1
         """
         if not 0.0 < float(threshold) <= 1.0:
             raise ValueError(f"threshold={threshold!r} must be in (0, 1]")
@@ -495,7 +495,7 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
         ----------
         Z : ndarray, scipy.sparse or dask array, shape (m, d)
         k : int
-            1 <= k <= n_labels_.
+            1 <= k <= ``n_labels_``.
 
         Returns
         -------
