@@ -220,7 +220,7 @@ def test_parameters_and_errors():
         Y2[0, 1] = 2
         KNNLabelVote().fit(Z, sp.csr_matrix(Y2))
     with pytest.raises(ValueError, match="2-D"):
-        KNNLabelVote().fit(Z, Y[:, 0])
+        KNNLabelVote().fit(Z, Y[:, :, None])
     with pytest.raises(ValueError, match="must match"):
         KNNLabelVote().fit(Z, Y[:-1])
     with pytest.warns(UserWarning, match="n_neighbors_=4"):
@@ -335,3 +335,58 @@ def test_precision_at_1_on_scene_beats_the_label_frequency():
     baseline = Yte[:, np.argmax(Ytr.sum(axis=0))].mean()
     assert p_at_1 > baseline + 0.3, (p_at_1, baseline)
     assert p_at_1 > 0.6
+
+
+def test_predict_on_raw_text(tmp_path, cluster_client):
+    """``dmlfe predict MODEL new.txt`` with a saved knn-vote (CSR outputs densified)."""
+    from dmlfe.cli import main
+
+    rng = np.random.default_rng(9)
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+    records = []
+    for i in range(60):
+        labels = [lab for lab in ("x", "y", "z") if rng.random() < 0.4]
+        text = list(rng.choice(words, size=rng.integers(2, 8)))
+        text += ["beta gamma"] * ("x" in labels) + ["theta"] * 2 * ("y" in labels)
+        records.append({"id": f"d{i}", "text": " ".join(text), "labels": labels,
+                        "split": "train" if i < 45 else "test"})
+    src = tmp_path / "c.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with dask.config.set(scheduler="threads"):
+        store = dmlfe.ingest(src, format="jsonl", out=tmp_path / "s.zarr", chunk_rows=16,
+                             id_field="id", split_field="split", fit_split="train")
+    model_dir = tmp_path / "model"
+    address = cluster_client.scheduler.address
+    assert main(["fit", str(store), "--method", "mddm_p", "--dim", "2", "--split", "train",
+                 "--classifier", "knn-vote", "--out", str(model_dir), "--scheduler", address,
+                 "--quiet"]) == 0
+    (tmp_path / "new.txt").write_text("\n".join(r["text"] for r in records[45:]) + "\n")
+    out = tmp_path / "p.jsonl"
+    assert main(["predict", str(model_dir), str(tmp_path / "new.txt"), "--out", str(out)]) == 0
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    _, clf = load_classifier(model_dir)
+    model = dmlfe.load_model(model_dir)
+    st = dmlfe.open_store(store)
+    with dask.config.set(scheduler="threads"):
+        Z = np.asarray(model.transform(st.subset("test").X))
+        P, S = clf.predict(Z).toarray(), clf.predict_proba(Z).toarray()
+    names = list(st.label_names)
+    assert len(got) == 15 and all(g["labels"] for g in got)  # never empty
+    assert [g["labels"] for g in got] == [[names[j] for j in np.flatnonzero(p)] for p in P]
+    np.testing.assert_allclose([[g["scores"][n] for n in names] for g in got], S, atol=1e-12)
+
+
+def test_class_labels_vote_for_one_class():
+    Z, Y, Zq = _data(seed=10)
+    y = np.array(["a", "b", "c"])[Y[:, :3].argmax(axis=1)]
+    clf = KNNLabelVote(n_neighbors=5).fit(Z, y)
+    assert clf.target_type_ == "multiclass" and list(clf.classes_) == ["a", "b", "c"]
+    onehot = (y[:, None] == clf.classes_[None, :]).astype(np.int8)
+    ref = _reference(Z, onehot, Zq, 5)[0]
+    np.testing.assert_allclose(clf.predict_proba(Zq), ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(clf.predict(Zq), clf.classes_[ref.argmax(axis=1)])
+    yb = Y[:, 0]
+    binary = KNNLabelVote(n_neighbors=4, weights="uniform").fit(Z, yb)
+    ref = _reference(Z, np.column_stack([1 - yb, yb]), Zq, 4, weights="uniform")[0]
+    np.testing.assert_allclose(binary.decision_function(Zq), ref[:, 1] - 0.5, atol=1e-12)
+    np.testing.assert_array_equal(binary.predict(Zq), ref.argmax(axis=1))

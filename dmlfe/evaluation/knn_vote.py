@@ -33,7 +33,7 @@ import functools
 import numbers
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import dask
 import dask.array as da
@@ -52,6 +52,7 @@ from dmlfe.compute import (
     tree_reduce,
 )
 from dmlfe.evaluation._common import as_embeddings, check_finite
+from dmlfe.labels import class_indicators
 from dmlfe.validation import checked_matrix
 
 _METRICS = ("cosine", "euclidean")
@@ -207,6 +208,12 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
         The training labels as the arrays of a CSR matrix (``train_labels_``).
     train_embeddings_ : ndarray (``n_samples_``, ``n_features_in_``)
         The training embeddings (unit rows for ``metric="cosine"``).
+    classes_ : ndarray
+        ``arange(n_labels_)`` for a label matrix; the class values for 1-D class labels
+        (binary or multi-class: a column per class, ``predict`` gives the class of the
+        largest vote and ``predict_proba`` dense class votes).
+    target_type_ : str
+        "multilabel-indicator", "binary" or "multiclass".
 
     Notes
     -----
@@ -230,6 +237,15 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
     >>> idx.shape
     (3, 2)
     """
+
+    _xfail_checks: ClassVar[dict[str, str]] = {
+        "check_supervised_y_2d": "a 2-D y is a documents x labels 0/1 matrix here, so a "
+                                 "column of class labels is refused (give 1-D class labels), "
+                                 "not ravelled with a DataConversionWarning",
+        "check_classifier_multioutput": "a label matrix's scores and predictions are "
+                                        "scipy.sparse CSR (label sets of any size), not "
+                                        "dense arrays",
+    }
 
     def __init__(self, n_neighbors: int = 10, metric: str = "cosine",
                  weights: str = "similarity", block_rows: int | None = None,
@@ -299,6 +315,12 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
         if Y is None:
             raise ValueError(f"{name} requires y to be passed, but the target y is None: "
                              "fit(Z, Y) needs the labels")
+        self.target_type_, classes = "multilabel-indicator", None
+        if not (isinstance(Y, da.Array) or sp.issparse(Y)):
+            Y = np.asarray(Y)
+            if Y.ndim == 1:
+                # 1-D class labels: a 0/1 column per class; a neighbour votes for its class
+                Y, classes, self.target_type_ = class_indicators(Y, name, every_class=True)
         if isinstance(Z, da.Array):
             Zi = as_embeddings(Z)
             if isinstance(Y, da.Array) and Y.ndim == 2:  # one compute for both
@@ -323,6 +345,7 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
         self.labels_data_, self.labels_indices_, self.labels_indptr_ = (
             Yc.data, Yc.indices, Yc.indptr)
         self.n_neighbors_ = k
+        self.classes_ = np.arange(Yc.shape[1]) if classes is None else classes
         self.n_samples_, self.n_labels_ = n, int(Yc.shape[1])
         self.n_features_in_ = int(X.shape[1])
         return self
@@ -423,7 +446,23 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
         total[none] = w.shape[1]
         return w / total
 
-    def predict_proba(self, Z: Any) -> sp.csr_matrix:
+    def _scores(self, Z: Any) -> sp.csr_matrix:
+        vals, idx = self._search(self._query(Z))
+        m, k = idx.shape
+        W = sp.csr_matrix((self._neighbour_weights(vals).ravel(), idx.ravel(),
+                           np.arange(0, m * k + 1, k)), shape=(m, self.n_samples_))
+        S = sp.csr_matrix(W @ self.train_labels_.astype(np.float64))
+        S.sum_duplicates()
+        S.sort_indices()
+        np.clip(S.data, 0.0, 1.0, out=S.data)  # round-off of the normalised sums
+        return S
+
+    def _one_class(self, Z: Any) -> tuple[np.ndarray, np.ndarray]:
+        """1-D targets: (dense class scores, index of the best class, lower on ties)."""
+        P = self._scores(Z).toarray()
+        return P, np.argmax(P, axis=1)
+
+    def predict_proba(self, Z: Any) -> sp.csr_matrix | np.ndarray:
         """Vote scores in [0, 1]: (m, ``n_labels_``) CSR, only labels of some neighbour stored.
 
         Parameters
@@ -436,23 +475,26 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
         -------
         scipy.sparse.csr_matrix of float64
             score_l = sum of the neighbours' normalised weights over those carrying l.
+            For 1-D class targets (fitted on class labels): a dense (m, classes) array,
+            the classes' vote fractions (rows sum to 1).
         """
-        vals, idx = self._search(self._query(Z))
-        m, k = idx.shape
-        W = sp.csr_matrix((self._neighbour_weights(vals).ravel(), idx.ravel(),
-                           np.arange(0, m * k + 1, k)), shape=(m, self.n_samples_))
-        Yf = self.train_labels_.astype(np.float64)
-        S = sp.csr_matrix(W @ Yf)
-        S.sum_duplicates()
-        S.sort_indices()
-        np.clip(S.data, 0.0, 1.0, out=S.data)  # round-off of the normalised sums
-        return S
+        self._check_fitted()
+        if self.target_type_ != "multilabel-indicator":
+            return self._one_class(Z)[0]
+        return self._scores(Z)
 
-    def decision_function(self, Z: Any) -> sp.csr_matrix:
-        """The same scores as :meth:`predict_proba` (CSR; rankings need only their order)."""
+    def decision_function(self, Z: Any) -> sp.csr_matrix | np.ndarray:
+        """The same scores as :meth:`predict_proba` (CSR; rankings need only their order).
+
+        For a binary 1-D target: (m,) the greater class's vote minus 1/2 (> 0 where it
+        is predicted); for a multi-class one the dense class votes.
+        """
+        self._check_fitted()
+        if self.target_type_ == "binary":
+            return self._one_class(Z)[0][:, -1] - 0.5
         return self.predict_proba(Z)
 
-    def predict(self, Z: Any, threshold: float = 0.5) -> sp.csr_matrix:
+    def predict(self, Z: Any, threshold: float = 0.5) -> sp.csr_matrix | np.ndarray:
         """Labels whose score is >= ``threshold``, at least one per document.
 
         A document with no score at the threshold gets its best-scored label (the lower
@@ -468,10 +510,15 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
         Returns
         -------
         scipy.sparse.csr_matrix of int8, (m, ``n_labels_``), entries 0/1
+            For 1-D class targets: the (m,) classes of the largest vote (the lower class
+            on ties; ``threshold`` does not apply).
         """
         if not 0.0 < float(threshold) <= 1.0:
             raise ValueError(f"threshold={threshold!r} must be in (0, 1]")
-        S = self.predict_proba(Z)
+        self._check_fitted()
+        if self.target_type_ != "multilabel-indicator":
+            return self.classes_[self._one_class(Z)[1]]
+        S = self._scores(Z)
         keep = S.data >= threshold
         rows = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
         empty = np.flatnonzero(np.bincount(rows[keep], minlength=S.shape[0]) == 0)
@@ -479,10 +526,9 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
             a, b = S.indptr[i], S.indptr[i + 1]
             if b > a:  # indices are sorted: argmax takes the lowest label among equals
                 keep[a + int(np.argmax(S.data[a:b]))] = True
-        P = sp.csr_matrix((np.ones(int(keep.sum()), dtype=np.int8), S.indices[keep],
-                           np.concatenate([[0], np.cumsum(np.bincount(
-                               rows[keep], minlength=S.shape[0]))])), shape=S.shape)
-        return P
+        counts = np.bincount(rows[keep], minlength=S.shape[0])
+        return sp.csr_matrix((np.ones(int(keep.sum()), dtype=np.int8), S.indices[keep],
+                              np.concatenate([[0], np.cumsum(counts)])), shape=S.shape)
 
     def predict_top_k(self, Z: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The k best-scored labels of each document, best first.
@@ -506,7 +552,7 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not \
                 1 <= k <= self.n_labels_:
             raise ValueError(f"k={k!r} must be an integer in 1..{self.n_labels_} (labels)")
-        return top_k_of_csr(self.predict_proba(Z), int(k))
+        return top_k_of_csr(self._scores(Z), int(k))
 
 
 def top_k_of_csr(S: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
