@@ -22,6 +22,7 @@ from helpers import count_computes, mulan_arrays, scheduler_graphs, sparse_dask,
 import dmlfe
 from dmlfe.classifier_files import PREDICT_CLASSIFIERS, load_classifier, save_classifier
 from dmlfe.evaluation import KNNLabelVote
+from dmlfe.evaluation.knn_vote import _SCATTERED
 from dmlfe.evaluation.registry import get_classifier
 
 
@@ -173,11 +174,15 @@ def test_on_a_local_cluster_as_in_process(cluster_client, monkeypatch):
         before = scheduler_graphs(cluster_client)
         S = clf.predict_proba(Qd)
         assert scheduler_graphs(cluster_client) - before == 1  # one compute per call
+        scattered = [f.key for f in _SCATTERED[clf][3]]
+        assert len(scattered) == 6  # 160 rows in blocks of 30
         np.testing.assert_array_equal(S.indices, ref.indices)
         np.testing.assert_allclose(S.data, ref.data, rtol=1e-13)
         # numpy queries with a client current run there too
         np.testing.assert_allclose(clf.predict_proba(Zq).toarray(), ref.toarray(),
                                    rtol=1e-13, atol=0)
+        # the training blocks were scattered once, for both calls
+        assert [f.key for f in _SCATTERED[clf][3]] == scattered
         np.testing.assert_allclose(S.toarray(), _reference(Z, Y, Zq, 6, metric)[0],
                                    rtol=1e-12, atol=1e-12)
         monkeypatch.undo()

@@ -22,9 +22,10 @@ not depend on the block sizes or the order of the merges.
 
 With a dask query array, or a distributed client current, the pairs are dask tasks and
 one ``dask.compute`` per call runs them all; the training blocks enter the graph once
-each (scattered to the workers when large, :func:`dmlfe.compute.graph_operand`), shared
-by every query block. With in-memory inputs and no client the query blocks run in
-threads in this process.
+each, shared by every query block (on a distributed client, above
+:data:`dmlfe.compute.SCATTER_BYTES`, they are scattered to the workers once and reused
+by the classifier's later calls on that client). With in-memory inputs and no client
+the query blocks run in threads in this process.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from __future__ import annotations
 import functools
 import numbers
 import warnings
+import weakref
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -43,6 +45,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import Tags
 
+from dmlfe import compute as _compute
 from dmlfe.compute import (
     computing_client,
     driver_threads,
@@ -63,6 +66,8 @@ _BLOCK_ROWS = 1024
 _TRAIN_BLOCK_ROWS = 4096
 
 Candidates = tuple[np.ndarray, np.ndarray]
+#: classifier -> (client, training embeddings, block rows, scattered training blocks)
+_SCATTERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 # --------------------------------------------------------------------------- kernels
@@ -412,7 +417,6 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
                      ) -> Candidates:
         k = self.n_neighbors_
         bq, bt = self._blocks()
-        X = self.train_embeddings_
         if Q.shape[0] == 0:
             return np.empty((0, k)), np.empty((0, k), dtype=np.int64)
         if isinstance(Q, da.Array):
@@ -421,8 +425,7 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
             qblocks = [graph_operand(np.ascontiguousarray(Q[a:a + bq]), client,
                                      nbytes=Q.nbytes) for a in range(0, Q.shape[0], bq)]
         # each training block enters the graph once, shared by every query block
-        tblocks = [graph_operand(np.ascontiguousarray(X[t0:t0 + bt]), client,
-                                 nbytes=X.nbytes) for t0 in starts]
+        tblocks = self._training_blocks(client, starts, bt)
         pair = dask.delayed(_pair_top_k, pure=True)
         # per query block: a tree reduction of its pairs (top k of top k's), on the workers
         roots = [tree_reduce([pair(qb, tb, t0, k, self.metric, bq)
@@ -431,6 +434,23 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
                  for qb in qblocks]
         out = run(*roots, desc="knn-vote search", client=client)
         return np.concatenate([o[0] for o in out]), np.concatenate([o[1] for o in out])
+
+    def _training_blocks(self, client: Any, starts: Sequence[int], bt: int) -> list[Any]:
+        """The training blocks as graph operands: delayed keys, or -- on a distributed
+        client, above :data:`dmlfe.compute.SCATTER_BYTES` -- futures scattered once and
+        kept for this classifier's later calls on that client (released with it)."""
+        X = self.train_embeddings_
+        if client is None or X.nbytes <= _compute.SCATTER_BYTES:
+            return [graph_operand(np.ascontiguousarray(X[t0:t0 + bt]), None)
+                    for t0 in starts]
+        hit = _SCATTERED.get(self)
+        if (hit is not None and hit[0]() is client and hit[1] is X and hit[2] == bt
+                and getattr(client, "status", None) == "running"):
+            return hit[3]
+        futures = client.scatter([np.ascontiguousarray(X[t0:t0 + bt]) for t0 in starts],
+                                 hash=False)
+        _SCATTERED[self] = (weakref.ref(client), X, bt, futures)
+        return futures
 
     # ------------------------------------------------------------------ scores
     def _neighbour_weights(self, vals: np.ndarray) -> np.ndarray:
