@@ -22,7 +22,7 @@ from helpers import count_computes, mulan_arrays, scheduler_graphs, sparse_dask,
 import dmlfe
 from dmlfe.classifier_files import PREDICT_CLASSIFIERS, load_classifier, save_classifier
 from dmlfe.evaluation import KNNLabelVote
-from dmlfe.evaluation.knn_vote import _SCATTERED
+from dmlfe.evaluation.knn_vote import _SCATTERED, top_k_of_csr
 from dmlfe.evaluation.registry import get_classifier
 
 
@@ -204,6 +204,10 @@ def test_predict_and_top_k():
         order = np.lexsort((np.broadcast_to(np.arange(S.shape[1]), S.shape), -S), axis=-1)
         np.testing.assert_array_equal(idx, order[:, :k])
         np.testing.assert_allclose(top, np.take_along_axis(S, order[:, :k], axis=1))
+    # the row blocks of the top-k selection do not change it
+    Ssp = clf.predict_proba(Zq)
+    for a, b in zip(top_k_of_csr(Ssp, 4, block_rows=3), top_k_of_csr(Ssp, 4), strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_parameters_and_errors():

@@ -575,11 +575,26 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
         return top_k_of_csr(self._scores(Z), int(k))
 
 
-def top_k_of_csr(S: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
+def top_k_of_csr(S: sp.csr_matrix, k: int, block_rows: int = 4096
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """(indices, scores), (m, k) each: every row's k largest entries of a CSR matrix of
-    non-negative scores, ties and unstored zeros to the lower column."""
+    non-negative scores, ties and unstored zeros to the lower column.
+
+    Rows are taken ``block_rows`` at a time: memory O(block_rows x the most entries a row
+    stores) besides the (m, k) outputs.
+    """
     S = sp.csr_matrix(S)
     S.sort_indices()
+    m = S.shape[0]
+    out_i = np.empty((m, k), dtype=np.int64)
+    out_s = np.empty((m, k))
+    for r0 in range(0, m, block_rows):
+        out_i[r0:r0 + block_rows], out_s[r0:r0 + block_rows] = _top_k_csr_block(
+            S[r0:r0 + block_rows], k)
+    return out_i, out_s
+
+
+def _top_k_csr_block(S: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
     m = S.shape[0]
     counts = np.diff(S.indptr)
     width = max(int(counts.max(initial=0)), 1)
