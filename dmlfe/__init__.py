@@ -22,7 +22,8 @@ from dmlfe._version import __version__ as __version__  # public: in __all__
 #: registry's estimators (PCA, MVMD, ...) are public through it (:func:`_public_names`).
 _PUBLIC = {
     **dict.fromkeys(("estimator_class", "make_estimator"), "dmlfe.estimators"),
-    **dict.fromkeys(("PPML", "BinaryRelevance", "MLkNN", "MultiLabelRidge", "PerLabelFLDA"),
+    **dict.fromkeys(("PPML", "BinaryRelevance", "KNNLabelVote", "MLkNN", "MultiLabelRidge",
+                     "PerLabelFLDA"),
                     "dmlfe.evaluation"),
     **dict.fromkeys(("append", "ingest"), "dmlfe.ingestion"),
     "load_model": "dmlfe.model_io",

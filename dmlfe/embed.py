@@ -161,7 +161,8 @@ def store_predictions(model: Any, classifier: Any, view: Any, *, labels: bool = 
     if labels:
         parts.append(view.Y[:, label_columns(model, view)])
     out = dask.compute(*parts)
-    ids, P, S = (np.asarray(a) for a in out[:3])
+    # a classifier with sparse outputs (knn-vote: CSR) is densified here
+    ids, P, S = (a.toarray() if hasattr(a, "toarray") else np.asarray(a) for a in out[:3])
     return ids, P, S, (np.asarray(out[3]) if labels else None)
 
 

@@ -100,8 +100,8 @@ def data():
 def test_dmlfe_own_classifiers_are_declared_once():
     assert dict(CLASSIFIERS) == {n: (s.cls.__name__, s.defaults)
                                  for n, s in all_classifiers().items()}
-    assert set(CLASSIFIERS) == {"ridge", "mlknn", "br", "flda", "ppml"}
-    assert set(PREDICT_CLASSIFIERS) == {"ridge", "flda", "mlknn"}
+    assert set(CLASSIFIERS) == {"ridge", "mlknn", "knn-vote", "br", "flda", "ppml"}
+    assert set(PREDICT_CLASSIFIERS) == {"ridge", "flda", "mlknn", "knn-vote"}
     assert get_classifier("RIDGE").cls is dmlfe.MultiLabelRidge
     with pytest.raises(ValueError, match="binary relevance takes 'logistic'"):
         get_classifier("br").make({"estimator": "svm"})

@@ -25,7 +25,7 @@ PROJECTIONS = tuple(estimator_names())
 # a given estimator, as its default cross-validates C per label (25 fits a label).
 CLASSIFIERS = (dmlfe.MultiLabelRidge(), dmlfe.MLkNN(k=3),
                dmlfe.BinaryRelevance(estimator=LogisticRegression()), dmlfe.PerLabelFLDA(),
-               dmlfe.PPML())
+               dmlfe.PPML(), dmlfe.KNNLabelVote(n_neighbors=3))
 # GRROOR: one feature (the checks' data has as few as 1) and 5 alternating iterations
 # (the checks test the API; its default runs up to 50 on n x n and D x D problems).
 SELECTORS = (dmlfe.GRROOR(n_features_to_select=1, max_iter=5),)

@@ -121,12 +121,16 @@ def cmd_predict(args: argparse.Namespace) -> int:
     model, ids, texts = _documents(args)
     clf = _saved_or_fitted_classifier(args, model)
     pipe = text_pipeline(model, clf, store=args.store)
-    P, S = np.asarray(pipe.predict(texts)), np.asarray(pipe.predict_proba(texts))
+    P, S = pipe.predict(texts), pipe.predict_proba(texts)  # knn-vote's are CSR
     names = model_label_names(model)
     if args.top_k is None:
-        records = label_sets(P, S, names, ids)
+        records = label_sets(*(a.toarray() if sp.issparse(a) else np.asarray(a)
+                               for a in (P, S)), names, ids)
     else:
-        records = top_k_records([np.flatnonzero(p) for p in P], *top_k(S, args.top_k),
+        P = sp.csr_matrix(P)
+        P.eliminate_zeros()
+        records = top_k_records([P.indices[P.indptr[i]:P.indptr[i + 1]]
+                                 for i in range(P.shape[0])], *top_k(S, args.top_k),
                                 names, ids)
     where = _write_text(args, "".join(json.dumps(r) + "\n" for r in records))
     print(f"wrote label sets and scores of {len(records)} documents to {where} "

@@ -8,6 +8,7 @@ from dmlfe.evaluation._common import as_features, check_labels, dense_block, fro
 from dmlfe.evaluation.classifiers import (
     PPML,
     BinaryRelevance,
+    KNNLabelVote,
     MLkNN,
     MultiLabelRidge,
     PerLabelFLDA,
@@ -19,5 +20,6 @@ from dmlfe.evaluation.registry import (
     register_classifier,
 )
 
-__all__ = ["PPML", "BinaryRelevance", "ClassifierDeclaration", "MLkNN", "MultiLabelRidge",
+__all__ = ["PPML", "BinaryRelevance", "ClassifierDeclaration", "KNNLabelVote",
+           "MLkNN", "MultiLabelRidge",
            "PerLabelFLDA", "all_classifiers", "get_classifier", "register_classifier"]

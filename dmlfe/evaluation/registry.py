@@ -26,6 +26,7 @@ from typing import Any
 from dmlfe.evaluation.classifiers import (
     PPML,
     BinaryRelevance,
+    KNNLabelVote,
     MLkNN,
     MultiLabelRidge,
     PerLabelFLDA,
@@ -140,6 +141,9 @@ for _spec in (
                           doc="multi-label ridge regression (MVMD's baseline)"),
     ClassifierDeclaration("mlknn", MLkNN, {"k": 10, "s": 1.0}, predict=True,
                           doc="ML-kNN (Zhang & Zhou 2007)"),
+    # sparse (CSR) scores and label sets: the saved training labels are CSR arrays
+    ClassifierDeclaration("knn-vote", KNNLabelVote, {"n_neighbors": 10}, predict=True,
+                          doc="exact k-nearest-neighbour label vote (sparse scores)"),
     # holds scikit-learn estimators: not saveable without pickle
     ClassifierDeclaration("br", BinaryRelevance, {}, prepare=_logistic_only,
                           doc="binary relevance with L2 logistic regression"),

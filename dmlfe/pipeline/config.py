@@ -21,7 +21,7 @@ A pipeline file::
       - none                            # the classifier on the raw features
       - {name: pca, d: [10, 20, 50]}    # lists are grids; d = number of components
       - {name: mvmd, t: 0.999, beta: [0.25, 0.5]}   # t = eigenvalue-sum threshold
-    classifiers: [ridge]                # ridge, mlknn, br, flda, ppml (with their parameters)
+    classifiers: [ridge]                # ridge, mlknn, knn-vote, br, flda, ppml (+ parameters)
     metrics: [hamming_loss, micro_f1]   # shown in the report (all are computed)
     select: {metric: micro_f1}          # picks a method's setting on the validation split
     d_curve: [2, 5, 10, 20, 50]         # metric-vs-d points of every reduction (the

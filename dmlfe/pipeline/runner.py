@@ -101,6 +101,11 @@ class RunResult:
         return [s for s in self.stages if s.status == "cached"]
 
 
+def _dense(a: Any) -> np.ndarray:
+    """A classifier's output as an ndarray (a scipy.sparse one densified)."""
+    return a.toarray() if sp.issparse(a) else np.asarray(a)
+
+
 def make_classifier(spec: ClassifierSpec) -> Any:
     """The classifier of a ``classifiers`` entry (:mod:`dmlfe.evaluation.registry`)."""
     return get_classifier(spec.name).make(spec.params)
@@ -453,8 +458,9 @@ class PipelineRun:
             if role == "train":
                 continue
             Z = features(role)
-            P = np.asarray(clf.predict(Z))
-            S = np.asarray(clf.decision_function(Z), dtype=np.float64)
+            # a classifier with sparse outputs (knn-vote: CSR) is densified for the metrics
+            P = _dense(clf.predict(Z))
+            S = _dense(clf.decision_function(Z)).astype(np.float64, copy=False)
             rep = metric_report(self.labels(ds, role), P, S)
             metrics[role] = {k: float(v) for k, v in rep.items()}
         return {"d": int(Ztr.shape[1]), "n_train": int(Ztr.shape[0]), "metrics": metrics,

@@ -146,8 +146,10 @@ def selection_curves(ranking: np.ndarray, X_train: Any, Y_train: np.ndarray,
         clf = make_classifier().fit(_columns(X_train, sel), Y_train)
         for role, (X, Y) in held_out.items():
             Xs = _columns(X, sel)
-            rep = metric_report(Y, np.asarray(clf.predict(Xs)),
-                                np.asarray(clf.decision_function(Xs), dtype=np.float64))
+            P, S = clf.predict(Xs), clf.decision_function(Xs)  # knn-vote's are CSR
+            rep = metric_report(Y, P.toarray() if sp.issparse(P) else np.asarray(P),
+                                (S.toarray() if sp.issparse(S) else np.asarray(S)
+                                 ).astype(np.float64, copy=False))
             for k, v in rep.items():
                 out["metrics"][role].setdefault(k, []).append(float(v))
         out["redundancy"].append(float(redundancy(X_train, sel)))
