@@ -16,9 +16,13 @@ X and Y held on the driver as CSR matrices (read once, 12 bytes per stored value
 each centred product being the raw sparse one minus a rank-one term
 (Xc V = X V - 1 (m_x^T V)), so X and Y stay sparse. A costs two products with X and two
 with Y per column, whatever q is: its cost is that of PCA's operator plus O(nnz(Y)).
-For c = 0 (MDDMp) the same pairs come from the q x q operator F^T F = g Yc^T Xc Xc^T Yc
-when q is below the number of used features: its Ritz vectors u give the components
-p = F u / sqrt(theta), F = sqrt(g) Xc^T Yc.
+The non-zero pairs of A = Xc^T L^T L Xc, with L = [sqrt(c) I_n; sqrt(g) Yc^T] (so
+L^T L = c I + g Yc Yc^T), are also those of the (n + q) x (n + q) operator
+K = L Xc Xc^T L^T (q x q when c = 0: MDDMp's g Yc^T Xc Xc^T Yc): its eigenvectors u
+give the components p = Xc^T L^T u / sqrt(theta). The pairs are found in whichever
+space is smaller, the used features or this stacked one (hashed text: 2^20 features
+of which a few hundred thousand are used, against n + q), since the basis'
+orthogonalisation grows with the dimension while the products cost the same.
 
 The leading pairs are found by the thick-restart block Lanczos method of
 :mod:`dmlfe.solvers.krylov` on the driver (:class:`~dmlfe.solvers.krylov.ArraySpace`),
@@ -139,16 +143,33 @@ class LabelOperator:
             Z += self.c * W
         return self.xct(Z)
 
-    def label_product(self, U: np.ndarray) -> np.ndarray:
-        """F^T F U = g Yc^T Xc Xc^T Yc U (q x k); the q x q operator of c = 0."""
-        out = self.yct(self.xc(self.xct(self.yc(U))))
-        out *= self.g
+    @property
+    def n_stacked(self) -> int:
+        """Dimension of the stacked space: n + q (q when c = 0)."""
+        return (self.n if self.c else 0) + self.n_labels
+
+    def lt(self, U: np.ndarray) -> np.ndarray:
+        """L^T U (n x k), L = [sqrt(c) I_n; sqrt(g) Yc^T] (the first block only if c > 0)."""
+        top = self.n if self.c else 0
+        out = self.yc(U[top:])
+        out *= np.sqrt(self.g)
+        if self.c:
+            out += np.sqrt(self.c) * U[:top]
         return out
 
-    def label_space(self) -> bool:
-        """Whether the pairs are found in the q-dimensional label space (c = 0 and q
-        below the used features: the smaller basis)."""
-        return self.c == 0.0 and self.n_labels < self.n_used
+    def l(self, W: np.ndarray) -> np.ndarray:  # noqa: E743 - the factor's name
+        """L W ((n + q) x k, or q x k if c = 0)."""
+        bottom = self.yct(W)
+        bottom *= np.sqrt(self.g)
+        return np.vstack([np.sqrt(self.c) * W, bottom]) if self.c else bottom
+
+    def stacked_product(self, U: np.ndarray) -> np.ndarray:
+        """K U = L Xc Xc^T L^T U: the operator whose non-zero pairs are A's."""
+        return self.l(self.xc(self.xct(self.lt(U))))
+
+    def stacked_space(self) -> bool:
+        """Whether the pairs are found in the stacked space (the smaller basis)."""
+        return self.n_stacked < self.n_used
 
 
 def label_trace(stats: SufficientStats, scatter_coef: float, label_coef: float) -> float:
@@ -178,9 +199,9 @@ def _pairs(op: LabelOperator, k: int, *, tol: float, max_passes: int, seed: int,
            block: int, solver: ThickRestartLanczos | None
            ) -> tuple[ThickRestartLanczos, ArraySpace, KrylovResult]:
     if solver is None:
-        label_side = op.label_space()
-        space = ArraySpace(op.label_product if label_side else op.feature_product,
-                           op.n_labels if label_side else op.n_used)
+        stacked = op.stacked_space()
+        space = ArraySpace(op.stacked_product if stacked else op.feature_product,
+                           op.n_stacked if stacked else op.n_used)
         solver = ThickRestartLanczos(space, block=min(block, space.dim), tol=tol, floor=FLOOR,
                                      max_passes=max_passes, seed=seed)
     return solver, solver.space, solver.solve(min(k, solver.space.dim))
@@ -201,8 +222,8 @@ def solve_label_operator(template: Any, X: Any, Y: Any, stats: SufficientStats,
     op = LabelOperator(X, Y, stats, c, g)
     # a threshold's denominator; an int n_components needs no trace (nor X^T Y)
     trace = None if isinstance(n_components, numbers.Integral) else label_trace(stats, c, g)
-    label_side = op.label_space()
-    dim = op.n_labels if label_side else op.n_used
+    stacked = op.stacked_space()
+    dim = op.n_stacked if stacked else op.n_used
     state: dict[str, Any] = {"solver": None}
 
     def solve(k: int) -> KrylovResult:
@@ -228,16 +249,15 @@ def solve_label_operator(template: Any, X: Any, Y: Any, stats: SufficientStats,
     space: ArraySpace = state["space"]
     vectors = space.vectors(res.coefficients)
     theta = np.clip(res.eigenvalues, 0.0, None)
-    if label_side:
-        # p = F u / sqrt(theta), F = sqrt(g) Xc^T Yc; a pair at round-off gives 0
-        components = op.xct(op.yc(vectors))
-        scale = np.sqrt(g * theta)
+    if stacked:
+        # p = Xc^T L^T u / sqrt(theta); a pair at round-off gives 0
+        components = op.xct(op.lt(vectors))
         keep = theta > FLOOR * max(float(theta.max(initial=0.0)), np.finfo(float).tiny)
-        components[:, keep] *= np.sqrt(g) / scale[keep]
+        components[:, keep] /= np.sqrt(theta[keep])
         components[:, ~keep] = 0.0
     else:
         components = vectors
-    info = {"route": "label-operator", "space": "labels" if label_side else "features",
+    info = {"route": "label-operator", "space": "stacked" if stacked else "features",
             "dimension": int(dim), "tol": tol, "block": res.info.get("block"),
             "max_basis": res.info.get("max_basis"), "restarts": res.restarts}
     if rounds is not None:
