@@ -50,7 +50,7 @@ class FitData:
         X, Y = run(self.X, self.Y, desc="reading X to the driver", progress=progress,
                    scheduler="threads")
         X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
-        return FitData(X, np.asarray(Y), self.store)
+        return FitData(X, Y.toarray() if sp.issparse(Y) else np.asarray(Y), self.store)
 
     def reblocked(self, max_rows: int) -> FitData:
         """The same data in row blocks of at most ``max_rows`` (stores only; arrays as they are)."""
