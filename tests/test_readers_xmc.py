@@ -104,7 +104,7 @@ def _read(src, batch_size: int = 1000):
 def _store_arrays(path):
     blocks = list(open_store(path).iter_blocks())
     X = sp.vstack([b["X"] for b in blocks], format="csr")
-    return X, np.vstack([np.asarray(b["Y"]) for b in blocks]), len(blocks)
+    return X, np.vstack([b["Y"].toarray() for b in blocks]), len(blocks)
 
 
 def _same(A, B) -> None:
