@@ -52,7 +52,9 @@ def test_anndata_opens_the_embeddings_with_ids_split_and_labels(medical):
     assert list(adata.obs["split"].astype(str)) == split
     assert split.count("train") == 333 and split.count("test") == 645
     assert list(adata.obs["split"].cat.categories) == store.split_categories
-    np.testing.assert_array_equal(adata.obsm["Y"].toarray(), np.vstack([b["Y"].toarray() for b in blocks]))
+    assert sp.issparse(adata.obsm["Y"])  # the labels stay CSR in the embeddings zarr
+    np.testing.assert_array_equal(adata.obsm["Y"].toarray(),
+                                  np.vstack([b["Y"].toarray() for b in blocks]))
     assert list(adata.uns["label_names"]) == _xml_label_names(xml) == store.label_names
     assert adata.uns["method"] == "mvmd" and int(adata.uns["n_components"]) == 4
     assert json.loads(adata.uns["params"])["split"] == "train"
