@@ -71,7 +71,9 @@ def verify_store(path: str | os.PathLike) -> VerifyReport:
 
     With a record, each chunk file's size and CRC-32 are compared with it (every file
     is read once) and each array's zarr.json with the shape, type and chunking it was
-    written with. Without one, every chunk is decoded and the CSR arrays, labels and
+    written with. The CSR labels of a format-version-2 store are checked with or without
+    a record (all ones, label columns in range and increasing within a row, a rising row
+    pointer). Without a record, every chunk is decoded and the CSR arrays, labels and
     split codes are checked for consistency (a deleted ``X/indices`` chunk reads as
     column 0 and breaks the strictly increasing indices of a row); a missing chunk is
     a note, since zarr leaves out chunks whose values are all zero.

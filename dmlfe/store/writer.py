@@ -544,6 +544,10 @@ class StoreAppender(StoreWriter):
     the store as it was (and a temporary that the next write or ``dmlfe clean``
     removes).
 
+    A store of format version 1 (dense labels) is migrated by its first append: every
+    row is written again, the labels as CSR, and the swapped-in store has format
+    version 2 (the history entry records ``migrated_from_format``).
+
     Parameters
     ----------
     store : Store
