@@ -11,11 +11,11 @@ A store is one zarr v3 group laid out the way anndata lays out an ``AnnData``, s
 ``obs/<name>``               further per-document string columns (string-array)
 ``var/_index``               feature names (string-array), or for a hashing store the
                              feature numbers 0..D-1 (int64 array, see below)
-``obsm/Y/{data,indices,      n x q 0/1 label matrix, anndata ``csr_matrix`` encoding
-indptr}``                    (format version 2): ``data`` uint8 ones, ``indices``
-                             int32 label columns (int64 from 2**31 labels), sorted and
-                             unique per row, ``indptr`` int64; version 1 stores held a
-                             dense n x q uint8 array ``obsm/Y`` (still read)
+``obsm/Y``                   n x q 0/1 label matrix as CSR, anndata ``csr_matrix``
+                             encoding (format version 2): ``data`` uint8 ones,
+                             ``indices`` int32 label columns (int64 from 2**31 labels),
+                             sorted and unique per row, ``indptr`` int64; version 1
+                             stores held a dense n x q uint8 array (still read)
 ``uns/label_names``          label names (string-array)
 ``uns/idf``                  the text vectoriser's idf weights (float64), in stores
                              ingested from text (new text is vectorised with them)
