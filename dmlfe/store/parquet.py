@@ -28,6 +28,9 @@ from dmlfe.store.writer import StoreWriter, write_piece
 from dmlfe.tempfiles import link_note, write_atomically
 
 _META_KEY = b"dmlfe"
+#: Version of the exported Parquet layout (labels are name lists already: the store's
+#: format version 2, sparse labels, left it unchanged).
+PARQUET_FORMAT_VERSION = 1
 _COLUMNS = ("id", "split", "indices", "values", "labels")
 _META_FIELDS = ("n_features", "label_names", "feature_names", "hashing", "has_split",
                 "obs_columns", "chunk_rows", "attrs")
@@ -85,7 +88,7 @@ def export_parquet(store_or_path, out_path, *, row_group_rows: int = 65536,
         pa.field("labels", pa.list_(pa.string())),
     ] + [pa.field(k, pa.string()) for k in store.obs_columns]
     meta = {
-        "format": "dmlfe-parquet", "format_version": F.FORMAT_VERSION,
+        "format": "dmlfe-parquet", "format_version": PARQUET_FORMAT_VERSION,
         "n_features": store.n_features, "label_names": store.label_names,
         "feature_names": store.feature_names, "hashing": store.hashing,
         "has_split": store.split is not None, "obs_columns": store.obs_columns,
