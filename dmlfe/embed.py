@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from dmlfe.errors import InputError, MissingPathError
+from dmlfe.labels import dense_labels
 from dmlfe.model_io import check_compatible
 from dmlfe.readers.base import IngestReport
 from dmlfe.readers.registry import all_readers, get_reader
@@ -144,7 +145,8 @@ def label_columns(model: Any, store: Any) -> np.ndarray:
             [f"has label(s) the model was not trained on: {few(extra)}"] if extra else [])
         raise InputError(f"store {store.path} {'; '.join(parts)}: labels are compared by "
                          "name; score it with a model trained on the same labels")
-    return np.array([have.index(n) for n in names], dtype=np.int64)
+    col = {n: j for j, n in enumerate(have)}  # a dict: thousands of labels are common
+    return np.array([col[n] for n in names], dtype=np.int64)
 
 
 def store_predictions(model: Any, classifier: Any, view: Any, *, labels: bool = False
@@ -159,11 +161,22 @@ def store_predictions(model: Any, classifier: Any, view: Any, *, labels: bool = 
     Z = model.transform(view.X)
     parts = [view.ids, classifier.predict(Z), classifier.predict_proba(Z)]
     if labels:
-        parts.append(view.Y[:, label_columns(model, view)])
+        cols = label_columns(model, view)
+        # column selection block by block: the blocks are CSR (dask's fancy indexing
+        # of columns is for dense blocks)
+        parts.append(view.Y.map_blocks(_take_columns, cols, dtype=view.Y.dtype,
+                                       chunks=(view.Y.chunks[0], (len(cols),)),
+                                       meta=view.Y._meta))
     out = dask.compute(*parts)
     # a classifier with sparse outputs (knn-vote: CSR) is densified here
     ids, P, S = (a.toarray() if hasattr(a, "toarray") else np.asarray(a) for a in out[:3])
-    return ids, P, S, (np.asarray(out[3]) if labels else None)
+    # the metrics take dense 0/1 labels for now: n x q like the predictions beside them
+    return ids, P, S, (dense_labels(out[3]).astype(np.uint8) if labels else None)
+
+
+def _take_columns(block: Any, cols: np.ndarray) -> Any:
+    """Columns ``cols`` of a CSR (or dense) label block, in that order."""
+    return block[:, cols]
 
 
 def training_classifier(model: Any, classifier: Any) -> Any:

@@ -36,11 +36,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from dask.delayed import delayed
 
 from dmlfe._version import __version__
 from dmlfe.compute import run, tree_reduce
 from dmlfe.errors import InputError, MissingPathError
+from dmlfe.labels import label_rows, relabel_columns
 from dmlfe.readers.base import (
     IngestReport,
     NumericSource,
@@ -440,17 +442,14 @@ def _vectorize_task(spec, index, tmp_path, vocab, idf, label_names, params) -> d
         counts = remap_counts(counts, terms, vocab, len(idf))
     X = tfidf_block(counts, idf, params)
     col = {name: j for j, name in enumerate(label_names)}
-    Y = np.zeros((len(b), len(label_names)), dtype=np.uint8)
-    for r, labs in enumerate(b.labels):
-        for lab in labs:
-            Y[r, col[lab]] = 1
+    Y = label_rows([[col[lab] for lab in labs] for labs in b.labels], len(label_names))
     piece = write_piece(tmp_path, index, X, Y, list(b.ids), b.splits, b.meta or None)
     os.remove(path)
     return {
         "piece": piece,
         "n_docs": len(b),
         "n_empty": int(np.count_nonzero(np.diff(X.indptr) == 0)),
-        "n_unlabelled": int(np.count_nonzero(Y.sum(axis=1) == 0)),
+        "n_unlabelled": int(np.count_nonzero(np.diff(Y.indptr) == 0)),
     }
 
 
@@ -783,8 +782,8 @@ def _append_numeric(store, src, batches, writer, report, entry_source, name, cli
     cols = [col[lab] for lab in src.label_names]  # the source's labels in the store's order
     pieces = []
     for i, b in enumerate(batches):
-        Y = np.zeros((len(b), store.n_labels), dtype=np.uint8)
-        Y[:, cols] = np.asarray(b.Y)
+        # the source's label columns moved to the store's, never a dense batch x q block
+        Y = relabel_columns(sp.csr_matrix(b.Y), np.asarray(cols), store.n_labels)
         pieces.append(write_piece(writer.tmp_path, i, b.X, Y, b.ids, b.splits))
         report.n_read += len(b)
     return writer.finalize(pieces, source=entry_source, report=report.to_dict(),

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.preprocessing import LabelBinarizer
-from sklearn.utils.multiclass import type_of_target
 
 from dmlfe.compute import compute_one, is_dask
 from dmlfe.errors import InputError
@@ -47,6 +46,10 @@ def class_indicators(y: Any, owner: str, every_class: bool = False
     InputError
         ``y`` is not 1-D, or is continuous (scikit-learn's "Unknown label type").
     """
+    # imported here: the CSR helpers below run in ingest tasks, which need no scikit-learn
+    from sklearn.preprocessing import LabelBinarizer
+    from sklearn.utils.multiclass import type_of_target
+
     y = np.asarray(y)
     if y.ndim != 1:
         raise InputError(f"{owner}: class labels y must be 1-D; got shape {y.shape}")
@@ -73,3 +76,58 @@ def dense_labels(Y: Any, client: Any = None) -> np.ndarray:
     Y = Y.toarray() if sp.issparse(Y) else np.asarray(Y)
     Y = np.asarray(Y, dtype=np.float64)
     return Y[:, None] if Y.ndim == 1 else Y
+
+
+def sparse_labels(Y: Any, client: Any = None) -> sp.csr_matrix:
+    """The label matrix whole on the driver as a uint8 CSR matrix, n x q (a 1-D Y is
+    one column), never dense on the way when it is sparse.
+
+    Parameters
+    ----------
+    Y : dask array (of CSR or dense blocks), numpy array or scipy.sparse matrix
+    client : distributed.Client, optional
+        Computes a dask ``Y`` on this cluster (the current scheduler otherwise).
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix of uint8
+        With sorted indices; memory O(nnz(Y)).
+    """
+    if is_dask(Y):
+        Y = compute_one(Y, client=client)
+    if sp.issparse(Y):
+        out = sp.csr_matrix(Y, dtype=np.uint8)
+    else:
+        a = np.asarray(Y)
+        out = sp.csr_matrix(a[:, None] if a.ndim == 1 else a, dtype=np.uint8)
+    out.sort_indices()
+    return out
+
+
+def label_rows(labels: Sequence[Sequence[int]], n_labels: int) -> sp.csr_matrix:
+    """A uint8 CSR 0/1 matrix of ``len(labels)`` rows from each row's label columns.
+
+    Memory is O(number of document-label pairs), never rows x ``n_labels``; a label
+    given twice for a row counts once.
+    """
+    lengths = np.fromiter((len(labs) for labs in labels), dtype=np.int64, count=len(labels))
+    indptr = np.zeros(len(labels) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    indices = np.fromiter((j for labs in labels for j in labs), dtype=np.int64,
+                          count=int(indptr[-1]))
+    Y = sp.csr_matrix((np.ones(indices.size, dtype=np.uint8), indices, indptr),
+                      shape=(len(labels), n_labels))
+    Y.sum_duplicates()
+    Y.data[:] = 1
+    return Y
+
+
+def relabel_columns(Y: sp.spmatrix, columns: np.ndarray, n_labels: int) -> sp.csr_matrix:
+    """``Y``'s column ``j`` moved to column ``columns[j]`` of an ``n_labels``-column CSR
+    matrix (e.g. a source's labels in a store's order), without densifying."""
+    Y = sp.csr_matrix(Y)
+    cols = np.asarray(columns, dtype=np.int64)[Y.indices]
+    out = sp.csr_matrix((Y.data.astype(np.uint8), cols, Y.indptr.copy()),
+                        shape=(Y.shape[0], n_labels))
+    out.sort_indices()
+    return out

@@ -34,7 +34,7 @@ def mulan_arrays(name: str, part: str = "train"):
     src = read_mulan(data_path("mulan", f"{name}-{part}.arff"), data_path("mulan", f"{name}.xml"))
     batches = list(src.batches(1024))
     X = sp.vstack([sp.csr_matrix(b.X) for b in batches], format="csr").astype(np.float64)
-    return X, np.vstack([np.asarray(b.Y) for b in batches]).astype(np.int8)
+    return X, np.vstack([b.Y.toarray() for b in batches]).astype(np.int8)
 
 
 def sparse_dask(X, rows: int):

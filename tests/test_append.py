@@ -78,7 +78,7 @@ def _assert_same_data(a, b) -> None:
     for attr in ("data", "indices", "indptr"):
         np.testing.assert_array_equal(getattr(xa, attr), getattr(xb, attr))
     assert xa.shape == xb.shape
-    np.testing.assert_array_equal(a.Y.compute(), b.Y.compute())
+    np.testing.assert_array_equal(a.Y.compute().toarray(), b.Y.compute().toarray())
     assert a.ids.compute().tolist() == b.ids.compute().tolist()
     assert a.split.compute().tolist() == b.split.compute().tolist()
 
@@ -157,7 +157,7 @@ def test_append_equals_an_ingest_of_all_documents(tmp_path, monkeypatch, cluster
     expect = normalize(sp.csr_matrix(counts.multiply(idf[None, :])), norm="l2")
     np.testing.assert_allclose(X.toarray(), expect.toarray(), rtol=1e-12, atol=1e-15)
     assert (X[:n_a] != X0).nnz == 0
-    np.testing.assert_array_equal(after.Y.compute(), _dense_y(A + B, after.label_names))
+    np.testing.assert_array_equal(after.Y.compute().toarray(), _dense_y(A + B, after.label_names))
 
     # history: one entry per write, contiguous rows, the fingerprint after each write
     h = history(store)

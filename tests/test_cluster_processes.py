@@ -89,7 +89,7 @@ def test_cli_on_a_scheduler_and_two_worker_processes(process_scheduler, cluster_
     a, b = open_store(on_procs["store"]), open_store(on_local["store"])
     assert a.X.shape == b.X.shape and a.X.numblocks[0] == 5  # several chunks
     assert abs(a.X.compute() - b.X.compute()).max() == 0
-    np.testing.assert_array_equal(a.Y.compute(), b.Y.compute())
+    np.testing.assert_array_equal(a.Y.compute().toarray(), b.Y.compute().toarray())
     assert a.feature_names == b.feature_names
 
     from dmlfe.model_io import load_model

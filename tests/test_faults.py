@@ -413,7 +413,8 @@ def test_write_embeddings_removes_stale_temporaries(tmp_path):
 INGEST = ["-m", "dmlfe.cli", "ingest", "--format", "synthetic", "--n-docs", "20000",
           "--vocab-size", "2000", "--n-labels", "5", "--chunk-rows", "2000", "--out", "OUT",
           "--workers", "1", "--quiet"]
-ARRAYS = ("X/data", "X/indices", "X/indptr", "obsm/Y", "obs/_index", "obs/split/codes")
+ARRAYS = ("X/data", "X/indices", "X/indptr", "obsm/Y/data", "obsm/Y/indices", "obsm/Y/indptr",
+          "obs/_index", "obs/split/codes")
 
 
 def _ingest_cmd(out: Path) -> list[str]:

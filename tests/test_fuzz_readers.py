@@ -353,7 +353,7 @@ def _drain_numeric(src: NumericSource) -> None:
     assert nf > 0 and nl > 0
     for b in src.batches(BATCH):
         assert b.X.shape == (len(b.ids), nf) and b.Y.shape == (len(b.ids), nl)
-        assert np.isfinite(b.X.data).all() and set(np.unique(b.Y)) <= {0, 1}
+        assert np.isfinite(b.X.data).all() and set(np.unique(b.Y.toarray())) <= {0, 1}
 
 
 def _drain_text(batches) -> None:

@@ -54,7 +54,7 @@ def grown_and_whole(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 def _raw(store_path: Path, split: str | list[str]) -> tuple[np.ndarray, np.ndarray]:
     s = open_store(store_path).subset(split)
-    return s.X.compute().toarray(), s.Y.compute().astype(np.float64)
+    return s.X.compute().toarray(), s.Y.compute().toarray().astype(np.float64)
 
 
 def test_since_view_holds_the_appended_rows(stores) -> None:

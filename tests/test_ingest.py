@@ -42,7 +42,7 @@ def _assert_store_equals(store, X, Y, ids):
     assert sp.issparse(got)
     assert got.shape == X.shape
     np.testing.assert_allclose(got.toarray(), X.toarray(), rtol=1e-12, atol=1e-15)
-    np.testing.assert_array_equal(store.Y.compute(), Y)
+    np.testing.assert_array_equal(store.Y.compute().toarray(), Y)
     assert list(store.ids.compute()) == list(ids)
 
 
@@ -216,8 +216,8 @@ def test_meka_enron_equals_mulan_train_plus_test(tmp_path, cluster_client):
     # align columns by name, then compare rows as multisets
     lab = [meka.label_names.index(n) for n in mulan.label_names]
     feat = [meka.feature_names.index(n) for n in mulan.feature_names]
-    a = np.hstack([mulan.X.compute().toarray(), mulan.Y.compute()])
-    b = np.hstack([meka.X.compute().toarray()[:, feat], meka.Y.compute()[:, lab]])
+    a = np.hstack([mulan.X.compute().toarray(), mulan.Y.compute().toarray()])
+    b = np.hstack([meka.X.compute().toarray()[:, feat], meka.Y.compute().toarray()[:, lab]])
     assert a.shape == b.shape == (1702, 1001 + 53)
     a = a[np.lexsort(a.T[::-1])]
     b = b[np.lexsort(b.T[::-1])]
@@ -256,7 +256,7 @@ def test_reuters_modapte_r10(tmp_path, cluster_client):
     assert (split == "train").sum() == 6_490
     assert (split == "test").sum() == 2_545
     assert len(store.label_names) == 10
-    assert (store.Y.compute().sum(axis=1) > 0).all()
+    assert (store.Y.compute().toarray().sum(axis=1) > 0).all()
 
 
 def test_cli_parquet_round_trip(tmp_path):
@@ -280,7 +280,7 @@ def test_cli_parquet_round_trip(tmp_path):
     )
     a, b = open_store(out), open_store(tmp_path / "t.zarr")
     assert (a.X.compute() != b.X.compute()).nnz == 0
-    np.testing.assert_array_equal(a.Y.compute(), b.Y.compute())
+    np.testing.assert_array_equal(a.Y.compute().toarray(), b.Y.compute().toarray())
     assert list(a.ids.compute()) == list(b.ids.compute())
     assert a.feature_names == b.feature_names
 

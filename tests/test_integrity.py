@@ -116,17 +116,19 @@ DAMAGE = {
     "X-indices-chunk-deleted": (_delete("X/indices/c/0"), "X/indices"),
     "X-indptr-chunk-deleted": (_delete("X/indptr/c/3"), "X/indptr"),
     "X-data-chunk-deleted": (_delete("X/data/c/0"), "X/data"),
-    "Y-chunk-deleted": (_delete("obsm/Y/c/2/0"), "obsm/Y"),
+    "Y-chunk-deleted": (_delete("obsm/Y/indptr/c/2"), "obsm/Y/indptr"),
+    "Y-indices-chunk-deleted": (_delete("obsm/Y/indices/c/0"), "obsm/Y/indices"),
     "X-data-chunk-truncated": (_truncate("X/data/c/0"), "X/data"),
-    "Y-chunk-truncated": (_truncate("obsm/Y/c/5/0"), "obsm/Y"),
+    "Y-chunk-truncated": (_truncate("obsm/Y/indptr/c/5"), "obsm/Y/indptr"),
     "X-data-byte-changed": (_flip_byte("X/data/c/0"), "X/data"),
     # 64 rows = 4 whole chunks: zarr reads them fine, and they cover the train split
-    "Y-shape-shrunk": (_set_key("obsm/Y/zarr.json", "shape", [64, Q]), "obsm/Y"),
-    "Y-dtype-edited": (_set_key("obsm/Y/zarr.json", "data_type", "int16"), "obsm/Y"),
+    "Y-shape-shrunk": (_set_key("obsm/Y/indptr/zarr.json", "shape", [65]), "obsm/Y/indptr"),
+    "Y-dtype-edited": (_set_key("obsm/Y/data/zarr.json", "data_type", "int16"),
+                       "obsm/Y/data"),
     "X-indices-dtype-edited": (_set_key("X/indices/zarr.json", "data_type", "int64"),
                                "X/indices"),
     "X-data-zarr-json-key-missing": (_drop_key("X/data/zarr.json", "codecs"), "X/data"),
-    "Y-zarr-json-deleted": (_delete("obsm/Y/zarr.json"), "obsm/Y"),
+    "Y-zarr-json-deleted": (_delete("obsm/Y/indices/zarr.json"), "obsm/Y/indices"),
     "root-zarr-json-key-missing": (_drop_root_key("nnz"), "'nnz'"),
 }
 
@@ -182,7 +184,7 @@ def test_intact_store_verifies_and_fits(tmp_path, cluster_client, capsys):
 def test_verify_lists_every_problem(tmp_path, capsys):
     store = make_store(tmp_path / "s.zarr")
     _delete("X/indices/c/0")(store)
-    _truncate("obsm/Y/c/1/0")(store)
+    _truncate("obsm/Y/indptr/c/1")(store)
     _flip_byte("X/indptr/c/2")(store)
     _set_key("obs/_index/zarr.json", "shape", [100])(store)
     rc, err, out = run_cli(["verify", str(store)], capsys)
@@ -191,7 +193,7 @@ def test_verify_lists_every_problem(tmp_path, capsys):
     assert len(lines) == 4, out
     text = "\n".join(lines)
     assert "X/indices: chunk c/0 is missing" in text
-    assert "obsm/Y: chunk c/1/0 has" in text and "truncated" in text
+    assert "obsm/Y/indptr: chunk c/1 has" in text and "truncated" in text
     assert "X/indptr: chunk c/2 does not match its CRC-32" in text
     assert "obs/_index: its zarr.json gives shape (100,)" in text
 
@@ -205,7 +207,7 @@ def test_store_moved_or_deleted_during_fit(tmp_path, how, cluster_client, capsys
 
     def gone_midway(data_store, *args, **kwargs):
         data_store.row_nnz.sum().compute()  # the workers open the store and read it
-        data_store.Y.sum().compute()
+        data_store.Y.compute()  # CSR blocks: no dask sum
         if how == "moved":
             os.rename(store, tmp_path / "elsewhere.zarr")
         else:
@@ -278,9 +280,10 @@ def unrecorded_warning(command: str, store: Path) -> str:
 
 def test_fit_and_transform_of_a_store_without_record_warn_in_one_line(tmp_path,
                                                                       cluster_client, capsys):
-    """What cannot be detected is said: a deleted label chunk of an old store."""
+    """What cannot be detected is said: a deleted split chunk of an old store (it reads
+    as split code 0)."""
     store = make_legacy(make_store(tmp_path / "s.zarr"))
-    _delete("obsm/Y/c/2/0")(store)
+    _delete("obs/split/codes/c/2")(store)
     address = cluster_client.scheduler.address
     rc, err, _ = run_cli(fit_argv(store, tmp_path / "model", address), capsys)
     assert rc == 0 and err == [unrecorded_warning("fit", store)], err
@@ -304,15 +307,23 @@ def test_verify_without_record_finds_a_deleted_indices_chunk(tmp_path, capsys):
     assert "X/indices" in out and "do not increase" in out
 
 
-def test_verify_without_record_cannot_tell_a_deleted_label_chunk(tmp_path, capsys):
-    """The limit of a store without a record: a deleted Y chunk reads as documents
-    without labels, which a store may hold; verify says it could not check it."""
+def test_verify_without_record_cannot_tell_a_deleted_split_chunk(tmp_path, capsys):
+    """The limit of a store without a record: a deleted split chunk reads as code 0, a
+    valid split; verify says it could not check it."""
     store = make_legacy(make_store(tmp_path / "s.zarr"))
-    _delete("obsm/Y/c/2/0")(store)
+    _delete("obs/split/codes/c/2")(store)
     rc, _, out = run_cli(["verify", str(store)], capsys)
     assert rc == 0
-    assert "obsm/Y: 1 of 8 chunks have no file (c/2/0)" in out
+    assert "obs/split/codes: 1 of 8 chunks have no file (c/2)" in out
     assert "1 chunk(s) without a file could not be checked" in out
+
+
+def test_verify_without_record_finds_a_deleted_label_chunk(tmp_path, capsys):
+    """A deleted chunk of the CSR labels' row pointer reads as zeros: a falling pointer."""
+    store = make_legacy(make_store(tmp_path / "s.zarr"))
+    _delete("obsm/Y/indptr/c/2")(store)
+    rc, _, out = run_cli(["verify", str(store)], capsys)
+    assert rc == 2 and "obsm/Y/indptr: not a row pointer rising" in out
 
 
 def test_truncated_chunk_without_record_is_exit_2(tmp_path, cluster_client, capsys):
@@ -337,10 +348,10 @@ def test_record_added_to_an_old_store(tmp_path, cluster_client, capsys):
     assert verify_store(store).recorded and verify_store(store).ok
     assert not [p for p in store.iterdir() if ".tmp-" in p.name]
 
-    _delete("obsm/Y/c/2/0")(store)  # now it is caught where it is read
+    _delete("obsm/Y/indptr/c/2")(store)  # now it is caught where it is read
     rc, err, _ = run_cli(fit_argv(store, tmp_path / "model", cluster_client.scheduler.address),
                          capsys)
-    assert rc == 2 and "obsm/Y: chunk c/2/0 is missing" in err[0], err
+    assert rc == 2 and "obsm/Y/indptr: chunk c/2 is missing" in err[0], err
 
 
 def test_record_refused_for_a_damaged_old_store(tmp_path, capsys):
@@ -360,6 +371,9 @@ def test_recorded_store_still_opens_in_anndata(tmp_path):
         warnings.simplefilter("error")
         adata = anndata.read_zarr(store)
     assert adata.shape == (N, D) and adata.obsm["Y"].shape == (N, Q)
+    assert sp.issparse(adata.obsm["Y"])
+    np.testing.assert_array_equal(adata.obsm["Y"].toarray(),
+                                  open_store(store).Y.compute().toarray())
 
 
 def test_verify_names_a_missing_group_zarr_json(tmp_path, capsys):
@@ -371,7 +385,7 @@ def test_verify_names_a_missing_group_zarr_json(tmp_path, capsys):
 
 # --------------------------------------------------------------------------- stats cache
 @pytest.mark.parametrize("damage, named", [
-    (_delete("obsm/Y/c/2/0"), "obsm/Y: chunk c/2/0"),
+    (_delete("obsm/Y/indptr/c/2"), "obsm/Y/indptr: chunk c/2"),
     (_truncate("X/indices/c/0"), "X/indices: chunk c/0"),
 ])
 def test_a_cache_hit_is_not_served_for_a_damaged_store(tmp_path, damage, named,

@@ -106,7 +106,7 @@ def _assert_store(path, rows, **vec):
     assert store.label_names == labels
     np.testing.assert_allclose(store.X.compute().toarray(), X.toarray(), rtol=1e-12,
                                atol=1e-15)
-    np.testing.assert_array_equal(store.Y.compute(), Y)
+    np.testing.assert_array_equal(store.Y.compute().toarray(), Y)
     assert list(store.ids.compute()) == [i for i, _, _ in rows]
     return store
 
@@ -166,7 +166,7 @@ def test_a_registered_reader_is_ingested_by_the_command_line_on_a_cluster(
     more = [("n1", "money;sports", "a goal and a prize")]
     entry = dmlfe.append(out, _write_tsv(tmp_path / "more.tsv", more), client=cluster_client)
     assert list(entry["rows"]) == [len(TRAIN + TEST), len(TRAIN + TEST) + 1]
-    Y = open_store(out).Y.compute()
+    Y = open_store(out).Y.compute().toarray()
     assert Y[-1].tolist() == [1, 0, 1]  # money, politics, sports
 
 

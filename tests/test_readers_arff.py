@@ -30,7 +30,7 @@ def collect(source, batch_size: int = 1000):
         assert b.X.shape == (len(b), len(source.feature_names))
         assert b.Y.shape == (len(b), len(source.label_names))
     X = sp.vstack([b.X for b in batches], format="csr")
-    Y = np.vstack([b.Y for b in batches])
+    Y = np.vstack([b.Y.toarray() for b in batches])
     ids = [i for b in batches for i in b.ids]
     splits = [s for b in batches for s in b.splits]
     return X, Y, ids, splits, batches
@@ -189,9 +189,9 @@ def test_meka_imdb_shape():
     label_counts = np.zeros(28, dtype=np.int64)
     for b in src.batches(20000):
         if first is None:
-            first = (b.X[0].toarray().ravel(), b.Y[0].copy())
+            first = (b.X[0].toarray().ravel(), b.Y[0].toarray().ravel())
         n += len(b)
-        label_counts += b.Y.sum(axis=0, dtype=np.int64)
+        label_counts += np.asarray(b.Y.sum(axis=0, dtype=np.int64)).ravel()
     assert n == 120919
     assert src.report.n_read == 120919
     assert (label_counts > 0).all()

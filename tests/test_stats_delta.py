@@ -66,7 +66,7 @@ def _record_for(store: Path, n: int) -> dict:
 
 def _numpy_sums(store: Path) -> tuple[np.ndarray, np.ndarray]:
     st = open_store(store)
-    return st.X.compute().toarray(), st.Y.compute().astype(np.float64)
+    return st.X.compute().toarray(), st.Y.compute().toarray().astype(np.float64)
 
 
 def _check_sums(stats, X: np.ndarray, Y: np.ndarray) -> None:
@@ -118,7 +118,7 @@ def test_pca_refit_after_appends_equals_a_fresh_fit(tmp_path, cluster_client) ->
     # a hit on the last version sums base and deltas as the refit did: the same arrays
     hit = load_or_compute_stats(open_store(grown), need_xtx=True)
     assert hit.from_cache and hit.rows_read == 0
-    _check_sums(hit, Xd, open_store(grown).Y.compute().astype(np.float64))
+    _check_sums(hit, Xd, open_store(grown).Y.compute().toarray().astype(np.float64))
 
 
 def test_deltas_are_folded_into_a_new_base(tmp_path, monkeypatch, cluster_client) -> None:

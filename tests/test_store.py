@@ -115,7 +115,7 @@ def test_roundtrip_open_store(tmp_path, small_elem_chunk, piece_sizes, chunk_row
         assert s.Y.chunks[0] == s.ids.chunks[0] == s.split.chunks[0] == expected_chunks
         assert isinstance(s.X.blocks[0].compute(), sp.csr_matrix)
         assert_csr_identical(s.X.compute(), X)
-        np.testing.assert_array_equal(s.Y.compute(), Y)
+        np.testing.assert_array_equal(s.Y.compute().toarray(), Y)
         assert s.Y.dtype == np.uint8
         assert s.ids.compute().tolist() == ids
         assert s.split.compute().tolist() == splits
@@ -154,7 +154,7 @@ def test_anndata_opens_store(tmp_path):
     assert ad.obs["split"].astype(str).tolist() == splits
     assert ad.obs["lewissplit"].tolist() == meta["lewissplit"]
     assert ad.var_names.tolist() == [f"w{j}" for j in range(23)]
-    np.testing.assert_array_equal(ad.obsm["Y"], Y)
+    np.testing.assert_array_equal(ad.obsm["Y"].toarray(), Y)
     assert list(ad.uns["label_names"]) == [f"L{j}" for j in range(5)]
 
 
@@ -224,7 +224,8 @@ def test_cluster_finalize_byte_identical(tmp_path, small_elem_chunk, cluster_cli
     assert a.keys() == b.keys() and len(a) > 20
     assert all(a[k] == b[k] for k in a)
     ga, gb = zarr.open_group(seq, mode="r"), zarr.open_group(par, mode="r")
-    for name in ("X/data", "X/indices", "X/indptr", "obsm/Y", "obs/_index", "obs/split/codes"):
+    for name in ("X/data", "X/indices", "X/indptr", "obsm/Y/data", "obsm/Y/indices",
+                 "obsm/Y/indptr", "obs/_index", "obs/split/codes"):
         np.testing.assert_array_equal(ga[name][:], gb[name][:])
     # finalize is also independent of how the documents were cut into pieces
     other = build(tmp_path / "other.zarr", data, [10] * 10, 10)
@@ -243,7 +244,7 @@ def test_blockwise_reduction_on_cluster(tmp_path, cluster_client):
         lambda b: np.asarray(b.sum(axis=0)), dtype=np.float64, chunks=((1,) * nb, (s.n_features,))
     ).sum(axis=0)
     xty = s.X.map_blocks(
-        lambda b, y: np.asarray(b.T @ y.astype(np.float64))[None],
+        lambda b, y: (b.T @ y.astype(np.float64)).toarray()[None],
         s.Y,
         dtype=np.float64,
         new_axis=2,
@@ -276,7 +277,7 @@ def test_subset(tmp_path):
         t = s.subset(wanted)
         assert t.n_docs == mask.sum() and t.is_subset
         assert_csr_identical(t.X.compute(), X[mask])
-        np.testing.assert_array_equal(t.Y.compute(), Y[mask])
+        np.testing.assert_array_equal(t.Y.compute().toarray(), Y[mask])
         assert t.ids.compute().tolist() == list(np.array(ids)[mask])
         assert set(t.split.compute()) == set(split_arr[mask])
         assert t.nnz == X[mask].nnz
@@ -476,7 +477,7 @@ def test_bad_inputs(tmp_path):
 # ----------------------------------------------------------------------------- parquet
 def _assert_same_store(a, b):
     assert_csr_identical(a.X.compute(), b.X.compute())
-    np.testing.assert_array_equal(a.Y.compute(), b.Y.compute())
+    np.testing.assert_array_equal(a.Y.compute().toarray(), b.Y.compute().toarray())
     assert a.ids.compute().tolist() == b.ids.compute().tolist()
     assert (a.split is None) == (b.split is None)
     if a.split is not None:
@@ -565,7 +566,7 @@ def test_take_rows_of_a_store_and_of_a_view(tmp_path):
     part = store.take(rows)
     order = np.sort(rows)
     assert (part.X.compute() != X[order]).nnz == 0
-    np.testing.assert_array_equal(part.Y.compute(), Y[order])
+    np.testing.assert_array_equal(part.Y.compute().toarray(), Y[order])
     train = store.subset("train")
     train_rows = np.flatnonzero(np.array(splits) == "train")
     sub = train.take([0, 5, 6])

@@ -121,7 +121,7 @@ def test_a_store_hashed_to_many_features_extends_its_cache_on_used_rows(tmp_path
     assert refit.rows_read_ == 30
     st = open_store(store)
     X = st.X.compute().toarray()
-    Y = st.Y.compute().astype(float)
+    Y = st.Y.compute().toarray().astype(float)
     from dmlfe.stats.cache import load_or_compute_stats
     stats = load_or_compute_stats(st)
     assert stats.from_cache
@@ -161,7 +161,7 @@ def test_a_thin_svd_fit_keeps_its_components_on_the_used_features(tmp_path: Path
                          n_features=2**16, chunk_rows=40, id_field="id")
     est = dmlfe.MDDM(n_components=2, variant="p", route="feature").fit(str(store))
     X = open_store(store).X.compute().toarray()
-    Y = open_store(store).Y.compute().astype(float)
+    Y = open_store(store).Y.compute().toarray().astype(float)
     used = np.flatnonzero((X * X).sum(0))
     assert est._component_columns is not None
     np.testing.assert_array_equal(est._component_columns, used)

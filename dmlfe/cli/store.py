@@ -36,6 +36,9 @@ def format_info(info: dict, labels_all: bool = False) -> str:
             lines.append(f"history ({len(value)}):")
             lines += [f"  {history_line(e)}" for e in value]
             continue
+        if key == "label_stats" and isinstance(value, dict):
+            lines += label_stats_lines(value)
+            continue
         if isinstance(value, dict) and key in ("labels", "provenance", "report", "splits"):
             items = list(value.items())
             more = 0
@@ -54,6 +57,23 @@ def format_info(info: dict, labels_all: bool = False) -> str:
         else:
             lines.append(f"{key}: {value}")
     return "\n".join(lines)
+
+
+def label_stats_lines(stats: dict) -> list[str]:
+    """``dmlfe info``'s label summary (:func:`dmlfe.store.reader.label_statistics`): a few
+    lines whatever the number of labels."""
+    per_label, per_doc = stats["docs_per_label"], stats["labels_per_doc"]
+    top = ", ".join(f"{name} ({count})" for name, count in per_label["top"])
+    return [
+        f"label_stats: {stats['n_labels']} labels, {stats['label_pairs']} document-label "
+        "pairs",
+        f"  documents per label: min {per_label['min']}, median {per_label['median']:g}, "
+        f"max {per_label['max']}; {per_label['labels_with_one_doc']} labels on one "
+        f"document, {per_label['labels_without_docs']} on none",
+        f"  most frequent: {top}",
+        f"  labels per document: mean {per_doc['mean']:.3g}, max {per_doc['max']}; "
+        f"{per_doc['docs_without_labels']} documents without labels",
+    ]
 
 
 def history_line(entry: dict) -> str:

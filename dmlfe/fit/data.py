@@ -51,6 +51,8 @@ class FitData:
         X, Y = run(self.X, self.Y, desc="reading X to the driver", progress=progress,
                    scheduler="threads")
         X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
+        if sp.issparse(Y) and Y.shape[1] <= sufficient.MAX_DENSE_LABELS:
+            Y = Y.toarray()  # the dense label paths (dual, relation) take it as it was
         Y = sp.csr_matrix(Y) if sp.issparse(Y) else np.asarray(Y)
         return FitData(X, Y, self.store)
 

@@ -21,13 +21,14 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
-from dmlfe.compute import compute_one, computing_client, driver_threads, is_dask
+from dmlfe.compute import computing_client, driver_threads, is_dask
 from dmlfe.fit.data import FitData, gather_reason
 from dmlfe.fit.graph import graph_fit
 from dmlfe.fit.params import MATRIX_FREE
 from dmlfe.fit.plan import LABEL_OPERATOR, FitPlan
-from dmlfe.labels import dense_labels
+from dmlfe.labels import dense_labels, sparse_labels
 from dmlfe.methods.mlda import WeightedLabels, label_correlation
 from dmlfe.methods.template import TraceTemplate, symmetrize
 from dmlfe.relation import RelationMap, build_relation_map, relation_block_rows, ship
@@ -127,9 +128,9 @@ def solver_info(res: EigenResult) -> dict[str, Any] | None:
 
 def label_gram(Y: Any, client: Any = None) -> np.ndarray:
     """Y^T Y of the 0/1 labels (a pass over the small label matrix only)."""
-    if is_dask(Y):
-        Yf = Y.astype(np.float64)
-        return np.asarray(compute_one(Yf.T @ Yf, client=client), dtype=np.float64)
+    if is_dask(Y) or sp.issparse(Y):  # issue 47: a store's Y has CSR blocks
+        Ys = sparse_labels(Y, client).astype(np.float64)
+        return np.asarray((Ys.T @ Ys).toarray(), dtype=np.float64)
     Yd = np.asarray(Y, dtype=np.float64)
     return Yd.T @ Yd
 

@@ -8,7 +8,10 @@ The zarr output is laid out as anndata lays out an ``AnnData`` (the AnnData skel
                        when no method is named)
 ``obs/_index``         document ids (row numbers when none are given)
 ``obs/split``          the documents' split (categorical), when given
-``obsm/Y``             n x q uint8 0/1 labels, when given, with ``uns/label_names``
+``obsm/Y``             n x q 0/1 labels, when given, with ``uns/label_names``: a CSR
+                       group as in the store (format version 2, anndata's
+                       ``csr_matrix`` encoding), so ``adata.obsm["Y"]`` is a
+                       ``scipy.sparse.csr_matrix``
 ``uns/...``            the model's method, n_components and parameters (``params``: JSON)
 root attrs ``dmlfe``   n, d, the obsm key, dmlfe version and the caller's attributes
 =====================  =============================================================
@@ -24,7 +27,9 @@ The labels are one n x q matrix (as in the store), not one ``obs`` column per la
 label names are free text (``/`` and clashes with ``split`` are possible, neither of
 which a zarr array name or an obs column may carry), and thousands of labels (EUR-Lex)
 would make thousands of zarr arrays. ``adata.obsm["Y"]`` with
-``adata.uns["label_names"]`` gives a DataFrame in one line.
+``adata.uns["label_names"]`` gives a DataFrame in one line. The zarr keeps the labels
+sparse (memory and disk grow with the document-label pairs); the parquet output and
+``read_embeddings(..., obs=True)`` give one 0/1 column per label.
 
 Z comes from :func:`dmlfe.projection.project` (a model's ``transform``). Writes are
 atomic: the output is built under a temporary name beside ``out`` and renamed into place
@@ -43,11 +48,13 @@ from typing import TYPE_CHECKING, Any
 import dask
 import dask.array as da
 import numpy as np
+import scipy.sparse as sp
 import zarr
 from dask import delayed
 
 from dmlfe._version import __version__
 from dmlfe.compute import compute_one, is_dask
+from dmlfe.labels import sparse_labels
 from dmlfe.store import layout as F
 from dmlfe.tempfiles import link_note, move_into_place, remove_stale, temp_sibling
 
@@ -106,7 +113,8 @@ def _write_parquet_part(z: np.ndarray, ids: Any, path: str, start: int, codes: A
         cols["split"] = pa.DictionaryArray.from_arrays(
             pa.array(codes, mask=codes < 0), pa.array(categories, type=pa.string()))
     if label_names is not None:
-        y = np.asarray(y, dtype=np.uint8)
+        # this part's rows only: the parquet format has one column per label
+        y = np.asarray(y.toarray() if sp.issparse(y) else y, dtype=np.uint8)
         for j, name in enumerate(label_names):
             cols[LABEL_PREFIX + name] = pa.array(y[:, j], type=pa.uint8())
     for j in range(z.shape[1]):
@@ -279,9 +287,19 @@ def _read_zarr(path: Path, d: int | None, obs: bool) -> tuple[np.ndarray, tuple 
         codes = np.asarray(group["obs/split/codes"][:])
         cats = [str(c) for c in group["obs/split/categories"][:]]
     if "Y" in group["obsm"]:
-        Y = np.asarray(group["obsm/Y"][:])
+        Y = _read_labels(group["obsm/Y"])
         names = [str(x) for x in group["uns/label_names"][:]]
     return Z, (group["obs/_index"][:], codes, cats, Y, names)
+
+
+def _read_labels(node: Any) -> sp.csr_matrix:
+    """``obsm/Y`` of an embeddings zarr as CSR: a CSR group, or the dense array that
+    files written before dmlfe kept labels sparse hold."""
+    if isinstance(node, zarr.Array):
+        return sp.csr_matrix(np.asarray(node[:], dtype=np.uint8))
+    n, q = (int(v) for v in node.attrs["shape"])
+    return sp.csr_matrix((np.asarray(node["data"][:], dtype=np.uint8), node["indices"][:],
+                          node["indptr"][:]), shape=(n, q))
 
 
 def _read_parquet(path: Path, d: int | None, obs: bool) -> tuple[np.ndarray, tuple | None]:
@@ -332,6 +350,7 @@ def _obs_frame(ids: Any, codes: Any, categories: list[str] | None, Y: Any,
         frame["split"] = pd.Categorical.from_codes(np.asarray(codes, dtype=np.int64),
                                                    categories=categories)
     if label_names is not None:
+        Y = Y.toarray() if sp.issparse(Y) else Y  # one obs column per label
         labels = pd.DataFrame(np.asarray(Y, dtype=np.uint8), index=frame.index,
                               columns=[LABEL_PREFIX + x for x in label_names])
         frame = pd.concat([frame, labels], axis=1)
@@ -355,7 +374,7 @@ def _obs_columns(n: int, split: Any, categories: Any, labels: Any,
         if label_names is None:
             raise ValueError("labels given without label_names: pass the q label names")
         names = [str(x) for x in label_names]
-        if not is_dask(labels):
+        if not is_dask(labels) and not sp.issparse(labels):
             labels = np.asarray(labels)
         if labels.ndim != 2 or labels.shape[0] != n or labels.shape[1] != len(names):
             raise ValueError(f"labels have shape {labels.shape}; expected ({n}, {len(names)}) "
@@ -372,6 +391,13 @@ def _split_codes(values: np.ndarray, categories: tuple[str, ...], dtype: str) ->
 
 def _as_rows(a: Any, chunks: tuple[int, ...]) -> da.Array:
     """``a`` as a dask array chunked like Z's rows."""
+    if sp.issparse(a):
+        a = sp.csr_matrix(a)
+        starts = np.concatenate([[0], np.cumsum(chunks)]).astype(int)
+        blocks = [da.from_delayed(dask.delayed(a[s:e]), (e - s, a.shape[1]), dtype=a.dtype,
+                                  meta=sp.csr_matrix((0, 0), dtype=a.dtype))
+                  for s, e in zip(starts[:-1], starts[1:], strict=True)]
+        return da.concatenate(blocks, axis=0)
     if is_dask(a):
         return a.rechunk((chunks,) + tuple((s,) for s in a.shape[1:]))
     return da.from_array(a, chunks=(chunks,) + tuple((s,) for s in a.shape[1:]))
@@ -389,6 +415,16 @@ def _split_code_rows(obs: dict[str, Any], chunks: tuple[int, ...]) -> tuple[da.A
 def _label_rows(obs: dict[str, Any], chunks: tuple[int, ...]) -> da.Array:
     """The 0/1 labels as uint8, chunked like Z's rows."""
     return _as_rows(obs["Y"][0], chunks).astype(np.uint8)
+
+
+def _write_labels(group: Any, Y: sp.csr_matrix) -> None:
+    """Fill the ``obsm/Y`` CSR group (:func:`dmlfe.store.layout.create_label_group`)."""
+    step = F.ELEM_CHUNK
+    for s in range(0, Y.nnz, step):  # a chunk at a time: no copy of all indices at once
+        e = min(s + step, Y.nnz)
+        group["data"][s:e] = np.ones(e - s, dtype=np.uint8)
+        group["indices"][s:e] = Y.indices[s:e].astype(group["indices"].dtype, copy=False)
+    group["indptr"][:] = Y.indptr.astype(np.int64)
 
 
 def _write_uns(group: Any, entries: dict[str, Any]) -> None:
@@ -412,10 +448,14 @@ def _write_zarr(Z: da.Array, ids: Any, tmp: Path, meta: dict[str, Any], client: 
                 obs: dict[str, Any], uns: dict[str, Any]) -> None:
     Z, rows = _regular_rows(Z.astype(np.float64))
     n, d = Z.shape
+    # the labels whole on the driver as CSR: O(document-label pairs), and their number
+    # sizes the label arrays
+    Y = sparse_labels(obs["Y"][0], client) if "Y" in obs else None
     skeleton = F.create_anndata(
         tmp, n=n, chunk_rows=rows,
         categories=obs["split"][1] if "split" in obs else None,
-        label_names=obs["Y"][1] if "Y" in obs else None)
+        label_names=obs["Y"][1] if "Y" in obs else None,
+        label_nnz=0 if Y is None else Y.nnz)
     z_arr = F.new_array(skeleton.obsm, meta["obsm_key"], (n, d), (rows, max(d, 1)),
                         np.float64, F.ARRAY_ENC)
     sources: list[Any] = [Z]
@@ -430,9 +470,8 @@ def _write_zarr(Z: da.Array, ids: Any, tmp: Path, meta: dict[str, Any], client: 
     if "split" in obs:
         sources.append(_split_code_rows(obs, Z.chunks[0])[0])
         targets.append(skeleton.codes)
-    if "Y" in obs:
-        sources.append(_label_rows(obs, Z.chunks[0]))
-        targets.append(skeleton.labels)
+    if Y is not None:
+        _write_labels(skeleton.labels, Y)
     _write_uns(skeleton.uns, uns)
     skeleton.root.attrs["dmlfe"] = F.jsonable(meta, "attrs")
     # Chunk-aligned regions: no two tasks touch one zarr chunk, so no lock.

@@ -38,6 +38,7 @@ from dmlfe.estimators import make_estimator
 from dmlfe.evaluation.registry import get_classifier
 from dmlfe.ingestion import DEFAULT_CHUNK_ROWS, append, ingest
 from dmlfe.io.embeddings import embedding_obs, read_embeddings, write_embeddings
+from dmlfe.labels import sparse_labels
 from dmlfe.metrics import metric_report
 from dmlfe.model_io import load_model
 from dmlfe.pipeline.cache import RECORD, StageCache, stage_key, to_json, write_json_atomic
@@ -320,8 +321,9 @@ class PipelineRun:
 
     def labels(self, ds: DatasetSpec, role: str) -> np.ndarray:
         if (ds.name, role) not in self._labels:
-            Y = self.views(ds)[role].Y.compute(scheduler="sync")
-            self._labels[(ds.name, role)] = np.asarray(Y, dtype=np.uint8)
+            # dense for the classifiers and metrics, which take dense labels for now
+            Y = sparse_labels(self.views(ds)[role].Y.compute(scheduler="sync"))
+            self._labels[(ds.name, role)] = Y.toarray()
         return self._labels[(ds.name, role)]
 
     def raw(self, ds: DatasetSpec, role: str) -> Any:
@@ -394,7 +396,7 @@ class PipelineRun:
 
     def _split(self, ds: DatasetSpec, d: Path) -> dict[str, Any]:
         store = self._store(ds)
-        Y = np.asarray(store.Y.compute(scheduler="sync"))
+        Y = sparse_labels(store.Y.compute(scheduler="sync")).toarray()  # split_roles: dense
         parts = split_roles(Y, ds.split.fractions, seed=ds.split.seed)
         np.savez(d / "rows.npz", **parts)
         return {"rows": "rows.npz",

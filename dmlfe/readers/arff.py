@@ -471,14 +471,21 @@ class _Fallback(Exception):
 
 
 class _Batch:
-    """Buffers of the batch being built (CSR parts, label bytes, ids, splits)."""
+    """Buffers of the batch being built (CSR parts of X and of the labels, ids, splits).
+
+    The parsers write a row's labels as bytes into ``ybuf`` (one per label column);
+    :meth:`end_row` keeps the columns that are 1 and empties it, so a batch holds its
+    labels as CSR parts, never rows x labels bytes (some corpora have thousands).
+    """
 
     def __init__(self, n_labels: int) -> None:
         self.n_labels = n_labels
         self.indptr: list[int] = [0]
         self.indices: list[int] = []
         self.data: list[float] = []
-        self.ybuf = bytearray()
+        self.ybuf = bytearray()  # the labels of the row being parsed
+        self.yindices: list[int] = []
+        self.yindptr: list[int] = [0]
         self.ids: list[str] = []
         self.splits: list[str] = []
         self.where: list[tuple[Path, int]] = []
@@ -488,10 +495,17 @@ class _Batch:
 
     def rollback(self) -> None:
         """Drop the partial row the fast parser was writing."""
-        n = len(self.ids)
         del self.indices[self.indptr[-1] :]
         del self.data[self.indptr[-1] :]
-        del self.ybuf[n * self.n_labels :]
+        del self.ybuf[:]
+
+    def end_row(self) -> None:
+        """Move the finished row's label bytes to the CSR label parts."""
+        if self.ybuf.count(0) != len(self.ybuf):  # at least one label (a quick C scan)
+            row = np.frombuffer(bytes(self.ybuf), dtype=np.uint8)
+            self.yindices.extend(np.flatnonzero(row).tolist())
+        self.yindptr.append(len(self.yindices))
+        del self.ybuf[:]
 
     def finish(self, layout: _Layout) -> NumericBatch:
         n = len(self.ids)
@@ -509,7 +523,9 @@ class _Batch:
                 "finite; the store needs finite numeric data: fix or remove it before ingesting"
             )
         X = sp.csr_matrix((data, indices, indptr), shape=(n, len(layout.feature_names)))
-        Y = np.frombuffer(bytes(self.ybuf), dtype=np.uint8).reshape(n, self.n_labels).copy()
+        Y = sp.csr_matrix((np.ones(len(self.yindices), dtype=np.uint8),
+                           np.array(self.yindices, dtype=np.int64),
+                           np.array(self.yindptr, dtype=np.int64)), shape=(n, self.n_labels))
         return NumericBatch(ids=self.ids, X=X, Y=Y, splits=self.splits)
 
 
@@ -549,6 +565,7 @@ class _RowParser:
             self._add_careful(batch, line, lineno)
             return
         batch.indptr.append(len(batch.indices))
+        batch.end_row()
 
     def _add_sparse_fast(self, batch: _Batch, line: str) -> None:
         if line[-1] != "}":
@@ -645,6 +662,7 @@ class _RowParser:
             else:
                 batch.ybuf[base + ~c] = int(value)
         batch.indptr.append(len(batch.indices))
+        batch.end_row()
 
     def _careful_sparse(self, text: str, where: str) -> list[float]:
         close = _find_outside_quotes(text, "}")

@@ -24,7 +24,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO
 
-import numpy as np
 import scipy.sparse as sp
 
 from dmlfe.errors import DataFormatError, MissingPathError
@@ -196,13 +195,15 @@ class NumericBatch:
     ----------
     ids : list of str
     X : scipy.sparse.csr_matrix, float64, shape (n_batch, n_features)
-    Y : numpy.ndarray, uint8 0/1, shape (n_batch, n_labels)
+    Y : scipy.sparse.csr_matrix, uint8 0/1, shape (n_batch, n_labels)
+        Built from each document's labels: memory grows with the labels given, never
+        with n_batch x n_labels (corpora with tens of thousands of labels).
     splits : list of str or None
     """
 
     ids: list[str]
     X: sp.csr_matrix
-    Y: np.ndarray
+    Y: sp.csr_matrix
     splits: list[str] | None = None
 
     def __len__(self) -> int:

@@ -55,8 +55,9 @@ Streaming
 ---------
 Lines are read with the bound :data:`dmlfe.readers.base.MAX_LINE_BYTES` and yielded as
 :class:`~dmlfe.readers.base.NumericBatch` objects of ``batch_size`` documents: features
-as float64 CSR, labels as a dense uint8 ``batch_size x n_labels`` matrix (the store's
-label layout). Memory is bounded by one batch.
+as float64 CSR, labels as uint8 CSR (``batch_size x n_labels``, built from each line's
+label list: memory grows with the labels given, never with batch x labels). Memory is
+bounded by one batch.
 
 Several files (e.g. ``train.txt`` and ``test.txt``) are read in order as one corpus;
 a document's id is ``"{file stem}:{row}"`` and its split comes from the file's name as
@@ -77,6 +78,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dmlfe.errors import InputError, MissingPathError
+from dmlfe.labels import label_rows
 from dmlfe.readers.base import (
     DataFormatError,
     IngestReport,
@@ -94,12 +96,9 @@ _COMPRESSED = (".gz", ".bz2", ".xz")
 _TEXT_SUFFIXES = (".txt", ".svm", ".svmlight", ".libsvm", ".xmc", ".dat", ".data")
 _WHAT = {"xmc": "XMC file", "svmlight": "svmlight file"}
 
-#: The most labels a corpus may have: the store keeps the label matrix dense (one byte
-#: a document and label), so a header or index beyond this is taken for a damaged file.
+#: The most labels a corpus may have: every label gets a name (a string in memory and in
+#: the store), so a header or index beyond this is taken for a damaged file.
 MAX_LABELS = 2**24
-#: The largest label matrix of one batch (``batch_size x n_labels`` bytes, read at call
-#: time); a larger one is refused with the largest ``chunk_rows`` that fits.
-MAX_LABEL_BATCH_BYTES = 2**30
 
 
 # ----------------------------------------------------------------------------- names
@@ -434,9 +433,8 @@ def _finish(batch: _Batch, bounds: _Bounds) -> NumericBatch:
     _check_labels(batch, bounds)
     X = sp.csr_matrix((vals, (rows, cols)), shape=(m, bounds.n_features))
     X.eliminate_zeros()
-    Y = np.zeros((m, bounds.n_labels), dtype=np.uint8)  # type: ignore[arg-type]
-    lrows = np.repeat(np.arange(m), [len(labs) for labs in batch.labels])
-    Y[lrows, np.array([lab for labs in batch.labels for lab in labs], dtype=np.int64)] = 1
+    # CSR from the label lists: memory grows with the labels given, not m x n_labels
+    Y = label_rows(batch.labels, bounds.n_labels)  # type: ignore[arg-type]
     return NumericBatch(ids=batch.ids, X=X, Y=Y, splits=batch.splits)
 
 
@@ -486,14 +484,6 @@ def _source(files: list[_File], fmt: str, bounds: _Bounds, feature_names: list[s
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
                 or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        if batch_size * bounds.n_labels > MAX_LABEL_BATCH_BYTES:  # type: ignore[operator]
-            most = max(1, MAX_LABEL_BATCH_BYTES // bounds.n_labels)  # type: ignore[operator]
-            raise InputError(
-                f"{files[0].path}: {bounds.n_labels:,} labels in batches of {batch_size:,} "
-                f"documents make a {batch_size * bounds.n_labels:,}-byte label matrix a batch "
-                f"(the store keeps labels dense), above {MAX_LABEL_BATCH_BYTES:,} "
-                f"(dmlfe.readers.xmc.MAX_LABEL_BATCH_BYTES): use chunk_rows <= {most:,} "
-                "(command line --chunk-rows)")
         report.n_read -= counted["docs"]
         counted["docs"] = 0
         return _numeric_batches(int(batch_size))
@@ -503,7 +493,7 @@ def _source(files: list[_File], fmt: str, bounds: _Bounds, feature_names: list[s
         for batch, q in _batches(files, fmt, bounds, batch_size):
             out = _finish(batch, bounds)
             qids += q
-            unlabelled += int(np.count_nonzero(out.Y.sum(axis=1) == 0))
+            unlabelled += int(np.count_nonzero(np.diff(out.Y.indptr) == 0))
             report.n_read += len(out)
             counted["docs"] += len(out)
             yield out
@@ -697,7 +687,7 @@ def read_svmlight(
     elif top_label[0] >= MAX_LABELS:
         raise DataFormatError(f"{top_label[1]}: label index {top_label[0]:,} is beyond the "
                               f"{MAX_LABELS:,} labels dmlfe stores (dmlfe.readers.xmc."
-                              "MAX_LABELS, the store keeps labels dense)")
+                              "MAX_LABELS)")
     else:
         label_names = [str(i) for i in range(top_label[0] + 1)]
     bounds = _Bounds(n_features, len(label_names), offset, f"{n_features} features",

@@ -2,7 +2,7 @@
 
 zarr reads a chunk file that is not there as the array's fill value (zeros), and does
 not know what shape an array had when it was written: a deleted ``X/indices`` or
-``obsm/Y`` chunk, or a shrunken shape in a ``zarr.json``, would be read as valid data
+``obsm/Y/indices`` chunk, or a shrunken shape in a ``zarr.json``, would be read as valid data
 and fitted on. So every store written by :class:`~dmlfe.store.StoreWriter` (ingest and
 import) carries an *integrity record* in its root ``zarr.json``, under
 ``attributes.dmlfe.integrity``:
@@ -355,11 +355,17 @@ def expected_arrays(meta: dict, present: Iterable[str] = ()) -> dict[str, tuple]
         "X/data": ((nnz,), "float64"),
         "X/indices": ((nnz,), F.index_dtype(D).name),
         "X/indptr": ((n + 1,), "int64"),
-        "obsm/Y": ((n, q), "uint8"),
         "obs/_index": ((n,), None),
         "uns/label_names": ((q,), None),
         "var/_index": ((D,), None if meta.get("has_feature_names") else F.index_dtype(D).name),
     }
+    if F.sparse_labels(meta):
+        label_nnz = int(meta.get("label_nnz", 0))
+        out["obsm/Y/data"] = ((label_nnz,), "uint8")
+        out["obsm/Y/indices"] = ((label_nnz,), F.index_dtype(q).name)
+        out["obsm/Y/indptr"] = ((n + 1,), "int64")
+    else:  # format version 1: the dense label matrix
+        out["obsm/Y"] = ((n, q), "uint8")
     cats = meta.get("split_categories")
     if cats is not None:
         out["obs/split/codes"] = ((n,), F.codes_dtype(len(cats)).name)

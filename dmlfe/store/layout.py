@@ -11,7 +11,11 @@ A store is one zarr v3 group laid out the way anndata lays out an ``AnnData``, s
 ``obs/<name>``               further per-document string columns (string-array)
 ``var/_index``               feature names (string-array), or for a hashing store the
                              feature numbers 0..D-1 (int64 array, see below)
-``obsm/Y``                   n x q uint8 0/1 label matrix
+``obsm/Y``                   n x q 0/1 label matrix as CSR, anndata ``csr_matrix``
+                             encoding (format version 2): ``data`` uint8 ones,
+                             ``indices`` int32 label columns (int64 from 2**31 labels),
+                             sorted and unique per row, ``indptr`` int64; version 1
+                             stores held a dense n x q uint8 array (still read)
 ``uns/label_names``          label names (string-array)
 ``uns/idf``                  the text vectoriser's idf weights (float64), in stores
                              ingested from text (new text is vectorised with them)
@@ -43,7 +47,11 @@ import zarr
 from zarr.codecs import BloscCodec, ZstdCodec
 
 FORMAT_NAME = "dmlfe-store"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: The last format version whose ``obsm/Y`` is a dense n x q uint8 array.
+DENSE_LABELS_VERSION = 1
+#: The arrays of the CSR label matrix (format version 2).
+LABEL_ARRAYS = ("obsm/Y/data", "obsm/Y/indices", "obsm/Y/indptr")
 #: Elements per zarr chunk of ``X/data`` and ``X/indices`` (16 MiB of float64).
 ELEM_CHUNK = 2**21
 #: Entries per zarr chunk of ``var/_index``.
@@ -84,6 +92,16 @@ def number_compressor() -> BloscCodec:
 def index_dtype(n_features: int) -> np.dtype:
     """int32 column indices when they fit (as anndata/scipy do), int64 otherwise."""
     return np.dtype(np.int32 if n_features < 2**31 else np.int64)
+
+
+def sparse_labels(meta: dict) -> bool:
+    """Whether the store whose root metadata is ``meta`` keeps its labels as CSR."""
+    return int(meta.get("format_version", 1)) > DENSE_LABELS_VERSION
+
+
+def label_arrays(meta: dict) -> tuple[str, ...]:
+    """The zarr arrays that hold a store's labels (CSR parts, or the dense v1 array)."""
+    return LABEL_ARRAYS if sparse_labels(meta) else ("obsm/Y",)
 
 
 def codes_dtype(n_categories: int) -> np.dtype:
@@ -171,8 +189,9 @@ def new_array(group: zarr.Group, name: str, shape: tuple, chunks: tuple, dtype: 
 class AnnDataGroups:
     """The groups and the per-document arrays :func:`create_anndata` made (still empty).
 
-    ``codes`` (``obs/split/codes``) is None without a split, ``labels`` (``obsm/Y``)
-    None without labels; ``columns`` maps each further obs column to its array.
+    ``codes`` (``obs/split/codes``) is None without a split, ``labels`` (the
+    ``obsm/Y`` CSR group, its arrays still empty) None without labels; ``columns`` maps
+    each further obs column to its array.
     """
 
     root: zarr.Group
@@ -182,7 +201,7 @@ class AnnDataGroups:
     var: zarr.Group
     index: zarr.Array
     codes: zarr.Array | None
-    labels: zarr.Array | None
+    labels: zarr.Group | None
     columns: dict[str, zarr.Array]
     var_index: zarr.Array
 
@@ -191,7 +210,8 @@ def create_anndata(path: str | Path, *, n: int, chunk_rows: int,
                    categories: Sequence[str] | None = None,
                    obs_columns: Sequence[str] = (),
                    label_names: Sequence[str] | None = None,
-                   n_features: int = 0, named_features: bool = True) -> AnnDataGroups:
+                   n_features: int = 0, named_features: bool = True,
+                   label_nnz: int = 0) -> AnnDataGroups:
     """A new zarr v3 group at ``path`` laid out as an ``AnnData`` of ``n`` documents.
 
     Writes the encodings of every group and the small arrays: ``obs`` (``_index``, the
@@ -222,7 +242,7 @@ def create_anndata(path: str | Path, *, n: int, chunk_rows: int,
     labels = None
     if label_names is not None:
         q = len(label_names)
-        labels = new_array(obsm, "Y", (n, q), (chunk_rows, max(q, 1)), np.uint8, ARRAY_ENC)
+        labels = create_label_group(obsm, n=n, q=q, nnz=label_nnz, chunk_rows=chunk_rows)
         names = new_array(uns, "label_names", (q,), (max(q, 1),), str, STRING_ENC)
         if q:
             names[:] = np.array(list(label_names), dtype=object)
@@ -239,3 +259,18 @@ def create_anndata(path: str | Path, *, n: int, chunk_rows: int,
     for empty in EMPTY_GROUPS:
         root.create_group(empty, attributes=DICT_ENC)
     return AnnDataGroups(root, obs, obsm, uns, var, index, codes, labels, columns, var_index)
+
+
+def create_label_group(obsm: zarr.Group, *, n: int, q: int, nnz: int,
+                       chunk_rows: int) -> zarr.Group:
+    """The empty ``obsm/Y`` CSR group of an n x q label matrix with ``nnz`` ones.
+
+    Chunked like ``X``: ``indptr`` by ``chunk_rows`` rows, ``data`` (uint8 ones) and
+    ``indices`` (the label columns) by :data:`ELEM_CHUNK` elements, so that memory
+    and disk grow with the number of document-label pairs, not with n x q.
+    """
+    group = obsm.create_group("Y", attributes={**CSR_ENC, "shape": [n, q]})
+    new_array(group, "data", (nnz,), (ELEM_CHUNK,), np.uint8)
+    new_array(group, "indices", (nnz,), (ELEM_CHUNK,), index_dtype(q))
+    new_array(group, "indptr", (n + 1,), (chunk_rows,), np.int64)
+    return group

@@ -28,6 +28,9 @@ from dmlfe.store.writer import StoreWriter, write_piece
 from dmlfe.tempfiles import link_note, write_atomically
 
 _META_KEY = b"dmlfe"
+#: Version of the exported Parquet layout (labels are name lists already: the store's
+#: format version 2, sparse labels, left it unchanged).
+PARQUET_FORMAT_VERSION = 1
 _COLUMNS = ("id", "split", "indices", "values", "labels")
 _META_FIELDS = ("n_features", "label_names", "feature_names", "hashing", "has_split",
                 "obs_columns", "chunk_rows", "attrs")
@@ -85,7 +88,7 @@ def export_parquet(store_or_path, out_path, *, row_group_rows: int = 65536,
         pa.field("labels", pa.list_(pa.string())),
     ] + [pa.field(k, pa.string()) for k in store.obs_columns]
     meta = {
-        "format": "dmlfe-parquet", "format_version": F.FORMAT_VERSION,
+        "format": "dmlfe-parquet", "format_version": PARQUET_FORMAT_VERSION,
         "n_features": store.n_features, "label_names": store.label_names,
         "feature_names": store.feature_names, "hashing": store.hashing,
         "has_split": store.split is not None, "obs_columns": store.obs_columns,
@@ -98,13 +101,13 @@ def export_parquet(store_or_path, out_path, *, row_group_rows: int = 65536,
         with pq.ParquetWriter(f, schema) as writer:
             for block in store.iter_blocks():
                 X: sp.csr_matrix = block["X"]
-                Y = np.asarray(block["Y"])
+                Y = sp.csr_matrix(block["Y"])  # CSR: label columns ascending per row
                 m = X.shape[0]
                 if m == 0:
                     continue
-                rows, cols = np.nonzero(Y)  # row-major: label columns ascending per row
-                label_off = np.zeros(m + 1, dtype=np.int64)
-                np.cumsum(np.bincount(rows, minlength=m), out=label_off[1:])
+                Y.sort_indices()
+                cols = Y.indices
+                label_off = Y.indptr.astype(np.int64)
                 split = block["split"]
                 columns = [
                     pa.array(block["ids"], type=pa.string()),
@@ -242,13 +245,19 @@ def _import_row_group(path: str, row_group: int, tmp_path: str, piece: int, meta
                        col_idx, ind_off), shape=(m, n_features))
     lab_off, labels = flat("labels")
     column_of = {name: j for j, name in enumerate(meta["label_names"])}
-    Y = np.zeros((m, len(column_of)), dtype=np.uint8)
-    label_rows = np.repeat(np.arange(m), np.diff(lab_off))
-    for r, name in zip(label_rows, labels.to_pylist(), strict=True):
+    doc_of = np.repeat(np.arange(m), np.diff(lab_off))
+    cols = []
+    for r, name in zip(doc_of, labels.to_pylist(), strict=True):
         if name not in column_of:
             raise DataFormatError(f"{where}: document {ids[r]!r} has label {name!r}, which is "
                                   "not among the label names in the file's metadata")
-        Y[r, column_of[name]] = 1
+        cols.append(column_of[name])
+    # CSR from the label lists (a label repeated in a row counts once)
+    Y = sp.csr_matrix((np.ones(len(cols), dtype=np.uint8), np.asarray(cols, dtype=np.int64),
+                       np.asarray(lab_off, dtype=np.int64)),
+                      shape=(m, len(column_of)))
+    Y.sum_duplicates()
+    Y.data[:] = 1
     splits = table.column("split").to_pylist() if meta["has_split"] else None
     obs = {k: table.column(k).to_pylist() for k in meta["obs_columns"]}
     return write_piece(tmp_path, piece, X, Y, ids, splits, obs)

@@ -106,6 +106,30 @@ def _read_x(root: str, uid: str, r0: int, r1: int, n_features: int,
     return block if rows is None else block[rows]
 
 
+def _read_y(root: str, uid: str, r0: int, r1: int, n_labels: int,
+            rows: np.ndarray | None) -> sp.csr_matrix:
+    """Labels of rows ``r0:r1`` (then ``rows`` of them) as a uint8 CSR block.
+
+    A format-version-2 store keeps them as CSR (read like X); a version-1 store keeps a
+    dense n x q array, whose rows are read and made CSR here (the v1 read path), so
+    every consumer sees the same kind of block.
+    """
+    o = _opened(root, uid)
+    if "obsm/Y" in o.arrays:  # format version 1: dense rows
+        block = sp.csr_matrix(o.read("obsm/Y", slice(r0, r1)).astype(np.uint8, copy=False),
+                              shape=(r1 - r0, n_labels))
+        return block if rows is None else block[rows]
+    indptr = o.read("obsm/Y/indptr", slice(r0, r1 + 1))
+    p0, p1 = int(indptr[0]), int(indptr[-1])
+    if (np.diff(indptr) < 0).any():
+        raise integrity.damaged(root, "obsm/Y/indptr", f"rows {r0}..{r1} do not have a "
+                                "rising row pointer (a chunk deleted or changed?)")
+    block = sp.csr_matrix((o.read("obsm/Y/data", slice(p0, p1)),
+                           o.read("obsm/Y/indices", slice(p0, p1)), indptr - p0),
+                          shape=(r1 - r0, n_labels))
+    return block if rows is None else block[rows]
+
+
 def _read_row_nnz(root: str, uid: str, r0: int, r1: int, rows: np.ndarray | None) -> np.ndarray:
     counts = np.diff(_opened(root, uid).read("X/indptr", slice(r0, r1 + 1)))
     if (counts < 0).any():
@@ -175,7 +199,10 @@ _META_KEYS = {"uuid": "a string", "n_docs": "an integer >= 0", "n_features": "an
 
 def _check_meta(path: Path, meta: dict) -> None:
     """A root zarr.json with a key missing or of the wrong kind is damage, not a bug."""
-    for key, what in _META_KEYS.items():
+    keys = dict(_META_KEYS)
+    if F.sparse_labels(meta):  # format version 2: the stored ones of the CSR labels
+        keys["label_nnz"] = "an integer >= 0"
+    for key, what in keys.items():
         value = meta.get(key)
         if key == "uuid":
             ok = isinstance(value, str) and bool(value)
@@ -302,7 +329,9 @@ class Store:
     X : dask.array.Array
         float64, shape (n_docs, n_features); each block a ``scipy.sparse.csr_matrix``.
     Y : dask.array.Array
-        uint8 0/1, shape (n_docs, n_labels), chunked like X.
+        uint8 0/1, shape (n_docs, n_labels), chunked like X; each block a
+        ``scipy.sparse.csr_matrix`` (also for a format-version-1 store, whose dense
+        label rows are read and made CSR block by block).
     ids : dask.array.Array
         Document ids (object array of str), chunked like X.
     split : dask.array.Array or None
@@ -555,8 +584,17 @@ class Store:
 
     @cached_property
     def Y(self) -> da.Array:
-        return self._column("Y", "obsm/Y", (self.n_labels,), np.uint8,
-                            np.empty((0, 0), dtype=np.uint8))
+        name = f"dmlfe-Y-{self._token}"
+        dsk = {(name, i, 0): (_read_y, self._root, self._uid, r0, r1, self.n_labels, rows)
+               for i, (r0, r1, rows) in enumerate(self._blocks)}
+        graph = HighLevelGraph.from_collections(name, dsk, dependencies=())
+        return da.Array(graph, name, (self._sizes, (self.n_labels,)), dtype=np.uint8,
+                        meta=sp.csr_matrix((0, 0), dtype=np.uint8))
+
+    @property
+    def format_version(self) -> int:
+        """The store format version it was written with (2: CSR labels; 1: dense)."""
+        return int(self._meta.get("format_version", 1))
 
     @cached_property
     def ids(self) -> da.Array:
@@ -718,7 +756,7 @@ class Store:
         for r0, r1, rows in self._blocks:
             yield {
                 "X": _read_x(self._root, self._uid, r0, r1, self.n_features, rows),
-                "Y": _read_rows(self._root, self._uid, "obsm/Y", r0, r1, rows),
+                "Y": _read_y(self._root, self._uid, r0, r1, self.n_labels, rows),
                 "ids": _read_rows(self._root, self._uid, "obs/_index", r0, r1, rows),
                 "split": None if cats is None
                 else _read_split(self._root, self._uid, r0, r1, cats, rows),
@@ -730,16 +768,23 @@ class Store:
         """Summary for ``dmlfe info``: shape, nnz, labels, splits, chunking, size,
         integrity, provenance, history (:func:`history`).
 
-        Runs one dask pass over Y and indptr (on the current scheduler) and one ``stat``
-        per chunk file (:meth:`integrity`).
+        Runs one dask pass over the CSR label blocks and indptr (on the current
+        scheduler; no block is made dense) and one ``stat`` per chunk file
+        (:meth:`integrity`). ``labels`` maps every label to its number of documents;
+        ``label_stats`` (:func:`label_statistics`) stays short at any number of labels.
         """
         n, D = self.n_docs, self.n_features
-        label_counts, label_card, row_nnz_zero, nnz = dask.compute(
-            self.Y.sum(axis=0, dtype=np.int64),
-            (self.Y.sum(axis=1, dtype=np.int64) == 0).sum(),
-            (self.row_nnz == 0).sum(),
-            self.row_nnz.sum(),
-        )
+        q = self.n_labels
+        parts = [dask.delayed(_label_block_stats)(b, q) for b in self.Y.to_delayed().ravel()]
+        parts, row_nnz_zero, nnz = dask.compute(parts, (self.row_nnz == 0).sum(),
+                                                self.row_nnz.sum())
+        label_counts = np.zeros(q, dtype=np.int64)
+        per_doc = np.zeros(3, dtype=np.int64)  # label pairs, most labels, docs without
+        for counts, (pairs, most, without) in parts:
+            label_counts += counts
+            per_doc += [pairs, 0, without]
+            per_doc[1] = max(per_doc[1], most)
+        stats = label_statistics(self.label_names, label_counts, n, *per_doc)
         splits = None
         without_split = None
         if self._categories is not None:
@@ -749,16 +794,19 @@ class Store:
             without_split = int((codes < 0).sum())
         arrays = _opened(self._root, self._uid).arrays
         zarr_chunks = {name: list(arrays[name].chunks)
-                       for name in ("X/data", "X/indices", "X/indptr", "obsm/Y", "obs/_index")}
+                       for name in ("X/data", "X/indices", "X/indptr",
+                                    *F.label_arrays(self._meta), "obs/_index")}
         return {
             "path": str(self.path),
+            "format_version": self.format_version,
             "shape": [n, D],
             "nnz": int(nnz),
             "density": float(nnz) / (n * D) if n * D else 0.0,
             "n_labels": self.n_labels,
             "labels": {name: int(c) for name, c in
                        zip(self.label_names, label_counts, strict=True)},
-            "docs_without_labels": int(label_card),
+            "docs_without_labels": int(per_doc[2]),
+            "label_stats": stats,
             "empty_docs": int(row_nnz_zero),
             "splits": splits,
             "docs_without_split": without_split,
@@ -782,3 +830,60 @@ class Store:
         kind = "subset of store" if self.is_subset else "store"
         return (f"<dmlfe {kind} {self.path}: {self.n_docs} docs x {self.n_features} features, "
                 f"{self.n_labels} labels, {len(self._blocks)} blocks>")
+
+
+#: Labels listed by name in :func:`label_statistics` (the most frequent ones).
+TOP_LABELS = 10
+
+
+def _label_block_stats(block: sp.csr_matrix, n_labels: int) -> tuple[np.ndarray, tuple]:
+    """Documents per label of a CSR label block, and (label pairs, most labels of one
+    document, documents without labels): O(nnz + q), never dense."""
+    block = sp.csr_matrix(block)
+    counts = np.bincount(block.indices, minlength=n_labels).astype(np.int64)
+    per_doc = np.diff(block.indptr)
+    most = int(per_doc.max()) if per_doc.size else 0
+    return counts, (int(block.nnz), most, int(np.count_nonzero(per_doc == 0)))
+
+
+def label_statistics(label_names: list[str], counts: np.ndarray, n_docs: int,
+                     pairs: int, most: int, without: int) -> dict:
+    """A compact summary of a label matrix, short at any number of labels.
+
+    Parameters
+    ----------
+    label_names : list of str
+    counts : ndarray (q,)
+        Documents per label.
+    n_docs, pairs, most, without : int
+        Documents, document-label pairs (nnz of Y), most labels of one document,
+        documents without labels.
+
+    Returns
+    -------
+    dict
+        ``n_labels``, ``label_pairs``, ``docs_per_label`` (min, median, max,
+        ``labels_with_one_doc``, ``labels_without_docs``, ``top``: the
+        :data:`TOP_LABELS` most frequent labels as ``[name, documents]``) and
+        ``labels_per_doc`` (mean, max, ``docs_without_labels``).
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    q = counts.size
+    top = np.argsort(-counts, kind="stable")[:TOP_LABELS]
+    return {
+        "n_labels": q,
+        "label_pairs": int(pairs),
+        "docs_per_label": {
+            "min": int(counts.min()) if q else 0,
+            "median": float(np.median(counts)) if q else 0.0,
+            "max": int(counts.max()) if q else 0,
+            "labels_with_one_doc": int(np.count_nonzero(counts == 1)),
+            "labels_without_docs": int(np.count_nonzero(counts == 0)),
+            "top": [[label_names[j], int(counts[j])] for j in top],
+        },
+        "labels_per_doc": {
+            "mean": float(pairs) / n_docs if n_docs else 0.0,
+            "max": int(most),
+            "docs_without_labels": int(without),
+        },
+    }

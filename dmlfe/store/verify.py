@@ -71,7 +71,9 @@ def verify_store(path: str | os.PathLike) -> VerifyReport:
 
     With a record, each chunk file's size and CRC-32 are compared with it (every file
     is read once) and each array's zarr.json with the shape, type and chunking it was
-    written with. Without one, every chunk is decoded and the CSR arrays, labels and
+    written with. The CSR labels of a format-version-2 store are checked with or without
+    a record (all ones, label columns in range and increasing within a row, a rising row
+    pointer). Without a record, every chunk is decoded and the CSR arrays, labels and
     split codes are checked for consistency (a deleted ``X/indices`` chunk reads as
     column 0 and breaks the strictly increasing indices of a row); a missing chunk is
     a note, since zarr leaves out chunks whose values are all zero.
@@ -116,6 +118,10 @@ def verify_store(path: str | os.PathLike) -> VerifyReport:
             arrays[name] = arr
     if record is None or arrays:  # no record, or arrays whose record no longer applies
         report.problems += _check_unrecorded(root, meta, arrays, report)
+    if F.sparse_labels(meta) and not any(p.startswith("obsm/Y") for p in report.problems):
+        # the labels' values are checked with a record too (they are O(nnz(Y)) to read):
+        # the rules of a label matrix, beyond what the writer's checksums cover
+        report.problems += _label_problems(root, meta, group)
     report.problems += _group_problems(root, names)
     if record is None and entry is None:
         report.notes.append("no integrity record (a store written before dmlfe recorded "
@@ -200,7 +206,7 @@ def _check_unrecorded(root: Path, meta: dict, arrays: dict[str, zarr.Array],
             if name == "X/indptr":
                 parts.append(block)
             elif name == "X/indices" and indptr is not None:
-                problem = _indices_problem(block, s, last, indptr, D)
+                problem = _indices_problem(block, s, last, indptr, D, name)
                 last = int(block[-1]) if block.size else last
                 if problem:
                     problems.append(problem)
@@ -227,16 +233,71 @@ def _check_unrecorded(root: Path, meta: dict, arrays: dict[str, zarr.Array],
     return problems
 
 
+def _label_problems(root: Path, meta: dict, group: zarr.Group) -> list[str]:
+    """The CSR labels (format version 2), one chunk at a time: a row pointer rising from
+    0 to ``label_nnz``, label columns in [0, q) and strictly increasing within a row
+    (sorted and unique), stored values all 1."""
+    n, q = int(meta["n_docs"]), len(meta["label_names"])
+    nnz = int(meta.get("label_nnz", 0))
+    try:
+        arrays = {name: open_array(root, group, name) for name in F.LABEL_ARRAYS}
+    except StoreError:
+        return []  # reported with the other arrays
+    shapes = {name: arr.shape for name, arr in arrays.items()}
+    if shapes != {"obsm/Y/data": (nnz,), "obsm/Y/indices": (nnz,), "obsm/Y/indptr": (n + 1,)}:
+        return []  # a shape edited: reported with the other arrays
+
+    def chunks(name: str, size: int):
+        arr = arrays[name]
+        step = max(int(arr.chunks[0]), 1)
+        for s in range(0, size, step):
+            yield s, np.asarray(read_values(root, name, arr, slice(s, s + step)))
+
+    try:
+        ptr = np.concatenate([b for _, b in chunks("obsm/Y/indptr", n + 1)]).astype(np.int64)
+    except StoreError as exc:
+        return [_short(exc)]
+    falls = np.flatnonzero(np.diff(ptr) < 0)
+    if ptr[0] != 0 or ptr[-1] != nnz or falls.size:
+        at = int(falls[0]) + 1 if falls.size else (0 if ptr[0] != 0 else n)
+        return [f"obsm/Y/indptr: not a row pointer rising from 0 to label_nnz = {nnz} "
+                f"(position {at} holds {int(ptr[at])}): a chunk reads as zeros (deleted?) "
+                "or was changed"]
+    problems = []
+    try:
+        for s, block in chunks("obsm/Y/data", nnz):
+            bad = np.flatnonzero(block != 1)
+            if bad.size:
+                k = s + int(bad[0])
+                row = int(np.searchsorted(ptr, k, side="right")) - 1
+                problems.append(f"obsm/Y/data: element {k} (document row {row}) holds "
+                                f"{int(block[bad[0]])}: stored labels are all 1; a chunk was "
+                                "changed")
+                break
+        last = None
+        for s, block in chunks("obsm/Y/indices", nnz):
+            problem = _indices_problem(block, s, last, ptr, q, "obsm/Y/indices", "label")
+            last = int(block[-1]) if block.size else last
+            if problem:
+                problems.append(problem)
+                break
+    except StoreError as exc:
+        problems.append(_short(exc))
+    return problems
+
+
 def _indices_problem(block: np.ndarray, start: int, last: int | None, indptr: np.ndarray,
-                     D: int) -> str | None:
-    """Column indices ``start:start + len(block)``: in [0, D) and strictly increasing
-    within each row (the writer sums duplicates and sorts), given the last index of the
-    previous chunk."""
+                     D: int, name: str = "X/indices", what: str = "column") -> str | None:
+    """Column indices ``start:start + len(block)`` of array ``name``: in [0, D) and
+    strictly increasing within each row (the writer sums duplicates and sorts), given
+    the last index of the previous chunk."""
     if not block.size:
         return None
-    where = f"X/indices: elements {start}..{start + block.size - 1}"
+    where = f"{name}: elements {start}..{start + block.size - 1}"
     if block.min() < 0 or block.max() >= D:
-        return f"{where} hold column indices outside [0, {D}): a chunk was changed"
+        k = int(np.flatnonzero((block < 0) | (block >= D))[0])
+        return (f"{where} hold {what} indices outside [0, {D}) ({int(block[k])} at element "
+                f"{start + k}): a chunk was changed")
     ext = block.astype(np.int64)
     if last is not None:
         ext = np.concatenate([[last], ext])
@@ -247,7 +308,7 @@ def _indices_problem(block: np.ndarray, start: int, last: int | None, indptr: np
     allowed[starts] = True
     bad = np.flatnonzero((np.diff(ext) <= 0) & ~allowed[1:])
     if bad.size:
-        return (f"{where}: the column indices of a row do not increase at element "
+        return (f"{where}: the {what} indices of a row do not increase at element "
                 f"{first + int(bad[0]) + 1}: a chunk reads as zeros (deleted?) or was changed")
     return None
 

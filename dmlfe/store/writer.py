@@ -38,6 +38,7 @@ from dmlfe.store.reader import (
     _read_rows,
     _read_split,
     _read_x,
+    _read_y,
     fingerprint_of,
     history,
     history_source,
@@ -50,11 +51,12 @@ from dmlfe.tempfiles import (
     temp_sibling,
 )
 
-_PIECE_KEYS = ("index", "rows", "nnz", "path", "n_cols", "n_labels", "splits", "meta_keys")
+_PIECE_KEYS = ("index", "rows", "nnz", "path", "n_cols", "n_labels", "splits", "meta_keys",
+               "label_nnz")
 
 
 # --------------------------------------------------------------------------- pieces
-def write_piece(tmp_path, index: int, X: sp.csr_matrix, Y: np.ndarray, ids: list[str],
+def write_piece(tmp_path, index: int, X: sp.csr_matrix, Y, ids: list[str],
                 splits: list[str] | None, meta: dict[str, list[str]] | None = None) -> dict:
     """Write one piece (a block of consecutive documents) of a store being built.
 
@@ -69,8 +71,8 @@ def write_piece(tmp_path, index: int, X: sp.csr_matrix, Y: np.ndarray, ids: list
         list given to :meth:`StoreWriter.finalize`, not by this number).
     X : scipy.sparse matrix, shape (n, D)
         Features; stored as float64 CSR with sorted, summed-up column indices.
-    Y : array-like, shape (n, q)
-        0/1 label matrix.
+    Y : scipy.sparse matrix or array-like, shape (n, q)
+        0/1 label matrix; stored as CSR (a sparse Y is never densified).
     ids : list of str
         Document ids.
     splits : list of (str or None) or None
@@ -101,15 +103,9 @@ def write_piece(tmp_path, index: int, X: sp.csr_matrix, Y: np.ndarray, ids: list
         if not isinstance(v, str):
             raise TypeError(f"{where}: document id at row {i} is {v!r} "
                             f"({type(v).__name__}), expected str")
-    Y = np.asarray(Y)
-    if Y.ndim != 2 or Y.shape[0] != n:
+    Y = label_csr(Y, where, ids)
+    if Y.shape[0] != n:
         raise ValueError(f"{where}: Y has shape {Y.shape}, expected ({n}, n_labels)")
-    bad = ~((Y == 0) | (Y == 1))
-    if bad.any():
-        r, c = np.argwhere(bad)[0]
-        raise ValueError(f"{where}: label matrix Y must be 0/1 but holds {Y[r, c].item()!r} "
-                         f"at document {ids[r]!r}, label column {c}")
-    Y = Y.astype(np.uint8)
     if not np.isfinite(X.data).all():
         r = int(np.searchsorted(X.indptr, np.flatnonzero(~np.isfinite(X.data))[0], "right")) - 1
         raise ValueError(f"{where}: X holds a non-finite value in document {ids[r]!r}; "
@@ -140,7 +136,8 @@ def write_piece(tmp_path, index: int, X: sp.csr_matrix, Y: np.ndarray, ids: list
     np.save(pdir / "data.npy", X.data)
     np.save(pdir / "indices.npy", X.indices.astype(F.index_dtype(X.shape[1]), copy=False))
     np.save(pdir / "indptr.npy", X.indptr.astype(np.int64))
-    np.save(pdir / "Y.npy", Y)
+    np.save(pdir / "Y_indices.npy", Y.indices.astype(F.index_dtype(Y.shape[1]), copy=False))
+    np.save(pdir / "Y_indptr.npy", Y.indptr.astype(np.int64))
     _save_strings(pdir, "ids", ids)
     # 64-bit hashes let finalize check id uniqueness without loading every id string
     np.save(pdir / "id_hash.npy", id_hashes(ids))
@@ -152,8 +149,39 @@ def write_piece(tmp_path, index: int, X: sp.csr_matrix, Y: np.ndarray, ids: list
     return {
         "index": int(index), "rows": int(n), "nnz": int(X.nnz), "path": str(pdir),
         "n_cols": int(X.shape[1]), "n_labels": int(Y.shape[1]),
-        "splits": split_values, "meta_keys": list(meta),
+        "splits": split_values, "meta_keys": list(meta), "label_nnz": int(Y.nnz),
     }
+
+
+def label_csr(Y, where: str, ids: Sequence[str]) -> sp.csr_matrix:
+    """``Y`` as a canonical uint8 CSR 0/1 matrix: sorted, unique column indices per row,
+    explicit zeros dropped; sparse input is never densified.
+
+    Raises
+    ------
+    ValueError
+        ``Y`` is not 2-D or holds a value other than 0/1; the message names ``where``,
+        the document id and the label column.
+    """
+    if sp.issparse(Y):
+        Y = sp.csr_matrix(Y, copy=True)
+    else:
+        Y = np.asarray(Y)
+        if Y.ndim != 2:
+            raise ValueError(f"{where}: Y has shape {Y.shape}, expected (n_docs, n_labels)")
+        Y = sp.csr_matrix(Y)
+    Y.sum_duplicates()  # a repeated (row, column) pair of a COO-built Y adds up: caught below
+    bad = np.flatnonzero(Y.data != 1)
+    bad = bad[Y.data[bad] != 0]
+    if bad.size:
+        k = int(bad[0])
+        r = int(np.searchsorted(Y.indptr, k, side="right")) - 1
+        doc = ids[r] if r < len(ids) else r
+        raise ValueError(f"{where}: label matrix Y must be 0/1 but holds {Y.data[k].item()!r} "
+                         f"at document {doc!r}, label column {int(Y.indices[k])}")
+    Y.eliminate_zeros()
+    return sp.csr_matrix((np.ones(Y.nnz, dtype=np.uint8), Y.indices, Y.indptr),
+                         shape=Y.shape)
 
 
 def _check_meta_column(where: str, key, col, n: int, ids: list[str]) -> None:
@@ -186,36 +214,45 @@ def _load_strings(pdir: str, name: str, start: int, stop: int) -> list[str]:
 
 # --------------------------------------------------------------------------- assembly tasks
 def _fill_elem_chunk(root: str, c0: int, c1: int, spans: list[tuple[str, int, int]],
-                     idx_dtype: str) -> dict:
-    """Write ``X/data[c0:c1]`` and ``X/indices[c0:c1]`` (one zarr chunk of each).
+                     idx_dtype: str, matrix: str = "X") -> dict:
+    """Write ``<matrix>/data[c0:c1]`` and ``<matrix>/indices[c0:c1]`` (one zarr chunk of
+    each); ``matrix`` is ``"X"`` or ``"obsm/Y"`` (whose data are all ones).
 
     Returns the integrity entries of the two chunks written (:mod:`dmlfe.store.integrity`).
     """
-    data = np.concatenate([_load(p, "data")[lo:hi] for p, lo, hi in spans])
-    indices = np.concatenate([_load(p, "indices")[lo:hi] for p, lo, hi in spans])
+    prefix = "" if matrix == "X" else "Y_"
+    indices = np.concatenate([_load(p, f"{prefix}indices")[lo:hi] for p, lo, hi in spans])
+    if matrix == "X":
+        data = np.concatenate([_load(p, "data")[lo:hi] for p, lo, hi in spans])
+    else:
+        data = np.ones(c1 - c0, dtype=np.uint8)
     group = zarr.open_group(root, mode="r+")
-    group["X/data"][c0:c1] = data
-    group["X/indices"][c0:c1] = indices.astype(idx_dtype, copy=False)
-    k = c0 // int(group["X/data"].chunks[0])  # c0 is a multiple of the chunk size
+    group[f"{matrix}/data"][c0:c1] = data
+    group[f"{matrix}/indices"][c0:c1] = indices.astype(idx_dtype, copy=False)
+    k = c0 // int(group[f"{matrix}/data"].chunks[0])  # c0 is a multiple of the chunk size
     return integrity.merge_entries(integrity.written_chunks(root, group, name, k)
-                                   for name in ("X/data", "X/indices"))
+                                   for name in (f"{matrix}/data", f"{matrix}/indices"))
 
 
 def _fill_row_chunk(root: str, p0: int, p1: int, n: int, nnz: int,
-                    spans: list[tuple[str, int, int, int]], categories: list[str] | None,
-                    code_dtype: str, meta_keys: list[str]) -> dict:
+                    spans: list[tuple[str, int, int, int, int]], categories: list[str] | None,
+                    code_dtype: str, meta_keys: list[str], label_nnz: int = 0) -> dict:
     """Write indptr positions ``p0:p1`` and rows ``p0:min(p1, n)`` of every per-row array.
 
-    ``spans`` lists ``(piece_path, lo, hi, nnz_offset)`` for the piece rows covering
-    the rows of this chunk, in order. Returns the integrity entries of the chunks
-    written (:mod:`dmlfe.store.integrity`).
+    ``spans`` lists ``(piece_path, lo, hi, nnz_offset, label_nnz_offset)`` for the
+    piece rows covering the rows of this chunk, in order; ``nnz`` and ``label_nnz``
+    are the store's totals (the last row pointer entries). Returns the integrity
+    entries of the chunks written (:mod:`dmlfe.store.integrity`).
     """
     group = zarr.open_group(root, mode="r+")
-    starts = [_load(p, "indptr")[lo:hi] + off for p, lo, hi, off in spans]
-    if p1 > n:  # the chunk holding indptr[n] = nnz
-        starts.append(np.array([nnz], dtype=np.int64))
-    group["X/indptr"][p0:p1] = np.concatenate(starts).astype(np.int64)
-    written = ["X/indptr"]
+    written = []
+    for name, piece_name, total, pos in (("X/indptr", "indptr", nnz, 3),
+                                         ("obsm/Y/indptr", "Y_indptr", label_nnz, 4)):
+        starts = [_load(s[0], piece_name)[s[1]:s[2]] + s[pos] for s in spans]
+        if p1 > n:  # the chunk holding indptr[n] = nnz
+            starts.append(np.array([total], dtype=np.int64))
+        group[name][p0:p1] = np.concatenate(starts).astype(np.int64)
+        written.append(name)
     _fill_rows(group, p0, min(p1, n), spans, categories, code_dtype, meta_keys, written)
     k = p0 // int(group["X/indptr"].chunks[0])  # p0 is a multiple of the chunk rows
     return integrity.merge_entries(integrity.written_chunks(root, group, name, k)
@@ -227,16 +264,13 @@ def _fill_rows(group, p0: int, r1: int, spans, categories, code_dtype: str,
     """The per-row arrays of rows ``p0:r1`` (their names are appended to ``written``)."""
     if r1 <= p0:
         return
-    q = group["obsm/Y"].shape[1]
-    group["obsm/Y"][p0:r1] = np.concatenate(
-        [_load(p, "Y")[lo:hi] for p, lo, hi, _ in spans]).reshape(r1 - p0, q)
     group["obs/_index"][p0:r1] = np.array(
-        [s for p, lo, hi, _ in spans for s in _load_strings(p, "ids", lo, hi)], dtype=object)
-    written += ["obsm/Y", "obs/_index"]
+        [s for p, lo, hi, *_ in spans for s in _load_strings(p, "ids", lo, hi)], dtype=object)
+    written.append("obs/_index")
     if categories is not None:
         lookup = {c: k for k, c in enumerate(categories)}
         parts = []
-        for p, lo, hi, _ in spans:
+        for p, lo, hi, *_ in spans:
             if not (Path(p) / "split_missing.npy").exists():  # piece without splits
                 parts.append(np.full(hi - lo, -1, dtype=code_dtype))
                 continue
@@ -248,7 +282,7 @@ def _fill_rows(group, p0: int, r1: int, spans, categories, code_dtype: str,
         written.append("obs/split/codes")
     for j, key in enumerate(meta_keys):
         group[f"obs/{key}"][p0:r1] = np.array(
-            [s for p, lo, hi, _ in spans for s in _load_strings(p, f"meta{j}", lo, hi)],
+            [s for p, lo, hi, *_ in spans for s in _load_strings(p, f"meta{j}", lo, hi)],
             dtype=object)
         written.append(f"obs/{key}")
 
@@ -270,27 +304,35 @@ def _spans(bounds: np.ndarray, c0: int, c1: int) -> list[tuple[int, int, int]]:
 
 def _fill_tasks(plan: _Plan, root: str, cr: int, idx_dtype: np.dtype, code_dtype: np.dtype,
                 categories: list[str] | None, row_base: int = 0, nnz_base: int = 0,
-                row_start: int = 0, elem_start: int = 0) -> list[tuple]:
+                row_start: int = 0, elem_start: int = 0, label_base: int = 0,
+                label_start: int = 0) -> list[tuple]:
     """The tasks that write every zarr chunk the plan's pieces cover.
 
-    The pieces hold rows ``row_base:`` and elements ``nnz_base:`` of the store; chunks
-    are written from row ``row_start`` and element ``elem_start`` on (multiples of the
+    The pieces hold rows ``row_base:``, elements ``nnz_base:`` of X and elements
+    ``label_base:`` of the label matrix; chunks are written from row ``row_start``,
+    element ``elem_start`` of X and element ``label_start`` of Y on (multiples of the
     chunk sizes, at or after the bases): 0 for a new store, the first chunk an append
     changes for an append.
     """
     n, nnz = row_base + plan.n, nnz_base + plan.nnz
+    label_nnz = label_base + plan.label_nnz
     rows, elems = plan.row_bounds + row_base, plan.nnz_bounds + nnz_base
+    label_elems = plan.label_bounds + label_base
+    label_idx = F.index_dtype(len(plan.label_names))
     tasks: list[tuple] = []
-    for c0 in range(elem_start, nnz, F.ELEM_CHUNK):
-        c1 = min(c0 + F.ELEM_CHUNK, nnz)
-        spans = [(plan.paths[k], lo, hi) for k, lo, hi in _spans(elems, c0, c1)]
-        tasks.append((_fill_elem_chunk, root, c0, c1, spans, idx_dtype.str))
+    for matrix, bounds, start, total, dtype in (("X", elems, elem_start, nnz, idx_dtype),
+                                                ("obsm/Y", label_elems, label_start,
+                                                 label_nnz, label_idx)):
+        for c0 in range(start, total, F.ELEM_CHUNK):
+            c1 = min(c0 + F.ELEM_CHUNK, total)
+            spans = [(plan.paths[k], lo, hi) for k, lo, hi in _spans(bounds, c0, c1)]
+            tasks.append((_fill_elem_chunk, root, c0, c1, spans, dtype.str, matrix))
     for p0 in range(row_start, n + 1, cr):
         p1 = min(p0 + cr, n + 1)
-        spans = [(plan.paths[k], lo, hi, int(elems[k]))
+        spans = [(plan.paths[k], lo, hi, int(elems[k]), int(label_elems[k]))
                  for k, lo, hi in _spans(rows, p0, min(p1, n))]
         tasks.append((_fill_row_chunk, root, p0, p1, n, nnz, spans, categories,
-                      code_dtype.str, plan.meta_keys))
+                      code_dtype.str, plan.meta_keys, label_nnz))
     return tasks
 
 
@@ -431,7 +473,8 @@ class StoreWriter:
         skeleton = F.create_anndata(root, n=n, chunk_rows=cr, categories=plan.categories,
                                     obs_columns=plan.meta_keys, label_names=plan.label_names,
                                     n_features=plan.n_features,
-                                    named_features=plan.feature_names is not None)
+                                    named_features=plan.feature_names is not None,
+                                    label_nnz=plan.label_nnz)
         group = skeleton.root
         idx_dtype = F.index_dtype(plan.n_features)
         elem_chunk = F.ELEM_CHUNK
@@ -461,7 +504,8 @@ class StoreWriter:
         meta = {
             "format": F.FORMAT_NAME, "format_version": F.FORMAT_VERSION,
             "uuid": uuid.uuid4().hex, "n_docs": n, "n_features": plan.n_features,
-            "nnz": nnz, "chunk_rows": cr, "label_names": plan.label_names,
+            "nnz": nnz, "label_nnz": plan.label_nnz, "chunk_rows": cr,
+            "label_names": plan.label_names,
             "has_feature_names": plan.feature_names is not None, "hashing": hashing,
             "split_categories": plan.categories, "obs_columns": plan.meta_keys,
             "provenance": attrs, "report": report, "integrity": record, "complete": True,
@@ -499,6 +543,10 @@ class StoreAppender(StoreWriter):
     then replaces the store. An exception anywhere removes the temporary; a kill leaves
     the store as it was (and a temporary that the next write or ``dmlfe clean``
     removes).
+
+    A store of format version 1 (dense labels) is migrated by its first append: every
+    row is written again, the labels as CSR, and the swapped-in store has format
+    version 2 (the history entry records ``migrated_from_format``).
 
     Parameters
     ----------
@@ -572,12 +620,23 @@ class StoreAppender(StoreWriter):
         _link_tree(old.path, self.tmp_path)
 
         # the store's own rows that share a chunk with the new ones: the last, partly
-        # filled row chunk, and the rows of the last, partly filled element chunk
+        # filled row chunk, and the rows of the last, partly filled element chunks of X
+        # and of the labels
         t0, e0 = (n0 // cr) * cr, (nnz0 // E) * E
-        r_a = min(t0, _row_of_element(o, n0, e0))
+        migrate = not F.sparse_labels(meta)
+        if migrate:
+            # a format-version-1 store (dense labels) is rewritten whole as version 2,
+            # through the same temporary and swap: the labels change layout in every row
+            t0 = e0 = ye0 = r_a = 0
+        else:
+            ye0 = (int(meta["label_nnz"]) // E) * E
+            r_a = min(t0, _row_of_element(o, n0, e0),
+                      _row_of_element(o, n0, ye0, "obsm/Y/indptr"))
         nnz_a = int(o.read("X/indptr", slice(r_a, r_a + 1))[0])
+        ynnz_a = 0 if migrate else int(o.read("obsm/Y/indptr", slice(r_a, r_a + 1))[0])
         old_cats = meta.get("split_categories")
-        tail = [self._tail_piece(r_a, n0, old_cats)] if r_a < n0 else []
+        tail = [self._tail_piece(r, min(r + cr, n0), old_cats, k)
+                for k, r in enumerate(range(r_a, n0, cr))]
         plan = _Plan(tail + pieces, D, list(meta["label_names"]), None, None)
         if plan.meta_keys != list(meta.get("obs_columns") or []):
             raise ValueError(f"the new documents' extra columns {plan.meta_keys} differ from "
@@ -590,21 +649,23 @@ class StoreAppender(StoreWriter):
                 raise InputError(f"{source_name}: appending would give the store {len(cats)} "
                                  f"split values, more than its split codes hold "
                                  f"({len(old_cats)} now); ingest the whole corpus anew")
-        n, nnz = r_a + plan.n, nnz_a + plan.nnz
+        n, nnz, ynnz = r_a + plan.n, nnz_a + plan.nnz, ynnz_a + plan.label_nnz
         root = str(self.tmp_path)
         group = zarr.open_group(root, mode="r+")
-        recreated = self._resize(group, n, nnz, old_cats, cats)
+        recreated = self._migrate_labels(group, n, ynnz) if migrate else set()
+        recreated |= self._resize(group, n, nnz, ynnz, old_cats, cats)
         idx_dtype = F.index_dtype(D)
         code_dtype = F.codes_dtype(len(cats or []))
         # the chunks about to be written are new files, never written through a link
         # to the store's own (zarr also writes through a rename; this does not rely on it)
-        for name, first, size in self._touched(group, t0, e0, nnz):
+        for name, first, size in self._touched(group, t0, e0, nnz, ye0, ynnz):
             arr = group[name]
             for k in range(first, -(-size // arr.chunks[0])):
                 key = arr.metadata.encode_chunk_key((k,) + (0,) * (arr.ndim - 1))
                 (self.tmp_path / name / key).unlink(missing_ok=True)
         tasks = _fill_tasks(plan, root, cr, idx_dtype, code_dtype, cats, row_base=r_a,
-                            nnz_base=nnz_a, row_start=t0, elem_start=e0)
+                            nnz_base=nnz_a, row_start=t0, elem_start=e0,
+                            label_base=ynnz_a, label_start=ye0)
         written = integrity.merge_entries(_run_tasks(tasks, client))
         shutil.rmtree(self.tmp_path / "pieces")
 
@@ -618,12 +679,15 @@ class StoreAppender(StoreWriter):
             known.setdefault(name, {}).update(entries)
         record = integrity.build_record(root, known)
 
-        new_meta = {**meta, "uuid": uuid.uuid4().hex, "n_docs": n, "nnz": nnz,
-                    "split_categories": cats, "integrity": record}
+        new_meta = {**meta, "format_version": F.FORMAT_VERSION, "uuid": uuid.uuid4().hex,
+                    "n_docs": n, "nnz": nnz, "label_nnz": ynnz, "split_categories": cats,
+                    "integrity": record}
         entry = {"kind": "append", "rows": [n0, n], "n_docs_before": n0,
                  "source": source,
                  "time": datetime.now(UTC).isoformat(timespec="seconds"),
                  "report": report, "fingerprint": fingerprint_of(self.out, new_meta)}
+        if migrate:
+            entry["migrated_from_format"] = int(meta.get("format_version", 1))
         provenance = dict(meta.get("provenance") or {})
         provenance["history"] = history(old) + [entry]
         new_meta["provenance"] = F.jsonable(provenance, "provenance")
@@ -658,28 +722,42 @@ class StoreAppender(StoreWriter):
                          f"documents {first - n0} and {second - n0}); document ids must be "
                          "unique")
 
-    def _tail_piece(self, r0: int, r1: int, cats: list[str] | None) -> dict:
-        """A piece of the store's own rows ``r0:r1``, to be written again with the new."""
+    def _tail_piece(self, r0: int, r1: int, cats: list[str] | None, k: int = 0) -> dict:
+        """Piece ``k`` of the store's own rows, rows ``r0:r1``, to be written again with
+        the new ones (its labels read as CSR, also from a format-version-1 store)."""
         old = self.store
         root, uid = old._root, old._uid
         X = _read_x(root, uid, r0, r1, old.n_features, None)
-        Y = _read_rows(root, uid, "obsm/Y", r0, r1, None)
+        Y = _read_y(root, uid, r0, r1, old.n_labels, None)
         ids = list(_read_rows(root, uid, "obs/_index", r0, r1, None))
         splits = None if cats is None else list(_read_split(root, uid, r0, r1, tuple(cats),
                                                             None))
         meta = {k: list(_read_rows(root, uid, f"obs/{k}", r0, r1, None))
                 for k in old.obs_columns}
-        return write_piece(self.tmp_path, _TAIL_PIECE, X, Y, ids, splits, meta)
+        return write_piece(self.tmp_path, _TAIL_PIECE + k, X, Y, ids, splits, meta)
 
-    def _resize(self, group, n: int, nnz: int, old_cats, cats) -> set[str]:
-        """Grow the arrays to ``n`` rows and ``nnz`` elements; make the split arrays the
-        new categories need. Returns the arrays made anew (their old record is void)."""
+    def _migrate_labels(self, group, n: int, label_nnz: int) -> set[str]:
+        """Replace the dense ``obsm/Y`` of a format-version-1 store (in the temporary, a
+        linked copy: the store itself is untouched) by the empty CSR group of version 2,
+        sized for the appended store; the fill tasks then write every chunk of it."""
+        shutil.rmtree(self.tmp_path / "obsm" / "Y")
+        F.create_label_group(group["obsm"], n=n, q=self.store.n_labels, nnz=label_nnz,
+                             chunk_rows=self.chunk_rows)
+        return {"obsm/Y"}
+
+    def _resize(self, group, n: int, nnz: int, label_nnz: int, old_cats, cats) -> set[str]:
+        """Grow the arrays to ``n`` rows, ``nnz`` elements of X and ``label_nnz`` of Y;
+        make the split arrays the new categories need. Returns the arrays made anew
+        (their old record is void)."""
         for name in self._row_arrays(group):
             arr = group[name]
-            arr.resize((n + (1 if name == "X/indptr" else 0),) + tuple(arr.shape[1:]))
+            arr.resize((n + (1 if name.endswith("indptr") else 0),) + tuple(arr.shape[1:]))
         for name in ("X/data", "X/indices"):
             group[name].resize((nnz,))
+        for name in ("obsm/Y/data", "obsm/Y/indices"):
+            group[name].resize((label_nnz,))
         group["X"].attrs["shape"] = [n, self.store.n_features]
+        group["obsm/Y"].attrs["shape"] = [n, self.store.n_labels]
         recreated: set[str] = set()
         if cats is None or cats == old_cats:
             return recreated
@@ -698,18 +776,22 @@ class StoreAppender(StoreWriter):
         return recreated
 
     def _row_arrays(self, group) -> list[str]:
-        names = ["X/indptr", "obsm/Y", "obs/_index"]
+        names = ["X/indptr", "obsm/Y/indptr", "obs/_index"]
         names += [f"obs/{k}" for k in self.store.obs_columns]
         if "split" in group["obs"]:
             names.append("obs/split/codes")
         return names
 
-    def _touched(self, group, t0: int, e0: int, nnz: int) -> list[tuple[str, int, int]]:
+    def _touched(self, group, t0: int, e0: int, nnz: int, ye0: int,
+                 label_nnz: int) -> list[tuple[str, int, int]]:
         """``(array, first chunk, new length)`` of the chunks the fill tasks write."""
         cr = self.chunk_rows
         out = [(name, t0 // cr, group[name].shape[0]) for name in self._row_arrays(group)]
         if e0 < nnz:
             out += [(name, e0 // F.ELEM_CHUNK, nnz) for name in ("X/data", "X/indices")]
+        if ye0 < label_nnz:
+            out += [(name, ye0 // F.ELEM_CHUNK, label_nnz)
+                    for name in ("obsm/Y/data", "obsm/Y/indices")]
         return out
 
     def _swap(self) -> None:
@@ -740,13 +822,13 @@ def _link_tree(src: Path, dst: Path) -> None:
             shutil.copy2(s, d)
 
 
-def _row_of_element(o, n: int, e: int) -> int:
+def _row_of_element(o, n: int, e: int, indptr: str = "X/indptr") -> int:
     """The last row ``r`` of the store's ``n`` with ``indptr[r] <= e`` (a bisection: one
-    indptr chunk read per step, never the whole row pointer)."""
+    chunk of the row pointer ``indptr`` read per step, never the whole of it)."""
     lo, hi = 0, n
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if int(o.read("X/indptr", slice(mid, mid + 1))[0]) <= e:
+        if int(o.read(indptr, slice(mid, mid + 1))[0]) <= e:
             lo = mid
         else:
             hi = mid - 1
@@ -837,8 +919,11 @@ class _Plan:
         self.nnz_bounds = np.zeros(len(pieces) + 1, dtype=np.int64)
         np.cumsum([p["rows"] for p in pieces], out=self.row_bounds[1:])
         np.cumsum([p["nnz"] for p in pieces], out=self.nnz_bounds[1:])
+        self.label_bounds = np.zeros(len(pieces) + 1, dtype=np.int64)
+        np.cumsum([p["label_nnz"] for p in pieces], out=self.label_bounds[1:])
         self.n = int(self.row_bounds[-1])
         self.nnz = int(self.nnz_bounds[-1])
+        self.label_nnz = int(self.label_bounds[-1])
 
 
 def _unique_names(names, what: str) -> list[str]:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
+import scipy.sparse as sp
 
 from dmlfe.errors import InputError
 from dmlfe.store.reader import Store, open_store
@@ -37,11 +38,10 @@ def _doc_lines(block: dict, offset: int, empty: str) -> list[str]:
     """One line (without its end) per document of a block."""
     X = block["X"].tocsr()
     X.sort_indices()
-    Y = np.asarray(block["Y"])
-    rows, cols = np.nonzero(Y)  # row-major: label columns ascending per row
-    label_off = np.zeros(X.shape[0] + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=X.shape[0]), out=label_off[1:])
-    labels = cols.tolist()
+    Y = sp.csr_matrix(block["Y"])
+    Y.sort_indices()  # label columns ascending per row
+    label_off = Y.indptr.tolist()
+    labels = Y.indices.tolist()
     indices = (X.indices.astype(np.int64) + offset).tolist()
     data = X.data.tolist()
     indptr = X.indptr.tolist()
