@@ -30,9 +30,11 @@ Parts (``--parts``, comma list; default ``sweep,plot``):
 * ``quality``: on the test split at the largest q: each method of ``--methods`` and
   PCA (d = ``--dim``) fitted on train, train and test embedded (``dmlfe transform``), a
   10-nearest-neighbour label vote (``dmlfe.KNNLabelVote``) on the embeddings; P@1, P@3,
-  P@5, nDCG@5 and PSP@5 (``dmlfe.evaluation.metrics``) on the test documents. Beside
-  them: the same vote on the raw features, and napkinXC's PLT (a dedicated XMC tool) on
-  the raw features. napkinXC is a benchmark-only dependency, not the package's::
+  P@5, nDCG@5 and PSP@5 (``dmlfe.evaluation.metrics``; propensities from the training
+  label counts) on the whole test set at once, from CSR scores holding each row's top 5
+  (nothing n_test x q is dense). Beside them: the same vote on the raw CSR features (its
+  sparse path: nothing n x D dense), and napkinXC's PLT (a dedicated XMC tool) on the
+  raw features. napkinXC is a benchmark-only dependency, not the package's::
 
       python -m pip install --no-deps --target bench-out/pydeps napkinxc
 
