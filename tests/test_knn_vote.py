@@ -399,3 +399,130 @@ def test_class_labels_vote_for_one_class():
     ref = _reference(Z, np.column_stack([1 - yb, yb]), Zq, 4, weights="uniform")[0]
     np.testing.assert_allclose(binary.decision_function(Zq), ref[:, 1] - 0.5, atol=1e-12)
     np.testing.assert_array_equal(binary.predict(Zq), ref.argmax(axis=1))
+
+
+# --------------------------------------------------------------------------- raw features
+def _sparse_data(n=130, m=35, D=400, q=14, seed=11):
+    """tf-idf-like CSR features: few stored entries a row, many rows sharing none (exact
+    ties at cosine 0, broken by the lower training index), an empty row."""
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, D, density=0.04, random_state=rng, format="csr")
+    X = sp.csr_matrix(X.multiply(X > 0.2))  # drop some: rows with few features
+    X.eliminate_zeros()
+    X = sp.vstack([X[:7], sp.csr_matrix((1, D)), X[8:]], format="csr")  # row 7 empty
+    Xq = sp.random(m, D, density=0.04, random_state=rng, format="csr")
+    Y = (rng.uniform(size=(n, q)) < 0.2).astype(np.int8)
+    Y[:, 0] = np.asarray(X[:, :40].sum(axis=1)).ravel() > 0.5
+    return X, Y, Xq
+
+
+@pytest.mark.parametrize("metric", ["cosine", "euclidean"])
+@pytest.mark.parametrize("weights", ["similarity", "uniform"])
+def test_sparse_features_match_brute_force(metric, weights):
+    X, Y, Xq = _sparse_data()
+    ref, nbrs = _reference(X.toarray(), Y, Xq.toarray(), 8, metric, weights)
+    for bq, bt in ((None, None), (6, 17), (1, 1000)):
+        clf = KNNLabelVote(n_neighbors=8, metric=metric, weights=weights, block_rows=bq,
+                           train_block_rows=bt).fit(X, sp.csr_matrix(Y))
+        assert clf.sparse_features_ and not hasattr(clf, "train_embeddings_")
+        assert clf.n_features_in_ == 400 and clf.train_data_.size == X.nnz
+        _, idx = clf.kneighbors(Xq)
+        np.testing.assert_array_equal(idx, nbrs)
+        S = clf.predict_proba(Xq)
+        assert sp.isspmatrix_csr(S)
+        np.testing.assert_allclose(S.toarray(), ref, rtol=1e-12, atol=1e-12)
+        # dense queries and a dask array of CSR blocks: the same
+        np.testing.assert_allclose(clf.predict_proba(Xq.toarray()).toarray(), ref,
+                                   rtol=1e-12, atol=1e-12)
+        S2 = clf.predict_proba(sparse_dask(Xq, 9))
+        np.testing.assert_allclose(S2.toarray(), ref, rtol=1e-12, atol=1e-12)
+    # a dask array of CSR blocks in fit: kept sparse too, one compute with the labels
+    fitted, n = count_computes(lambda: KNNLabelVote(n_neighbors=8, metric=metric,
+                                                    weights=weights).fit(
+        sparse_dask(X, 30), sparse_dask(Y.astype(np.float64), 30)))
+    assert n == 1 and fitted.sparse_features_
+    np.testing.assert_array_equal(fitted.kneighbors(Xq)[1], nbrs)
+    # distances are those of the dense reference
+    if metric == "euclidean":
+        d, _ = fitted.kneighbors(Xq)
+        full = np.sqrt(((Xq.toarray()[:, None] - X.toarray()[None]) ** 2).sum(axis=2))
+        np.testing.assert_allclose(d, np.take_along_axis(full, nbrs, axis=1), atol=1e-12)
+
+
+def test_sparse_pair_key_is_dense_only_at_block_size(monkeypatch):
+    import dmlfe.evaluation.knn_vote as kv
+
+    X, Y, Xq = _sparse_data(seed=12)
+    shapes = []
+    real = kv._top_k_rows
+
+    def spy(key, k, offset):
+        shapes.append(key.shape)
+        return real(key, k, offset)
+
+    monkeypatch.setattr(kv, "_top_k_rows", spy)
+    KNNLabelVote(n_neighbors=4, block_rows=5, train_block_rows=20).fit(X, Y).predict_proba(Xq)
+    assert shapes and max(a for a, _ in shapes) <= 5 and max(b for _, b in shapes) <= 20
+
+
+def test_sparse_features_refuse_non_finite_and_refit_switches_paths():
+    X, Y, Xq = _sparse_data(seed=13)
+    clf = KNNLabelVote(n_neighbors=3).fit(X, Y)
+    bad = Xq.copy()
+    bad.data[4] = np.inf
+    with pytest.raises(Exception, match="finite|infinity"):
+        clf.predict_proba(bad)
+    Z = X.toarray()[:, :5]
+    clf.fit(Z, Y)  # dense now: the sparse arrays are gone
+    assert not clf.sparse_features_ and not hasattr(clf, "train_data_")
+    np.testing.assert_allclose(clf.predict_proba(Z[:4]).toarray(),
+                               _reference(Z, Y, Z[:4], 3)[0], rtol=1e-12, atol=1e-12)
+    clf.fit(X, Y)
+    assert clf.sparse_features_ and not hasattr(clf, "train_embeddings_")
+
+
+def test_sparse_features_on_a_local_cluster_as_in_process(cluster_client, monkeypatch):
+    import dmlfe.compute
+
+    X, Y, Xq = _sparse_data(n=150, m=40, seed=14)
+    Xd, Yd, Qd = sparse_dask(X, 40), sparse_dask(Y.astype(np.float64), 40), sparse_dask(Xq, 10)
+    for metric in ("cosine", "euclidean"):
+        with dask.config.set(scheduler="threads"):  # in-process reference
+            local = KNNLabelVote(n_neighbors=6, metric=metric, block_rows=4,
+                                 train_block_rows=30).fit(X, Y)
+            ref = local.predict_proba(Xq)
+        assert dmlfe.compute.computing_client() is cluster_client
+        monkeypatch.setattr(dmlfe.compute, "SCATTER_BYTES", 0)  # training blocks scattered
+        clf = KNNLabelVote(n_neighbors=6, metric=metric, block_rows=4, train_block_rows=30)
+        clf.fit(Xd, Yd)
+        assert clf.sparse_features_
+        before = scheduler_graphs(cluster_client)
+        S = clf.predict_proba(Qd)
+        assert scheduler_graphs(cluster_client) - before == 1  # one compute per call
+        scattered = _SCATTERED[clf][3]
+        assert len(scattered) == 5  # 150 rows in blocks of 30
+        np.testing.assert_array_equal(S.indices, ref.indices)
+        np.testing.assert_allclose(S.data, ref.data, rtol=1e-13)
+        # in-memory CSR queries with a client current run there too, reusing the blocks
+        np.testing.assert_allclose(clf.predict_proba(Xq).toarray(), ref.toarray(),
+                                   rtol=1e-13, atol=0)
+        assert _SCATTERED[clf][3] is scattered
+        np.testing.assert_allclose(
+            S.toarray(), _reference(X.toarray(), Y, Xq.toarray(), 6, metric)[0],
+            rtol=1e-12, atol=1e-12)
+        monkeypatch.undo()
+
+
+def test_sparse_features_saved_and_loaded(tmp_path):
+    X, Y, Xq = _sparse_data(seed=15)
+    for metric in ("cosine", "euclidean"):
+        clf = KNNLabelVote(n_neighbors=5, metric=metric).fit(X, sp.csr_matrix(Y))
+        save_classifier(clf, tmp_path, name="knn-vote")
+        meta = json.loads((tmp_path / "classifier" / "classifier.json").read_text())
+        want = {"train_data_", "train_indices_", "train_indptr_", "labels_data_"}
+        assert want <= set(meta["arrays"]) and "train_embeddings_" not in meta["arrays"]
+        assert ("train_sq_norms_" in meta["arrays"]) == (metric == "euclidean")
+        _, got = load_classifier(tmp_path)
+        assert got.sparse_features_
+        assert (got.predict_proba(Xq) != clf.predict_proba(Xq)).nnz == 0
+        np.testing.assert_array_equal(got.kneighbors(Xq)[1], clf.kneighbors(Xq)[1])

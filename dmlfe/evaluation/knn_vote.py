@@ -20,6 +20,16 @@ training embeddings (n x d) and the labels (CSR, O(nnz)) are held by the driver.
 similarities (distances) are broken by the lower training index, so the neighbours do
 not depend on the block sizes or the order of the merges.
 
+Raw sparse features (a tf-idf or hashed CSR matrix of, say, 2^20 columns; a
+scipy.sparse matrix or a dask array of CSR blocks) are never densified: the training
+rows are kept as CSR (unit rows for cosine; their squared norms for euclidean), each
+training block is transposed once per call, and each (query block x training block)
+key is the sparse product ``q @ X_block.T`` made dense only at block size
+(block_rows x train_block_rows); the top k, the merge and the tie rule are those of the
+dense path. Memory: O(nnz) for the training rows (twice, with the transposed blocks
+of a call) plus O(block_rows x train_block_rows) per running pair; nothing n_query x n
+or n x D is dense. Dense inputs (embeddings) take the dense path unchanged.
+
 With a dask query array, or a distributed client current, the pairs are dask tasks and
 one ``dask.compute`` per call runs them all; the training blocks enter the graph once
 each, shared by every query block (on a distributed client, above
@@ -136,6 +146,64 @@ def _pair_top_k(Q: np.ndarray, X: np.ndarray, offset: int, k: int, metric: str,
     return np.concatenate([o[0] for o in out]), np.concatenate([o[1] for o in out])
 
 
+def _csr_nbytes(a: sp.csr_matrix) -> int:
+    """Bytes held by a CSR matrix's three arrays."""
+    return int(a.data.nbytes + a.indices.nbytes + a.indptr.nbytes)
+
+
+def _checked_csr(a: Any, offset: int) -> sp.csr_matrix:
+    """``a`` (CSR or dense block) as float64 CSR with summed duplicates; raise naming
+    the first non-finite stored entry (global row ``offset + r``)."""
+    a = sp.csr_matrix(a, dtype=np.float64)
+    a.sum_duplicates()
+    bad = np.flatnonzero(~np.isfinite(a.data))
+    if bad.size:
+        r = int(np.searchsorted(a.indptr, bad[0], side="right") - 1)
+        raise ValueError(f"Z[row {offset + r}, dim {a.indices[bad[0]]}] = "
+                         f"{a.data[bad[0]].item()!r}: features must be finite")
+    return a
+
+
+def _csr_sq_norms(a: sp.csr_matrix) -> np.ndarray:
+    """Squared Euclidean norm of each row of a CSR matrix (duplicates summed)."""
+    sq = np.zeros(a.shape[0])
+    rows = np.repeat(np.arange(a.shape[0]), np.diff(a.indptr))
+    np.add.at(sq, rows, a.data * a.data)
+    return sq
+
+
+def _csr_unit_rows(a: sp.csr_matrix) -> sp.csr_matrix:
+    """Rows of a CSR matrix scaled to unit length (zero rows stay zero)."""
+    norms = np.sqrt(_csr_sq_norms(a))
+    scale = 1.0 / np.where(norms > 0, norms, 1.0)
+    return sp.csr_matrix((a.data * np.repeat(scale, np.diff(a.indptr)), a.indices,
+                          a.indptr), shape=a.shape)
+
+
+def _pair_top_k_sparse(Q: Any, XT: sp.csr_matrix, x_sq: np.ndarray | None, offset: int,
+                       k: int, metric: str, block_rows: int) -> Candidates:
+    """:func:`_pair_top_k` for sparse features: the training block is given transposed
+    (``XT``: features x block rows, CSR; unit columns for cosine) with its rows' squared
+    norms ``x_sq`` (euclidean). Each key is the sparse product ``q @ XT`` made dense only
+    at block size (block_rows x training block rows); then the same top k."""
+    Q = _checked_csr(Q, 0) if offset == 0 else sp.csr_matrix(Q, dtype=np.float64)
+    out = []
+    for r0 in range(0, max(Q.shape[0], 1), block_rows):
+        q = Q[r0:r0 + block_rows]
+        if metric == "cosine":
+            key = (_csr_unit_rows(q) @ XT).toarray()
+        else:
+            key = (q @ XT).toarray()
+            key *= 2.0
+            key -= _csr_sq_norms(q)[:, None]
+            key -= x_sq[None, :]
+            np.minimum(key, 0.0, out=key)  # -||q - x||^2, round-off clipped
+        out.append(_top_k_rows(key, k, offset))
+    if len(out) == 1:
+        return out[0]
+    return np.concatenate([o[0] for o in out]), np.concatenate([o[1] for o in out])
+
+
 # --------------------------------------------------------------------------- labels
 def _labels_csr(Y: Any, n: int, owner: str) -> sp.csr_matrix:
     """The 0/1 label matrix as CSR (int8, sorted indices, no stored zeros)."""
@@ -212,7 +280,14 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
     labels_data_, labels_indices_, labels_indptr_ : ndarray
         The training labels as the arrays of a CSR matrix (``train_labels_``).
     train_embeddings_ : ndarray (``n_samples_``, ``n_features_in_``)
-        The training embeddings (unit rows for ``metric="cosine"``).
+        The training embeddings (unit rows for ``metric="cosine"``); dense input only.
+    train_data_, train_indices_, train_indptr_ : ndarray
+        Sparse input only: the training rows as the arrays of a CSR matrix (unit rows
+        for ``metric="cosine"``).
+    train_sq_norms_ : ndarray (``n_samples_``,)
+        Sparse input and ``metric="euclidean"`` only: the rows' squared norms.
+    sparse_features_ : bool
+        Whether the training rows are sparse (the sparse search path).
     classes_ : ndarray
         ``arange(n_labels_)`` for a label matrix; the class values for 1-D class labels
         (binary or multi-class: a column per class, ``predict`` gives the class of the
@@ -226,6 +301,13 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
     :meth:`predict` and :meth:`predict_top_k` to the lower label index. The search is
     exact; its memory O(block_rows x train_block_rows + n_query x n_neighbors) besides
     the training embeddings and labels. Dask embeddings are computed once in ``fit``.
+
+    Sparse features (scipy.sparse, or a dask array of CSR blocks) are kept as CSR and
+    searched by sparse products made dense only at block size (module
+    :mod:`dmlfe.evaluation.knn_vote`): ``train_data_``, ``train_indices_``,
+    ``train_indptr_`` (and ``train_sq_norms_`` for euclidean) replace
+    ``train_embeddings_``, and a saved classifier (:mod:`dmlfe.io.classifier`) stores
+    them as those arrays. Queries are then taken as CSR (dense ones converted).
 
     Examples
     --------
@@ -296,6 +378,20 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
         return sp.csr_matrix((self.labels_data_, self.labels_indices_, self.labels_indptr_),
                              shape=(self.n_samples_, self.n_labels_))
 
+    @property
+    def sparse_features_(self) -> bool:
+        """Whether it was fitted on sparse features (kept as CSR, searched sparsely)."""
+        self._check_fitted()
+        return hasattr(self, "train_indptr_")
+
+    def _train(self) -> np.ndarray | sp.csr_matrix:
+        """The training rows: the dense embeddings, or CSR over the stored arrays (no
+        copy; unit rows for ``metric="cosine"``)."""
+        if not self.sparse_features_:
+            return self.train_embeddings_
+        return sp.csr_matrix((self.train_data_, self.train_indices_, self.train_indptr_),
+                             shape=(self.n_samples_, self.n_features_in_), copy=False)
+
     def _blocks(self) -> tuple[int, int]:
         return (int(self.block_rows or _BLOCK_ROWS),
                 int(self.train_block_rows or _TRAIN_BLOCK_ROWS))
@@ -307,7 +403,8 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
         Parameters
         ----------
         Z : ndarray, scipy.sparse or dask array (row chunks), shape (n, d)
-            Training embeddings (densified: embeddings have few dimensions).
+            Training embeddings, or raw sparse features: a scipy.sparse matrix or a dask
+            array of CSR blocks is kept as CSR (never densified) and searched sparsely.
         Y : ndarray, scipy.sparse or dask array (blocks CSR or dense), shape (n, q)
             0/1 labels; kept as CSR, never densified.
 
@@ -334,11 +431,16 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
                 Y = sp.vstack([sp.csr_matrix(b) for b in yblocks], format="csr")
             else:
                 X = Zi.compute()
-            X = np.ascontiguousarray(X.toarray() if sp.issparse(X) else X)
-            as_embeddings(X)  # the finiteness check, now that the values exist
+            if sp.issparse(X):  # CSR blocks: raw features, kept sparse
+                X = _checked_csr(X, 0)
+            else:
+                X = np.ascontiguousarray(X)
+                as_embeddings(X)  # the finiteness check, now that the values exist
             self.n_features_in_ = X.shape[1]
         else:
-            X = np.ascontiguousarray(as_embeddings(checked_matrix(self, Z, reset=True)))
+            X = checked_matrix(self, Z, reset=True)
+            X = (_checked_csr(X, 0) if sp.issparse(X)
+                 else np.ascontiguousarray(as_embeddings(X)))
         n = X.shape[0]
         Yc = _labels_csr(Y, n, name)
         k = int(self.n_neighbors)
@@ -346,7 +448,19 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
             warnings.warn(f"{name}: n_neighbors={k} is more than the {n} training "
                           f"documents; using n_neighbors_={n}", UserWarning, stacklevel=2)
             k = n
-        self.train_embeddings_ = _unit_rows(X) if self.metric == "cosine" else X
+        for stale in ("train_embeddings_", "train_data_", "train_indices_", "train_indptr_",
+                      "train_sq_norms_"):
+            self.__dict__.pop(stale, None)  # a refit may switch dense <-> sparse
+        if sp.issparse(X):
+            X.sort_indices()
+            if self.metric == "cosine":
+                X = _csr_unit_rows(X)
+            else:
+                self.train_sq_norms_ = _csr_sq_norms(X)
+            self.train_data_, self.train_indices_, self.train_indptr_ = (
+                X.data, X.indices, X.indptr)
+        else:
+            self.train_embeddings_ = _unit_rows(X) if self.metric == "cosine" else X
         self.labels_data_, self.labels_indices_, self.labels_indptr_ = (
             Yc.data, Yc.indices, Yc.indptr)
         self.n_neighbors_ = k
@@ -363,8 +477,14 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"Z has shape {Z.shape}, but {type(self).__name__} is "
                                  f"expecting {self.n_features_in_} features as input; "
                                  "project with the same model")
+            if self.sparse_features_:  # blocks stay as they are (CSR or dense)
+                Z = Z.rechunk({1: -1}) if len(Z.chunks[1]) != 1 else Z
+                return Z.astype(np.float64) if Z.dtype != np.float64 else Z
             return as_embeddings(Z)
-        return as_embeddings(checked_matrix(self, Z, reset=False))
+        Z = checked_matrix(self, Z, reset=False)
+        if self.sparse_features_:
+            return _checked_csr(Z, 0)
+        return as_embeddings(Z)
 
     def kneighbors(self, Z: Any) -> tuple[np.ndarray, np.ndarray]:
         """The exact nearest training documents of each query row.
@@ -386,11 +506,10 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
             vals = np.sqrt(np.maximum(-vals, 0.0))
         return vals, idx
 
-    def _search(self, Q: np.ndarray | da.Array) -> Candidates:
+    def _search(self, Q: np.ndarray | sp.csr_matrix | da.Array) -> Candidates:
         k = self.n_neighbors_
         bq, bt = self._blocks()
-        X = self.train_embeddings_
-        n = X.shape[0]
+        n = self.n_samples_
         starts = range(0, n, bt)
         client = computing_client()
         if isinstance(Q, da.Array) or client is not None:
@@ -401,12 +520,22 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
         q_starts = list(range(0, m, bq))
         vals = np.empty((m, k))
         idx = np.empty((m, k), dtype=np.int64)
+        if self.sparse_features_:
+            tblocks = self._sparse_blocks(starts, bt)
+
+            def pair(q: Any, j: int, t0: int) -> Candidates:
+                return _pair_top_k_sparse(q, *tblocks[j], t0, k, self.metric, bq)
+        else:
+            X = self.train_embeddings_
+
+            def pair(q: Any, j: int, t0: int) -> Candidates:
+                return _pair_top_k(q, X[t0:t0 + bt], t0, k, self.metric, bq)
 
         def one(q0: int) -> None:
             q = Q[q0:q0 + bq]
             acc = None
-            for t0 in starts:
-                part = _pair_top_k(q, X[t0:t0 + bt], t0, k, self.metric, bq)
+            for j, t0 in enumerate(starts):
+                part = pair(q, j, t0)
                 acc = part if acc is None else _merge(acc, part, k=k)
             vals[q0:q0 + bq], idx[q0:q0 + bq] = acc
 
@@ -419,19 +548,27 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
         bq, bt = self._blocks()
         if Q.shape[0] == 0:
             return np.empty((0, k)), np.empty((0, k), dtype=np.int64)
+        sparse = self.sparse_features_
         if isinstance(Q, da.Array):
             qblocks = list(Q.to_delayed().ravel())
+        elif sparse:
+            qblocks = [graph_operand(Q[a:a + bq], client, nbytes=_csr_nbytes(Q))
+                       for a in range(0, Q.shape[0], bq)]
         else:
             qblocks = [graph_operand(np.ascontiguousarray(Q[a:a + bq]), client,
                                      nbytes=Q.nbytes) for a in range(0, Q.shape[0], bq)]
         # each training block enters the graph once, shared by every query block
         tblocks = self._training_blocks(client, starts, bt)
-        pair = dask.delayed(_pair_top_k, pure=True)
+        if sparse:  # a block is (its transpose, its squared norms): two operands
+            spair = dask.delayed(_pair_top_k_sparse, pure=True)
+            pairs = [[spair(qb, tb[0], tb[1], t0, k, self.metric, bq)
+                      for tb, t0 in zip(tblocks, starts, strict=True)] for qb in qblocks]
+        else:
+            pair = dask.delayed(_pair_top_k, pure=True)
+            pairs = [[pair(qb, tb, t0, k, self.metric, bq)
+                      for tb, t0 in zip(tblocks, starts, strict=True)] for qb in qblocks]
         # per query block: a tree reduction of its pairs (top k of top k's), on the workers
-        roots = [tree_reduce([pair(qb, tb, t0, k, self.metric, bq)
-                              for tb, t0 in zip(tblocks, starts, strict=True)],
-                             functools.partial(_merge, k=k))
-                 for qb in qblocks]
+        roots = [tree_reduce(p, functools.partial(_merge, k=k)) for p in pairs]
         out = run(*roots, desc="knn-vote search", client=client)
         return np.concatenate([o[0] for o in out]), np.concatenate([o[1] for o in out])
 
@@ -439,18 +576,41 @@ class KNNLabelVote(ClassifierMixin, BaseEstimator):
         """The training blocks as graph operands: delayed keys, or -- on a distributed
         client, above :data:`dmlfe.compute.SCATTER_BYTES` -- futures scattered once and
         kept for this classifier's later calls on that client (released with it)."""
-        X = self.train_embeddings_
-        if client is None or X.nbytes <= _compute.SCATTER_BYTES:
-            return [graph_operand(np.ascontiguousarray(X[t0:t0 + bt]), None)
-                    for t0 in starts]
+        if self.sparse_features_:
+            token = self.train_data_
+            nbytes = _csr_nbytes(self._train())
+            blocks: list[Any] = self._sparse_blocks(starts, bt)
+        else:
+            token = X = self.train_embeddings_
+            nbytes = X.nbytes
+            blocks = [np.ascontiguousarray(X[t0:t0 + bt]) for t0 in starts]
+        if client is None or nbytes <= _compute.SCATTER_BYTES:
+            if self.sparse_features_:
+                return [(graph_operand(xt, None, nbytes=0),
+                         None if sq is None else graph_operand(sq, None)) for xt, sq in blocks]
+            return [graph_operand(b, None) for b in blocks]
         hit = _SCATTERED.get(self)
-        if (hit is not None and hit[0]() is client and hit[1] is X and hit[2] == bt
+        if (hit is not None and hit[0]() is client and hit[1] is token and hit[2] == bt
                 and getattr(client, "status", None) == "running"):
             return hit[3]
-        futures = client.scatter([np.ascontiguousarray(X[t0:t0 + bt]) for t0 in starts],
-                                 hash=False)
-        _SCATTERED[self] = (weakref.ref(client), X, bt, futures)
+        if self.sparse_features_:
+            xts = client.scatter([xt for xt, _ in blocks], hash=False)
+            sqs = ([None] * len(blocks) if blocks[0][1] is None
+                   else client.scatter([sq for _, sq in blocks], hash=False))
+            futures: list[Any] = list(zip(xts, sqs, strict=True))
+        else:
+            futures = client.scatter(blocks, hash=False)
+        _SCATTERED[self] = (weakref.ref(client), token, bt, futures)
         return futures
+
+    def _sparse_blocks(self, starts: Sequence[int], bt: int
+                       ) -> list[tuple[sp.csr_matrix, np.ndarray | None]]:
+        """The sparse training blocks as (transpose: features x rows CSR, squared norms
+        of the rows or None for cosine), built once per search (O(nnz) memory)."""
+        X = self._train()
+        sq = getattr(self, "train_sq_norms_", None)
+        return [(sp.csr_matrix(X[t0:t0 + bt].T), None if sq is None else sq[t0:t0 + bt])
+                for t0 in starts]
 
     # ------------------------------------------------------------------ scores
     def _neighbour_weights(self, vals: np.ndarray) -> np.ndarray:

@@ -14,6 +14,12 @@ classifier's state is its instance attributes beyond the constructor parameters;
 classifiers whose state is arrays and JSON scalars can be saved (binary relevance holds
 scikit-learn estimators and is refused with a message). Loading builds only a registered
 class, so a saved file cannot name arbitrary code.
+
+A sparse matrix in a fitted state is saved as the arrays of its CSR form: knn-vote
+fitted on raw sparse features keeps its training rows as ``train_data_``,
+``train_indices_`` and ``train_indptr_`` (plus ``train_sq_norms_`` for euclidean), so
+they round-trip through ``classifier.npz`` like any array (O(nnz) on disk, never
+densified) and the loaded classifier searches sparsely again.
 """
 
 from __future__ import annotations
