@@ -153,7 +153,8 @@ class _CountComputes(Callback):
 
 @pytest.mark.parametrize("name, kw", [("MLSI", {}), ("MLDA", {}), ("DMLDA", {}), ("OPLS", {}),
                                       ("MDDM", {"label_kernel": "rbf"}),
-                                      ("MDDM", {"variant": "f"})])
+                                      ("MDDM", {"variant": "f"}), ("MOPE", {}),
+                                      ("HSL", {}), ("KernelMDDM", {})])
 def test_methods_without_a_sparse_label_path_refuse_before_any_pass(few_dense_labels, name, kw):
     X, Y = _data()
     Xd = da.from_array(X, chunks=(64, X.shape[1]), asarray=False)

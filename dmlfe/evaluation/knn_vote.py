@@ -136,11 +136,23 @@ def _pair_top_k(Q: np.ndarray, X: np.ndarray, offset: int, k: int, metric: str,
         if metric == "cosine":
             key = _unit_rows(q) @ X.T
         else:
-            key = 2.0 * (q @ X.T)
-            key -= np.einsum("ij,ij->i", q, q)[:, None]
-            key -= x_sq[None, :]
-            np.minimum(key, 0.0, out=key)  # -||q - x||^2, round-off clipped
+            key = _minus_sq_distances(q @ X.T, np.einsum("ij,ij->i", q, q), x_sq)
         out.append(_top_k_rows(key, k, offset))
+    return _stacked(out)
+
+
+def _minus_sq_distances(cross: np.ndarray, q_sq: np.ndarray, x_sq: np.ndarray
+                        ) -> np.ndarray:
+    """-||q - x||^2 = 2 q.x - |q|^2 - |x|^2 from the cross products (in their array),
+    round-off above 0 clipped."""
+    cross *= 2.0
+    cross -= q_sq[:, None]
+    cross -= x_sq[None, :]
+    return np.minimum(cross, 0.0, out=cross)
+
+
+def _stacked(out: list[Candidates]) -> Candidates:
+    """The candidates of consecutive query slices as one list."""
     if len(out) == 1:
         return out[0]
     return np.concatenate([o[0] for o in out]), np.concatenate([o[1] for o in out])
@@ -193,15 +205,9 @@ def _pair_top_k_sparse(Q: Any, XT: sp.csr_matrix, x_sq: np.ndarray | None, offse
         if metric == "cosine":
             key = (_csr_unit_rows(q) @ XT).toarray()
         else:
-            key = (q @ XT).toarray()
-            key *= 2.0
-            key -= _csr_sq_norms(q)[:, None]
-            key -= x_sq[None, :]
-            np.minimum(key, 0.0, out=key)  # -||q - x||^2, round-off clipped
+            key = _minus_sq_distances((q @ XT).toarray(), _csr_sq_norms(q), x_sq)
         out.append(_top_k_rows(key, k, offset))
-    if len(out) == 1:
-        return out[0]
-    return np.concatenate([o[0] for o in out]), np.concatenate([o[1] for o in out])
+    return _stacked(out)
 
 
 # --------------------------------------------------------------------------- labels

@@ -237,10 +237,13 @@ def label_scale_refusal(spec: MethodSpec, shape: DataShape,
     if spec.label_scale == "dense" or (spec.label_scale == "operator" and linear):
         return None
     needs = f"a dense q x q label matrix ({8 * q * q / 2**30:.2f} GiB)"
-    if spec.label_scale == "operator":
+    if spec.needs_graph:
+        n = shape.n_samples
+        needs = f"the labels as a dense n x q matrix ({8 * n * q / 2**30:.2f} GiB)"
+    elif spec.label_scale == "operator":
         given = repr(kernel) if isinstance(kernel, str) else "an array"
         needs = f"with label_kernel={given} {needs}"
-    elif not spec.needs_graph:
+    else:
         needs += f" and a dense D x q X^T Y ({8 * D * q / 2**30:.2f} GiB at D = {D:,})"
     return (f"{spec.name} cannot fit q = {q:,} labels: above MAX_DENSE_LABELS = "
             f"{sufficient.MAX_DENSE_LABELS:,} the label side is kept sparse, and {spec.name} "

@@ -372,15 +372,22 @@ def _markdown(cfg: PipelineConfig, rep: dict[str, Any], datasets: list[str],
     L += [f"File `{cfg.path}`, dmlfe {rep['dmlfe_version']}, {rep['generated']}. "
           f"Stages: {len(rep['stages'])} ({n_ran} ran, {len(rep['stages']) - n_ran} reused "
           "from the cache).", ""]
-    L += ["## Data sets", "", "| data set | documents | features | labels | splits |",
-          "|---|---:|---:|---:|---|"]
+    L += ["## Data sets", "", "| data set | documents | features | labels | documents per "
+          "label (median / max) | labels per document (mean / max) | splits |",
+          "|---|---:|---:|---:|---:|---:|---|"]
     for ds in datasets:
         info = rep["datasets"].get(ds, {})
         shape = info.get("shape", ["?", "?"])
         spl = rep["splits"].get(ds, {}).get("counts") or info.get("splits") or {}
         how = ("stratified " if ds in rep["splits"] else "") + ", ".join(
             f"{k} {v}" for k, v in spl.items())
-        L.append(f"| {ds} | {shape[0]} | {shape[1]} | {info.get('n_labels', '?')} | {how} |")
+        stats = info.get("label_stats") or {}
+        per_label = stats.get("docs_per_label") or {}
+        per_doc = stats.get("labels_per_doc") or {}
+        label_cells = (f"{per_label['median']:g} / {per_label['max']}" if per_label else "?",
+                       f"{per_doc['mean']:.2f} / {per_doc['max']}" if per_doc else "?")
+        L.append(f"| {ds} | {shape[0]} | {shape[1]} | {info.get('n_labels', '?')} | "
+                 f"{label_cells[0]} | {label_cells[1]} | {how} |")
     L.append("")
     sel = rep["select_metric"]
     on = {r["selected_on"] for r in rep["chosen"]}

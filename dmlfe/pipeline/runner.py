@@ -63,6 +63,10 @@ from dmlfe.pipeline.sources import (
 from dmlfe.pipeline.splits import split_roles
 from dmlfe.store import open_store
 
+#: Up to this many labels a report's data set record keeps every label's document count;
+#: above it only the compact label statistics (``Store.info()["label_stats"]``).
+REPORT_LABEL_COUNTS = 1000
+
 
 @dataclass
 class Stage:
@@ -384,8 +388,10 @@ class PipelineRun:
         write_record(src.folder, update.files or src.files, src.option_files,
                      store.fingerprint["uuid"])
         info = store.info()
-        keep = ("shape", "nnz", "n_labels", "labels", "splits", "docs_without_labels",
-                "empty_docs", "features")
+        keep = ["shape", "nnz", "n_labels", "splits", "docs_without_labels",
+                "empty_docs", "features", "label_stats"]
+        if info["n_labels"] <= REPORT_LABEL_COUNTS:
+            keep.append("labels")  # each label's count: compact only for few labels
         return {"store": str(out), "update": update.kind, "reason": update.reason,
                 "appended_rows": appended, "info": {k: info[k] for k in keep}}
 

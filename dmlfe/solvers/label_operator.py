@@ -57,6 +57,20 @@ from dmlfe.solvers.result import EigenResult, flip_signs_inplace
 from dmlfe.stats.sufficient import SufficientStats
 
 
+def _centred(M: sp.csr_matrix, V: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """(M - 1 mean^T) V: the product with the centred rows of M."""
+    out = np.asarray(M @ V)
+    out -= mean @ V
+    return out
+
+
+def _centred_t(MT: sp.csr_matrix, W: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """(M - 1 mean^T)^T W, given M^T: the product with the centred columns."""
+    out = np.asarray(MT @ W)
+    out -= np.outer(mean, W.sum(axis=0))
+    return out
+
+
 class LabelOperator:
     """A = c Xc^T Xc + g Xc^T Yc Yc^T Xc on the used features, applied by sparse
     products (see the module docstring).
@@ -112,27 +126,19 @@ class LabelOperator:
     # the four centred products; each is the sparse one less a rank-one term
     def xc(self, V: np.ndarray) -> np.ndarray:
         """Xc V (n x k)."""
-        out = np.asarray(self.X @ V)
-        out -= self.mean_x @ V
-        return out
+        return _centred(self.X, V, self.mean_x)
 
     def xct(self, W: np.ndarray) -> np.ndarray:
         """Xc^T W (used x k)."""
-        out = np.asarray(self.XT @ W)
-        out -= np.outer(self.mean_x, W.sum(axis=0))
-        return out
+        return _centred_t(self.XT, W, self.mean_x)
 
     def yc(self, U: np.ndarray) -> np.ndarray:
         """Yc U (n x k)."""
-        out = np.asarray(self.Y @ U)
-        out -= self.mean_y @ U
-        return out
+        return _centred(self.Y, U, self.mean_y)
 
     def yct(self, W: np.ndarray) -> np.ndarray:
         """Yc^T W (q x k)."""
-        out = np.asarray(self.YT @ W)
-        out -= np.outer(self.mean_y, W.sum(axis=0))
-        return out
+        return _centred_t(self.YT, W, self.mean_y)
 
     def feature_product(self, V: np.ndarray) -> np.ndarray:
         """A V for V on the used features."""

@@ -374,10 +374,32 @@ def _prototypes_table(rows: list[dict]) -> list[str]:
                                     "one_error"))] for r in rows])
 
 
+def _labels_table(rows: list[dict]) -> list[str]:
+    """``benchmarks/labels.py``'s sweep: each fit at each label count, with its ratio to
+    the same method's fit at the fewest labels."""
+    first: dict[str, float] = {}
+    for r in sorted(rows, key=lambda r: r["q"]):
+        if r["status"] == "ok":
+            first.setdefault(r["method"], r["seconds"])
+    body = []
+    for r in rows:
+        ok = r["status"] == "ok"
+        base = first.get(r["method"])
+        ratio = f"{r['seconds'] / base:.2f}" if ok and base else ""
+        what = "" if ok else _plain(f"{r['status']}: {r.get('error') or ''}")
+        body.append([f"``{r['method']}``", f"{r['q']:,}",
+                     _seconds(r["seconds"]) if ok else "", ratio,
+                     _mib(r.get("peak_mib")), what])
+    return _list_table(["fit", "labels", "seconds", "/ seconds at the fewest labels",
+                        "peak memory, driver and workers (MiB)", "refused or stopped"],
+                       body)
+
+
 #: How each ``kind`` of results file is rendered.
 RESULT_TABLES = {"fits": _fits_table, "exactness": _exactness_table,
                  "stages": _stages_table, "workers": _workers_table,
-                 "refits": _refits_table, "prototypes": _prototypes_table}
+                 "refits": _refits_table, "prototypes": _prototypes_table,
+                 "labels": _labels_table}
 
 
 class Performance(Directive):
