@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from dmlfe.errors import InputError, MissingPathError
-from dmlfe.labels import dense_labels
+from dmlfe.labels import classifier_labels, dense_labels
 from dmlfe.model_io import check_compatible
 from dmlfe.readers.base import IngestReport
 from dmlfe.readers.registry import all_readers, get_reader
@@ -191,7 +191,7 @@ def training_classifier(model: Any, classifier: Any) -> Any:
     store = open_store(prov["path"])
     if prov.get("split") is not None:
         store = store.subset(prov["split"])
-    return classifier.fit(model.transform(store.X), store.Y)
+    return classifier.fit(model.transform(store.X), classifier_labels(store.Y))
 
 
 def label_sets(P: np.ndarray, S: np.ndarray, names: list[str], ids: list[str]

@@ -104,6 +104,20 @@ def sparse_labels(Y: Any, client: Any = None) -> sp.csr_matrix:
     return out
 
 
+def classifier_labels(Y: Any) -> Any:
+    """Labels for a classifier's ``fit``: a dask array of a store's CSR label blocks made
+    of dense uint8 blocks up to :data:`~dmlfe.stats.sufficient.MAX_DENSE_LABELS` labels
+    (the form classifiers have always been given: a registered classifier may read it
+    with ``np.asarray``), and left CSR above it, where a dense n x q matrix is what many
+    labels cannot afford."""
+    from dmlfe.stats import sufficient
+
+    if not is_dask(Y) or Y.ndim != 2 or Y.shape[1] > sufficient.MAX_DENSE_LABELS:
+        return Y
+    return Y.map_blocks(lambda b: b.toarray() if sp.issparse(b) else np.asarray(b),
+                        dtype=Y.dtype, meta=np.empty((0, 0), dtype=Y.dtype))
+
+
 def label_rows(labels: Sequence[Sequence[int]], n_labels: int) -> sp.csr_matrix:
     """A uint8 CSR 0/1 matrix of ``len(labels)`` rows from each row's label columns.
 

@@ -71,6 +71,20 @@ def _centred_t(MT: sp.csr_matrix, W: np.ndarray, mean: np.ndarray) -> np.ndarray
     return out
 
 
+def _renumbered(X: sp.csr_matrix, columns: np.ndarray) -> sp.csr_matrix:
+    """X[:, columns] sharing X's values and row pointer (only the column indices are
+    new: at a million documents the values are a gigabyte); the indices stay unsorted
+    within a row, which the products do not need. A stored value in a column outside
+    ``columns`` (an explicit zero) takes the slicing copy instead."""
+    pos = np.full(X.shape[1], -1, dtype=np.int64)
+    pos[columns] = np.arange(columns.size)
+    idx = pos[X.indices]
+    if idx.size and idx.min() < 0:
+        return sp.csr_matrix(X[:, columns])
+    return sp.csr_matrix((X.data, idx.astype(X.indices.dtype, copy=False), X.indptr),
+                         shape=(X.shape[0], columns.size), copy=False)
+
+
 class LabelOperator:
     """A = c Xc^T Xc + g Xc^T Yc Yc^T Xc on the used features, applied by sparse
     products (see the module docstring).
@@ -98,8 +112,7 @@ class LabelOperator:
         # the whole block)
         counts = np.bincount(X.indices, minlength=X.shape[1])[used]
         self.order = np.argsort(-counts, kind="stable")
-        X = X[:, used[self.order]]
-        self.X = X
+        self.X = X = _renumbered(X, used[self.order])
         self.XT = sp.csr_matrix(X.T)
         self.Y = sp.csr_matrix(Y, dtype=np.float64)
         self.YT = sp.csr_matrix(self.Y.T)
