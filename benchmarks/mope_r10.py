@@ -58,7 +58,7 @@ def load_r10(work: Path) -> tuple[sp.csr_matrix, np.ndarray]:
                   max_features=2000, min_df=2, sublinear_tf=True)
     store = open_store(path)
     X = sp.csr_matrix(store.X.compute(scheduler="threads"), dtype=np.float64)
-    Y = np.asarray(store.Y.compute(scheduler="threads"), dtype=np.float64)
+    Y = np.asarray(store.Y.compute(scheduler="threads").toarray(), dtype=np.float64)
     return X, Y
 
 

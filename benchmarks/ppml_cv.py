@@ -49,7 +49,7 @@ def load_mulan(name: str, parts: tuple[str, ...] = ("train", "test")
     src = read_mulan(files, DATA / "mulan" / f"{name}.xml")
     batches = list(src.batches(4096))
     X = sp.vstack([sp.csr_matrix(b.X) for b in batches], format="csr").astype(np.float64)
-    Y = np.vstack([np.asarray(b.Y) for b in batches]).astype(np.int8)
+    Y = sp.vstack([b.Y for b in batches]).toarray().astype(np.int8)
     return X, Y
 
 

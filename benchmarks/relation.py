@@ -99,8 +99,8 @@ def run_one(method: str, store: Path, client: Any, args: argparse.Namespace,
 
 def labels(store: Path) -> tuple[np.ndarray, np.ndarray]:
     s = dmlfe.open_store(store)
-    return (np.asarray(s.subset("train").Y.compute(scheduler="sync")),
-            np.asarray(s.subset("test").Y.compute(scheduler="sync")))
+    return (np.asarray(s.subset("train").Y.compute(scheduler="sync").toarray()),
+            np.asarray(s.subset("test").Y.compute(scheduler="sync").toarray()))
 
 
 def main() -> None:

@@ -128,7 +128,8 @@ def _split(store: str, split: str) -> tuple[Any, np.ndarray]:
     import dmlfe
 
     s = dmlfe.open_store(store).subset(split)
-    return s.X.compute(scheduler="sync").tocsr(), np.asarray(s.Y.compute(scheduler="sync"))
+    return (s.X.compute(scheduler="sync").tocsr(),
+            np.asarray(s.Y.compute(scheduler="sync").toarray()))
 
 
 def run_case(case: dict[str, Any]) -> dict[str, Any]:

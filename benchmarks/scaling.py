@@ -254,7 +254,7 @@ def exactness(store: str, n: int, components: int) -> dict[str, Any]:
 
     view = dmlfe.open_store(store).take(np.arange(n))
     X = view.X.compute(scheduler="threads").tocsr()
-    Y = np.asarray(view.Y.compute(scheduler="threads"))
+    Y = np.asarray(view.Y.compute(scheduler="threads").toarray())
     out: dict[str, Any] = {"docs": n, "components": components}
     with get_client(n_workers=2, threads_per_worker=1) as client:
         for method in ("pca", "mvmd"):

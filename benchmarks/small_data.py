@@ -46,7 +46,7 @@ def load_medical() -> tuple[sp.csr_matrix, np.ndarray]:
     src = read_mulan(DATA / "mulan" / "medical-train.arff", DATA / "mulan" / "medical.xml")
     batches = list(src.batches(4096))
     X = sp.vstack([sp.csr_matrix(b.X) for b in batches], format="csr").astype(np.float64)
-    Y = np.vstack([np.asarray(b.Y) for b in batches]).astype(np.int8)
+    Y = sp.vstack([b.Y for b in batches]).toarray().astype(np.int8)
     return X, Y
 
 

@@ -50,8 +50,9 @@ FLAGS: dict[str, list[str]] = {
     "embed": ["--format", "--id-field", "--input-format", "--out", "--overwrite",
               "--store", "--text-field", *_WHERE],
     "predict": ["--classifier", "--id-field", "--input-format", "--out", "--overwrite",
-                "--split", "--store", "--text-field", *_WHERE],
-    "evaluate": ["--json", "--overwrite", "--split", *_WHERE],
+                "--split", "--store", "--text-field", "--top-k", *_WHERE],
+    "evaluate": ["--all-metrics", "--json", "--k", "--overwrite", "--split", "--xmc",
+                 *_WHERE],
 }
 
 CHOICES: dict[tuple[str, str], list] = {
@@ -83,12 +84,13 @@ CHOICES: dict[tuple[str, str], list] = {
     ("fit", "--knn-search"): ["auto", "exact", "approximate"],
     ("fit", "--solver"): ["auto", "dense", "randomized", "lanczos"],
     ("fit", "--components-dtype"): ["float64", "float32"],
-    ("fit", "--classifier"): ["ridge", "mlknn", "flda"],  # the classifier registry's order
+    # the classifier registry's order
+    ("fit", "--classifier"): ["ridge", "mlknn", "knn-vote", "flda"],
     ("transform", "--format"): ["zarr", "parquet"],
     ("embed", "--input-format"): ["jsonl", "parquet", "text"],
     ("embed", "--format"): ["zarr", "parquet"],
     ("predict", "--input-format"): ["jsonl", "parquet", "text"],
-    ("predict", "--classifier"): ["ridge", "mlknn", "br", "flda", "ppml"],
+    ("predict", "--classifier"): ["ridge", "mlknn", "knn-vote", "br", "flda", "ppml"],
 }
 
 

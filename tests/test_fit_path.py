@@ -174,7 +174,7 @@ def test_reblock_keeps_the_rows_in_smaller_blocks(tmp_path):
         assert max(small.X.chunks[0]) <= 5 and len(small.X.chunks[0]) > len(view.X.chunks[0])
         X_small = small.X.compute(scheduler="sync")
         np.testing.assert_array_equal(sp.csr_matrix(X_small).toarray(), Xs[rows].toarray())
-        np.testing.assert_array_equal(small.Y.compute(scheduler="sync"), Y[rows])
+        np.testing.assert_array_equal(small.Y.compute(scheduler="sync").toarray(), Y[rows])
         assert small.fingerprint == store.fingerprint and small.selection == view.selection
 
 

@@ -39,7 +39,7 @@ def _mulan(name, rows=None):
                      data_path("mulan", f"{name}.xml"))
     bs = list(src.batches(1000))
     X = sp.vstack([sp.csr_matrix(b.X) for b in bs], format="csr")
-    Y = np.vstack([b.Y for b in bs])
+    Y = sp.vstack([b.Y for b in bs]).toarray()
     return (X, Y) if rows is None else (X[:rows], Y[:rows])
 
 

@@ -11,7 +11,7 @@ from dmlfe.estimators import MultiLabelProjection
 from dmlfe.methods.registry import all_methods
 
 #: The public names outside the registries, written out here independently of dmlfe.
-NOT_REGISTERED = {"__version__", "GRROOR", "PPML", "BinaryRelevance", "MLkNN",
+NOT_REGISTERED = {"__version__", "GRROOR", "PPML", "BinaryRelevance", "MLkNN", "KNNLabelVote",
                   "MultiLabelRidge", "PerLabelFLDA", "append", "ingest", "open_store",
                   "load_model", "text_pipeline", "estimator_class", "make_estimator", "metrics"}
 

@@ -61,7 +61,7 @@ def scene():
     src = read_mulan(data_path("mulan", "scene-train.arff"), data_path("mulan", "scene.xml"))
     batches = list(src.batches(500))
     X = sp.vstack([b.X for b in batches]).toarray().astype(np.float64)
-    Y = np.vstack([b.Y for b in batches]).astype(np.float64)
+    Y = sp.vstack([b.Y for b in batches]).toarray().astype(np.float64)
     assert X.shape == (1211, 294) and Y.shape == (1211, 6)
     return X, Y, _stats(X, Y)
 

@@ -21,7 +21,7 @@ def medical():
     src = read_mulan(data_path("mulan", "medical-train.arff"), data_path("mulan", "medical.xml"))
     batches = list(src.batches(4096))
     X = sp.vstack([sp.csr_matrix(b.X) for b in batches], format="csr").astype(np.float64)
-    Y = np.vstack([np.asarray(b.Y) for b in batches]).astype(np.int8)
+    Y = sp.vstack([b.Y for b in batches]).toarray().astype(np.int8)
     assert X.shape == (333, 1449) and Y.shape == (333, 45)
     return X, Y
 

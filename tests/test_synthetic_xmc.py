@@ -27,7 +27,7 @@ def _read(out, q):
     src = read_xmc(list(corpus_files(out, q)))
     batches = list(src.batches(700))
     X = sp.vstack([b.X for b in batches], format="csr")
-    Y = np.vstack([b.Y for b in batches])
+    Y = sp.vstack([b.Y for b in batches]).toarray()
     splits = [s for b in batches for s in b.splits]
     return X, Y, splits
 
@@ -54,7 +54,7 @@ def test_same_X_across_label_counts_after_ingest(tmp_path):
                         chunk_rows=400) for q in (20, 3000)}
     blocks = {q: list(open_store(s).iter_blocks()) for q, s in stores.items()}
     X = {q: sp.vstack([b["X"] for b in bl], format="csr") for q, bl in blocks.items()}
-    Y = {q: np.vstack([np.asarray(b["Y"]) for b in bl]) for q, bl in blocks.items()}
+    Y = {q: sp.vstack([b["Y"] for b in bl]).toarray() for q, bl in blocks.items()}
     assert (X[20] != X[3000]).nnz == 0 and X[20].nnz > 0
     assert Y[20].shape == (900, 20) and Y[3000].shape == (900, 3000)
     # the coarse labels are the images of the fine ones
