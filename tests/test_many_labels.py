@@ -198,3 +198,16 @@ def test_pca_ignores_many_labels(few_dense_labels):
     Xc = X.toarray() - X.toarray().mean(axis=0)
     w = np.linalg.eigvalsh(Xc.T @ Xc)[::-1]
     np.testing.assert_allclose(with_labels.eigenvalues_[:4], w[:4], rtol=1e-10)
+
+
+def test_a_wide_x_t_y_sends_operator_methods_to_the_label_operator(monkeypatch):
+    # 40 labels (below MAX_DENSE_LABELS), but a dense D x q X^T Y above the byte limit:
+    # MDDMp and MVMD take the label-operator route, the other methods their dense path
+    X, Y = _data()
+    monkeypatch.setattr(sufficient, "MAX_DENSE_LABEL_BYTES", 8 * X.shape[1] * 39)
+    model = dmlfe.MVMD(n_components=4, tol=1e-12).fit(X, Y)
+    assert model.solver_ == "label-operator-lanczos"
+    assert "MAX_DENSE_LABEL_BYTES" in model.route_reason_
+    w, _ = _reference_pairs(X, Y.astype(float), 0.5, 2.0)
+    np.testing.assert_allclose(model.eigenvalues_[:4], w[:4], rtol=1e-10)
+    assert dmlfe.MLSI(n_components=4).fit(X, Y).solver_ != "label-operator-lanczos"

@@ -40,18 +40,22 @@ class FitData:
         in_memory = self.store is None and not is_dask(self.X)
         return DataShape(int(self.X.shape[0]), int(self.X.shape[1]), q, in_memory)
 
-    def gathered(self, progress: bool = False) -> FitData:
+    def gathered(self, progress: bool = False, sparse_labels: bool = False) -> FitData:
         """X (one CSR matrix) and Y (an ndarray) read to the driver in one pass; same store.
 
         The driver reads the store's chunks itself, in its own threads, whatever client
         exists: it opened the store, and sending the blocks through workers that have
         no more threads than it only adds their transfer (``benchmarks/scale.py``
         compares the two).
+
+        ``sparse_labels``: Y stays CSR (the label-operator route); otherwise a store's CSR
+        labels are made dense up to MAX_DENSE_LABELS labels, as the dense label paths take
+        them.
         """
         X, Y = run(self.X, self.Y, desc="reading X to the driver", progress=progress,
                    scheduler="threads")
         X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
-        if sp.issparse(Y) and Y.shape[1] <= sufficient.MAX_DENSE_LABELS:
+        if sp.issparse(Y) and Y.shape[1] <= sufficient.MAX_DENSE_LABELS and not sparse_labels:
             Y = Y.toarray()  # the dense label paths (dual, relation) take it as it was
         Y = sp.csr_matrix(Y) if sp.issparse(Y) else np.asarray(Y)
         return FitData(X, Y, self.store)

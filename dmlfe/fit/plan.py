@@ -222,9 +222,32 @@ def _dual_ok(spec: MethodSpec, n_labels: int = 0) -> bool:
 LABEL_OPERATOR = "label-operator"
 
 
-def many_labels(spec: MethodSpec, shape: DataShape) -> bool:
-    """Whether a supervised fit has more labels than the dense label statistics allow."""
-    return spec.supervised and shape.n_labels > sufficient.MAX_DENSE_LABELS
+def many_labels(spec: MethodSpec, shape: DataShape, params: dict[str, Any] | None = None
+                ) -> bool:
+    """Whether a supervised fit keeps its label side sparse: more labels than the dense
+    label statistics allow, or -- for a method with a label-operator path -- a dense
+    D x q X^T Y above MAX_DENSE_LABEL_BYTES."""
+    if not spec.supervised:
+        return False
+    if shape.n_labels > sufficient.MAX_DENSE_LABELS:
+        return True
+    return _operator_path(spec, params or {}) and \
+        8 * shape.n_features * shape.n_labels > sufficient.MAX_DENSE_LABEL_BYTES
+
+
+def _operator_path(spec: MethodSpec, params: dict[str, Any]) -> bool:
+    kernel = params.get("label_kernel", "linear")
+    return spec.label_scale == "operator" and isinstance(kernel, str) and kernel == "linear"
+
+
+def label_side_reason(shape: DataShape) -> str:
+    """Why the label side is sparse, for the route's reason."""
+    q, D = shape.n_labels, shape.n_features
+    if q > sufficient.MAX_DENSE_LABELS:
+        return f"q = {q:,} labels > MAX_DENSE_LABELS = {sufficient.MAX_DENSE_LABELS:,}"
+    return (f"a dense D x q X^T Y of D = {D:,} features and q = {q:,} labels would take "
+            f"{8 * D * q / 2**30:.1f} GiB > MAX_DENSE_LABEL_BYTES = "
+            f"{sufficient.MAX_DENSE_LABEL_BYTES / 2**30:g} GiB")
 
 
 def label_scale_refusal(spec: MethodSpec, shape: DataShape,
@@ -233,8 +256,7 @@ def label_scale_refusal(spec: MethodSpec, shape: DataShape,
     dense label matrices would take: said before any pass."""
     q, D = shape.n_labels, shape.n_features
     kernel = params.get("label_kernel", "linear")
-    linear = isinstance(kernel, str) and kernel == "linear"
-    if spec.label_scale == "dense" or (spec.label_scale == "operator" and linear):
+    if spec.label_scale == "dense" or _operator_path(spec, params):
         return None
     needs = f"a dense q x q label matrix ({8 * q * q / 2**30:.2f} GiB)"
     if spec.needs_graph:
@@ -391,7 +413,7 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
     method_params = {k: params[k] for k in spec.params}
     if spec.check_params is not None:
         spec.check_params(params)
-    if many_labels(spec, shape):
+    if many_labels(spec, shape, method_params):
         refusal = label_scale_refusal(spec, shape, method_params)
         if refusal is not None:
             raise InputError(refusal)
@@ -427,7 +449,8 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
         reason = "sums and label statistics only; the scatter lives in the n x n Gram"
     stats = StatsRequest(need_xtx=need_xtx, need_xtwx=spec.needs_weighted_xtx and route != "dual",
                          labels="01" if route == "dual" else spec.labels, reason=reason,
-                         need_xty=route != "dual", sparse_labels=many_labels(spec, shape))
+                         need_xty=route != "dual",
+                         sparse_labels=many_labels(spec, shape, method_params))
     return FitPlan(spec=spec, params=method_params, route=route, route_reason=route_reason,
                    solver=solver, solver_reason=solver_reason, problem_size=D, stats=stats,
                    dense_template=dense, n_components=params["n_components"],
@@ -440,12 +463,11 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
 
 def _label_operator_plan(spec: MethodSpec, method_params: dict[str, Any], params: dict[str, Any],
                          shape: DataShape, limits: Limits) -> FitPlan:
-    """The plan of a method with an operator label path above MAX_DENSE_LABELS labels."""
-    q = shape.n_labels
+    """The plan of a method with an operator label path and a sparse label side."""
+    why = label_side_reason(shape)
     if params["route"] not in ("auto", "feature") or params["solver"] != "auto":
         raise InputError(
-            f"{spec.name} with q = {q:,} labels (> MAX_DENSE_LABELS = "
-            f"{sufficient.MAX_DENSE_LABELS:,}) is solved on the label-operator route; "
+            f"{spec.name} is solved on the label-operator route ({why}); "
             f"route={params['route']!r} and solver={params['solver']!r} are not available "
             "there: leave both at 'auto'")
     nc = params["n_components"]
@@ -454,8 +476,8 @@ def _label_operator_plan(spec: MethodSpec, method_params: dict[str, Any], params
                          f"{shape.n_features}")
     return FitPlan(
         spec=spec, params=method_params, route="feature",
-        route_reason=(f"q = {q:,} labels > MAX_DENSE_LABELS = {sufficient.MAX_DENSE_LABELS:,}: "
-                      "the label side stays sparse; X and Y are read to the driver once"),
+        route_reason=(f"{why}: the label side stays sparse; X and Y are read to the driver "
+                      "once"),
         solver=LABEL_OPERATOR,
         solver_reason=("A = c Xc^T Xc + g Xc^T Yc Yc^T Xc applied by sparse products with X "
                        "and Y (no D x q, q x q or n x q dense array); thick-restart block "

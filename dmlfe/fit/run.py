@@ -339,7 +339,7 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
         if gather_note is not None:
             data = data.gathered(progress)
     elif plan.solver == LABEL_OPERATOR and (is_dask(data.X) or data.store is not None):
-        data = data.gathered(progress)
+        data = data.gathered(progress, sparse_labels=True)
         gather_note = ("X and Y were read to the driver in one pass: the label-operator "
                        "route applies them there")
     if plan.relation is not None:

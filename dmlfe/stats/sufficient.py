@@ -37,6 +37,12 @@ SPARSE_ROWS_FRACTION = 0.5
 MAX_DENSE_LABELS = 2048
 
 
+#: Above this many bytes of a dense D x q X^T Y, the methods with a label-operator path
+#: (MDDMp with the linear label kernel, PLS, MVMD) keep the label side sparse at any q:
+#: 1,000 labels at 2^20 features would be an 8 GiB X^T Y. Read at call time.
+MAX_DENSE_LABEL_BYTES = 2**31
+
+
 def label_matrix_bytes(n_labels: int) -> int:
     """Bytes of one dense q x q float64 label matrix (Y^T Y, a label kernel)."""
     return 8 * int(n_labels) ** 2
