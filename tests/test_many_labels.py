@@ -211,3 +211,21 @@ def test_a_wide_x_t_y_sends_operator_methods_to_the_label_operator(monkeypatch):
     w, _ = _reference_pairs(X, Y.astype(float), 0.5, 2.0)
     np.testing.assert_allclose(model.eigenvalues_[:4], w[:4], rtol=1e-10)
     assert dmlfe.MLSI(n_components=4).fit(X, Y).solver_ != "label-operator-lanczos"
+
+
+def test_cca_label_rank_is_cca_on_the_leading_label_directions(few_dense_labels, monkeypatch):
+    import importlib
+
+    cca_module = importlib.import_module("dmlfe.methods.cca")
+    monkeypatch.setattr(cca_module, "LABEL_RANK", 10)
+    X, Y = _data(D=120)
+    t = cca_module.cca(compute_stats(X, sp.csr_matrix(Y), need_xtx=True, sparse_labels=True))
+    # the reference: numpy's eigenpairs of Yc^T Yc, the 10 leading ones
+    Xc = X.toarray() - X.toarray().mean(axis=0)
+    Yc = Y - Y.mean(axis=0)
+    w, V = np.linalg.eigh(Yc.T @ Yc)
+    w, V = w[::-1][:10], V[:, ::-1][:, :10]
+    T = Xc.T @ Yc @ V
+    A = T @ np.diag(1.0 / (w + 0.1)) @ T.T
+    np.testing.assert_allclose(t.A, A, rtol=1e-7, atol=1e-7 * np.abs(A).max())
+    assert "10 leading principal directions" in t.notes[0]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 
 from dmlfe.methods.template import (
     TraceTemplate,
@@ -21,8 +20,9 @@ from dmlfe.stats.sufficient import SufficientStats
 #: Largest dense D x q Xc^T Yc (bytes) that CCA with a sparse label side forms: on the
 #: relation route D = p prototypes (2,000 x 30,000 labels is 0.45 GiB).
 MAX_LABEL_PRODUCT_BYTES = 2**30
-#: Columns of Xc^T Yc solved against the label side at a time.
-SOLVE_COLUMNS = 256
+#: Principal label directions CCA keeps when the label side is sparse (more than
+#: MAX_DENSE_LABELS labels): its whitening is then diagonal (read at call time).
+LABEL_RANK = 256
 
 
 def cca(stats: SufficientStats, gamma_x: float = 0.1, gamma_y: float = 0.1) -> TraceTemplate:
@@ -64,15 +64,23 @@ def cca(stats: SufficientStats, gamma_x: float = 0.1, gamma_y: float = 0.1) -> T
 
 
 def _cca_sparse_labels(stats: SufficientStats, gx: float, gy: float) -> TraceTemplate:
-    """CCA's A = T W T^T, T = Xc^T Yc, W = (Yc^T Yc + gamma_y I)^{-1}, with Y^T Y sparse.
+    """CCA (mvmd eq. 40) with Y^T Y sparse: the label side in its leading principal
+    directions.
 
-    Yc^T Yc + gamma_y I = C - s s^T / n with C = Y^T Y + gamma_y I sparse and s the label
-    counts, so W T^T = C^{-1} T^T + C^{-1} s (s^T C^{-1} T^T) / (n - s^T C^{-1} s)
-    (Sherman and Morrison): one sparse LU factorisation of C (SuperLU, symmetric mode),
-    T^T solved SOLVE_COLUMNS columns at a time. No q x q dense matrix; T itself is D x q
-    dense (D = p on the relation route), refused above MAX_LABEL_PRODUCT_BYTES. The
-    template has only the dense form (no q x q label factor), so the dual and
-    matrix-free routes are not taken.
+    Yc^T Yc = V Theta V^T; with the r = min(q, LABEL_RANK) leading pairs
+    (Theta_r, V_r) -- found by thick-restart block Lanczos on the sparse
+    Y^T Y - s s^T / n (s the label counts), or by a dense eigensolver when r = q -- the
+    label side is Yc V_r, whose scatter is Theta_r, so its whitening is the diagonal
+    (Theta_r + gamma_y I)^{-1/2} and
+
+        A = F F^T,   F = Xc^T Yc V_r (Theta_r + gamma_y I)^{-1/2}   (D x r),
+
+    with no q x q dense matrix. This is CCA of X against the labels' r principal
+    components (principal label space transformation, Tai & Lin 2012): exact when
+    r = q, and then the same A as the dense path. Directions with Theta + gamma_y = 0
+    (labels absent from every document, gamma_y = 0) carry Yc v = 0 and are left out.
+    Xc^T Yc is D x q dense (D = p on the relation route), refused above
+    MAX_LABEL_PRODUCT_BYTES.
     """
     D, q, n = stats.n_features, stats.n_labels, float(stats.n)
     if 8 * D * q > MAX_LABEL_PRODUCT_BYTES:
@@ -85,30 +93,42 @@ def _cca_sparse_labels(stats: SufficientStats, gx: float, gy: float) -> TraceTem
     xty = stats.xty
     T = (xty.toarray() if sp.issparse(xty) else np.array(xty, dtype=np.float64))
     T -= np.outer(stats.sum_x, stats.sum_y) / n
-    C = sp.csc_matrix(stats.yty + gy * sp.identity(q, format="csc"))
-    try:
-        lu = spla.splu(C, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                       options={"SymmetricMode": True})
-    except RuntimeError:
-        raise ValueError(
-            "cca: Y^T Y + gamma_y I is singular: a label is never present in the training "
-            "documents; drop it or use gamma_y > 0") from None
-    s = np.asarray(stats.sum_y, dtype=np.float64)
-    u = lu.solve(s)
-    denom = n - float(s @ u)
-    if not denom > 1e-12 * n:
-        raise ValueError("cca: Yc^T Yc + gamma_y I is singular (a label is present in every "
-                         "document); drop it or use gamma_y > 0")
-    A = np.empty((D, D))
-    for start in range(0, D, SOLVE_COLUMNS):
-        Z = lu.solve(np.asfortranarray(T[start:start + SOLVE_COLUMNS].T))
-        Z += np.outer(u, s @ Z) / denom
-        A[:, start:start + SOLVE_COLUMNS] = T @ Z
+    theta, V = label_principal_directions(stats, min(q, LABEL_RANK))
+    keep = theta + gy > 1e-12 * max(float(theta.max(initial=0.0)), 1.0)
+    root = V[:, keep] / np.sqrt(theta[keep] + gy)
+    F = T @ root
     B = stats.centred_xtx()
     B[np.diag_indices_from(B)] += gx
+    r = int(root.shape[1])
     return TraceTemplate(method="cca", params={"gamma_x": gx, "gamma_y": gy}, centred=True,
-                         n_features=D, A=symmetrize(A), B=B, xx_coef=0.0,
-                         constraint=(1.0, gx))
+                         n_features=D, A=factor_product(F), B=B, xx_coef=0.0, lowrank=F,
+                         operator_form=True, label_factor=root, constraint=(1.0, gx),
+                         notes=[f"the label side in its {r} leading principal directions "
+                                f"of q = {q:,} (LABEL_RANK = {LABEL_RANK})"])
+
+
+def label_principal_directions(stats: SufficientStats, r: int
+                               ) -> tuple[np.ndarray, np.ndarray]:
+    """The r leading eigenpairs of Yc^T Yc = Y^T Y - s s^T / n from the sparse Y^T Y,
+    eigenvalues descending: a dense eigensolver when r is every label, else thick-restart
+    block Lanczos on the sparse product (each pair to ``TOL`` of its own eigenvalue)."""
+    from dmlfe.solvers.krylov import ArraySpace, ThickRestartLanczos
+
+    q, n = stats.n_labels, float(stats.n)
+    s = np.asarray(stats.sum_y, dtype=np.float64)
+    yty = sp.csr_matrix(stats.yty)
+    if r >= q:
+        w, V = np.linalg.eigh(symmetrize(yty.toarray() - np.outer(s, s) / n))
+        return np.clip(w[::-1], 0.0, None), V[:, ::-1]
+
+    def product(U: np.ndarray) -> np.ndarray:
+        out = np.asarray(yty @ U)
+        out -= np.outer(s, s @ U) / n
+        return out
+
+    space = ArraySpace(product, q)
+    res = ThickRestartLanczos(space).solve(r)
+    return np.clip(res.eigenvalues, 0.0, None), space.vectors(res.coefficients)
 
 
 def pls(stats: SufficientStats, dense: bool = True) -> TraceTemplate:
