@@ -387,10 +387,10 @@ def _labels_table(rows: list[dict]) -> list[str]:
         base = first.get(r["method"])
         ratio = f"{r['seconds'] / base:.2f}" if ok and base else ""
         what = "" if ok else _plain(f"{r['status']}: {r.get('error') or ''}")
-        body.append([f"``{r['method']}``", f"{r['q']:,}",
-                     _seconds(r["seconds"]) if ok else "", ratio,
+        body.append([f"``{r['method']}``", f"{r['q']:,}", _seconds(r["seconds"]), ratio,
                      _mib(r.get("peak_mib")), what])
-    return _list_table(["fit", "labels", "seconds", "/ seconds at the fewest labels",
+    return _list_table(["fit", "labels", "seconds (of the process, for a refusal)",
+                        "/ seconds at the fewest labels",
                         "peak memory, driver and workers (MiB)", "refused or stopped"],
                        body)
 
