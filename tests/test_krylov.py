@@ -1,18 +1,18 @@
-"""Thick-restart block Lanczos (dmlfe.solvers.krylov) against numpy's eigh."""
+"""Thick-restart block Lanczos (dmlfe.linalg.krylov) against numpy's eigh."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dmlfe.solvers.krylov import (
+from dmlfe.linalg.krylov import (
     FLOOR,
     ArraySpace,
     ThickRestartLanczos,
+    pair_scales,
     tsqr_mix,
     unit_factor,
 )
-from dmlfe.solvers.leading import pair_scales
 
 
 def spd(n: int, spectrum: np.ndarray, seed: int = 0) -> np.ndarray:

@@ -29,6 +29,7 @@ from dmlfe.fit.graph import graph_fit
 from dmlfe.fit.params import MATRIX_FREE
 from dmlfe.fit.plan import LABEL_OPERATOR, FitPlan
 from dmlfe.labels import dense_labels, sparse_labels
+from dmlfe.linalg.krylov import block_width
 from dmlfe.methods.mlda import WeightedLabels, label_correlation
 from dmlfe.methods.template import TraceTemplate, symmetrize
 from dmlfe.relation import RelationMap, build_relation_map, relation_block_rows, ship
@@ -36,7 +37,6 @@ from dmlfe.shards import ShardLostError, Slots, TiledMatrix, tile_blocks
 from dmlfe.solvers.dense import solve_dense
 from dmlfe.solvers.dimension import threshold_cap
 from dmlfe.solvers.dual import label_only, solve_dual
-from dmlfe.solvers.krylov import block_width
 from dmlfe.solvers.label_operator import solve_label_operator
 from dmlfe.solvers.matrix_free import finish_leading, solve_matrix_free
 from dmlfe.solvers.nspace import MEMORY_FRACTION, capacity, nspace_bytes

@@ -112,7 +112,7 @@ def label_principal_directions(stats: SufficientStats, r: int
     """The r leading eigenpairs of Yc^T Yc = Y^T Y - s s^T / n from the sparse Y^T Y,
     eigenvalues descending: a dense eigensolver when r is every label, else thick-restart
     block Lanczos on the sparse product (each pair to ``TOL`` of its own eigenvalue)."""
-    from dmlfe.solvers.krylov import ArraySpace, ThickRestartLanczos
+    from dmlfe.linalg.krylov import ArraySpace, ThickRestartLanczos
 
     q, n = stats.n_labels, float(stats.n)
     s = np.asarray(stats.sum_y, dtype=np.float64)

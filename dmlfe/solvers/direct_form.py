@@ -58,15 +58,15 @@ import numpy as np
 import scipy.linalg as sla
 
 from dmlfe.compute import numpy_blas_threads, symmetric_matmul
+from dmlfe.linalg.krylov import ThickRestartLanczos
 from dmlfe.methods.mlda import DirectPencil
-from dmlfe.solvers.krylov import ThickRestartLanczos
 from dmlfe.solvers.pencil import Breakdown, PencilSpace
 from dmlfe.solvers.weighted import weighted_solver
 
 #: Residual (relative to each pair's own eigenvalue) at which the Lanczos pairs are
 #: converged: the eigenvalues are then exact to about its square (relative to the gap),
 #: and the components to about it, as on the other Krylov routes
-#: (:data:`dmlfe.solvers.krylov.TOL`).
+#: (:data:`dmlfe.linalg.krylov.TOL`).
 OPERATOR_TOL = 1e-6
 #: Most block steps of each Lanczos run before the problem goes to the reduced form.
 OPERATOR_PASSES = 300

@@ -25,7 +25,7 @@ of which a few hundred thousand are used, against n + q), since the basis'
 orthogonalisation grows with the dimension while the products cost the same.
 
 The leading pairs are found by the thick-restart block Lanczos method of
-:mod:`dmlfe.solvers.krylov` on the driver (:class:`~dmlfe.solvers.krylov.ArraySpace`),
+:mod:`dmlfe.linalg.krylov` on the driver (:class:`~dmlfe.linalg.krylov.ArraySpace`),
 stopped when every kept pair's residual is at most ``tol`` times its own eigenvalue;
 the components live on the used features only (``columns``). The trace, a threshold
 ``n_components``' denominator, is c tr(Xc^T Xc) + g ||Xc^T Yc||_F^2, from the
@@ -43,8 +43,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from dmlfe.solvers.dimension import n_genuine, threshold_cap, threshold_rounds
-from dmlfe.solvers.krylov import (
+from dmlfe.linalg.krylov import (
     BLOCK,
     FLOOR,
     MAX_PASSES,
@@ -53,6 +52,7 @@ from dmlfe.solvers.krylov import (
     KrylovResult,
     ThickRestartLanczos,
 )
+from dmlfe.solvers.dimension import n_genuine, threshold_cap, threshold_rounds
 from dmlfe.solvers.result import EigenResult, flip_signs_inplace
 from dmlfe.stats.sufficient import SufficientStats
 

@@ -35,6 +35,7 @@ import scipy.linalg as sla
 from scipy.linalg import blas
 
 from dmlfe.compute import blas_threads, idle_cpus, one_blas_thread
+from dmlfe.linalg.krylov import PAIR_FLOOR, pair_scales
 from dmlfe.solvers.dimension import threshold_rounds
 from dmlfe.solvers.result import flip_signs
 from dmlfe.stats.outer import mirror_upper
@@ -63,9 +64,6 @@ SUBSET_MIN = 256
 #: magnitude above its 100th eigenvalue on text, and a residual of tol x theta_1 left
 #: those far off (see benchmarks/scale.py's exactness part).
 KRYLOV_TOL = 1e-5
-#: Residuals of pairs below this fraction of |theta_1| are measured against
-#: PAIR_FLOOR x |theta_1| (round-off bounds what a pair near zero can reach).
-PAIR_FLOOR = 1e-8
 #: Blocks per Krylov space for a dense A held by the driver. Deeper spaces need fewer
 #: products in all (fewer restarts) at the price of a basis and its image of
 #: 2 x m x depth x (k + 25) x 8 bytes. At depth 12 the float32 exploration of a dual
@@ -371,14 +369,6 @@ def block_krylov_eigh(matmat: MatMat, m: int, k: int, *, block: int | None = Non
             "max_residual": worst, "residuals": res, "block": b, "depth": depth, "tol": tol,
             "ritz": U, "ritz_image": AU}
     return theta[:k].copy(), U[:, :k], info
-
-
-def pair_scales(theta: np.ndarray, floor: float = PAIR_FLOOR) -> np.ndarray:
-    """What each Ritz pair's residual is measured against: |theta_i|, at least
-    ``floor`` x |theta_1| (a pair near zero is converged at that level; floor 1 measures
-    every pair against theta_1)."""
-    top = max(abs(float(theta[0])) if theta.size else 0.0, np.finfo(float).tiny)
-    return np.maximum(np.abs(theta), floor * top)
 
 
 def wants_full_spectrum(m: int, k: int, complete: bool = True) -> bool:

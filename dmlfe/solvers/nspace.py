@@ -26,7 +26,7 @@ every L costs an n x (q + 1) product, and X X^T v is one pass over the tiles of
 
 So a pass moves about 2 n b numbers per slot whatever W is, never a D x b block, and
 the driver sees none of it. Every other vector operation of the thick-restart block
-Lanczos method (:mod:`dmlfe.solvers.krylov`) runs on each row range where its rows
+Lanczos method (:mod:`dmlfe.linalg.krylov`) runs on each row range where its rows
 are; the small sums are made on slot 0 and sent back, and the driver only keeps the
 projected matrix. n-space is the smaller one when n < D (100,000 documents at 2^20
 features: ten times fewer numbers to orthogonalise than D-space, and a D x k block is
@@ -54,10 +54,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from dmlfe.shards.slots import Group, Mailbox, Slots
-from dmlfe.shards.tiles import Slice, TiledMatrix, tile_blocks
-from dmlfe.solvers.dimension import n_genuine, threshold_cap, threshold_rounds
-from dmlfe.solvers.krylov import (
+from dmlfe.linalg.krylov import (
     FLOOR,
     MAX_PASSES,
     TOL,
@@ -65,10 +62,13 @@ from dmlfe.solvers.krylov import (
     ThickRestartLanczos,
     block_width,
     default_basis,
+    pair_scales,
     second_round,
     tsqr_mix,
 )
-from dmlfe.solvers.leading import pair_scales
+from dmlfe.shards.slots import Group, Mailbox, Slots
+from dmlfe.shards.tiles import Slice, TiledMatrix, tile_blocks
+from dmlfe.solvers.dimension import n_genuine, threshold_cap, threshold_rounds
 from dmlfe.solvers.result import flip_signs_inplace
 from dmlfe.stats.gram import add_sparse_product
 
@@ -318,7 +318,7 @@ class NSpaceSlot(Mailbox):
 
     def _next_block(self, w: np.ndarray, C1: np.ndarray, scale: float
                     ) -> tuple[np.ndarray, np.ndarray]:
-        """Steps 2-4 of :mod:`dmlfe.solvers.krylov` on w (V^T w = C1): TSQR of w - V C1
+        """Steps 2-4 of :mod:`dmlfe.linalg.krylov` on w (V^T w = C1): TSQR of w - V C1
         from every slot's R factor, the second round on unit columns, and the advance;
         (C_total, R_total).
 
@@ -477,7 +477,7 @@ def sandwich_form(group: Group, *, n: int, xx_coef: float, centred: bool,
 
 
 class ShardedSpace:
-    """The :class:`~dmlfe.solvers.krylov.KrylovSpace` of K = L X X^T L on the slots.
+    """The :class:`~dmlfe.linalg.krylov.KrylovSpace` of K = L X X^T L on the slots.
 
     A step is one call on all slots (:meth:`NSpaceSlot.step`): the pass, then the
     orthonormalisation, whose three sums (the projections, the shards' R factors, the

@@ -1,5 +1,5 @@
 """A Krylov space for an operator K that is self-adjoint in a semi-definite inner
-product <x, x'> = x^T W x', for :class:`~dmlfe.solvers.krylov.ThickRestartLanczos`.
+product <x, x'> = x^T W x', for :class:`~dmlfe.linalg.krylov.ThickRestartLanczos`.
 
 A vector is held as a pair of blocks of rows, (x, r) with r = W x: the inner product
 is x^T r' (:meth:`PencilSpace.inner`), ``apply`` maps a block to the pair of its image
@@ -12,13 +12,13 @@ A = X^T M_a X: <x, x'> = p^T A p', in which both of its operators (B^{-1} A and
 (kappa B - A)^{-1} A) are self-adjoint.
 
 Orthonormalisation, step by step (the Euclidean one of
-:class:`~dmlfe.solvers.krylov.ArraySpace` takes Householder QR, which has no W-form):
+:class:`~dmlfe.linalg.krylov.ArraySpace` takes Householder QR, which has no W-form):
 
 1. two classical Gram-Schmidt rounds of w = K v against the basis and v;
 2. a W-orthonormal basis of what is left by the eigenvectors of its column-scaled Gram
    matrix (SVQB, Stathopoulos & Wu, SIAM J. Sci. Comput. 23, 2002), directions at
    round-off level dropped;
-3. one more Gram-Schmidt round and :func:`~dmlfe.solvers.krylov.unit_factor` on the
+3. one more Gram-Schmidt round and :func:`~dmlfe.linalg.krylov.unit_factor` on the
    block's Gram matrix;
 4. ``refresh``: r of the new block made again from x, so that the two parts never
    drift apart through the projections' linear combinations.
@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dmlfe.solvers.krylov import unit_factor
+from dmlfe.linalg.krylov import unit_factor
 
 #: A column of w whose B-norm after its projections is at most this fraction of the
 #: largest column of K v is round-off (the Krylov space is exhausted there): dropped.
@@ -53,7 +53,7 @@ class Breakdown(ArithmeticError):
 
 
 class PencilSpace:
-    """A :class:`~dmlfe.solvers.krylov.KrylovSpace` of K in the W-inner product, its
+    """A :class:`~dmlfe.linalg.krylov.KrylovSpace` of K in the W-inner product, its
     vectors pairs (x, r) of ``rows`` rows each (see the module docstring), in this
     process.
 

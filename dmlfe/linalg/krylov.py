@@ -40,7 +40,7 @@ holds to round-off; the Ritz pairs (theta, y) of sym(H) then have the exact resi
 
 without another pass. Iterations stop when every one of the k leading pairs has a
 residual at most ``tol`` times its *own* eigenvalue
-(:func:`~dmlfe.solvers.leading.pair_scales`), so that the
+(:func:`pair_scales`), so that the
 small pairs of a spectrum with a large head are as accurate, relatively, as the large
 ones. When the basis reaches ``max_basis`` columns it is cut back to its
 ``k + (max_basis - k) / 2`` leading Ritz vectors (a thick restart: what was learnt is
@@ -63,7 +63,18 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.linalg as sla
 
-from dmlfe.solvers.leading import pair_scales
+#: Residuals of pairs below this fraction of |theta_1| are measured against
+#: PAIR_FLOOR x |theta_1| (round-off bounds what a pair near zero can reach).
+PAIR_FLOOR = 1e-8
+
+
+def pair_scales(theta: np.ndarray, floor: float = PAIR_FLOOR) -> np.ndarray:
+    """What each Ritz pair's residual is measured against: |theta_i|, at least
+    ``floor`` x |theta_1| (a pair near zero is converged at that level; floor 1 measures
+    every pair against theta_1)."""
+    top = max(abs(float(theta[0])) if theta.size else 0.0, np.finfo(float).tiny)
+    return np.maximum(np.abs(theta), floor * top)
+
 
 #: Vectors of the block that each pass multiplies (on one or two workers; see
 #: :func:`block_width`): of 8, 12 and 16, the fastest fit of ``benchmarks/scaling.py``.
