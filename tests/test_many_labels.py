@@ -94,13 +94,14 @@ def test_sparse_label_pass_on_a_local_cluster(cluster_client):
     ("PLS", {}, 0.0, 1.0),
     ("MVMD", {"beta": 0.3}, 0.7, 4 * 0.3),
 ])
-@pytest.mark.parametrize("shape", [(240, 300, 40), (240, 30, 60)])
+@pytest.mark.parametrize("shape, d", [((240, 300, 40), 6), ((240, 30, 60), 6),
+                                      ((240, 300, 40), 21)])
 def test_label_operator_route_equals_the_dense_reference(few_dense_labels, name, kw, c, g,
-                                                         shape):
+                                                         shape, d):
     # (240, 30, 60): more labels than features, so MDDMp's pairs are found in the
-    # feature space; (240, 300, 40): in the label space
+    # feature space; (240, 300, 40): in the stacked space, whose components are made
+    # 16 columns at a time (d = 21: two slabs)
     X, Y = _data(*shape)
-    d = 6
     model = getattr(dmlfe, name)(n_components=d, tol=1e-12, **kw).fit(X, sp.csr_matrix(Y))
     assert model.solver_ == "label-operator-lanczos"
     assert model.converged_

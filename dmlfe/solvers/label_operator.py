@@ -64,10 +64,17 @@ def _centred(M: sp.csr_matrix, V: np.ndarray, mean: np.ndarray) -> np.ndarray:
     return out
 
 
-def _centred_t(MT: sp.csr_matrix, W: np.ndarray, mean: np.ndarray) -> np.ndarray:
-    """(M - 1 mean^T)^T W, given M^T: the product with the centred columns."""
+def _centred_t(MT: sp.csr_matrix, W: np.ndarray, mean: np.ndarray,
+               rows: int = 1 << 15) -> np.ndarray:
+    """(M - 1 mean^T)^T W, given M^T: the product with the centred columns.
+
+    The rank-one term is subtracted a slab of ``rows`` rows at a time: with a million
+    used features its outer product would be a second array of the result's size.
+    """
     out = np.asarray(MT @ W)
-    out -= np.outer(mean, W.sum(axis=0))
+    total = W.sum(axis=0)
+    for a in range(0, out.shape[0], rows):
+        out[a:a + rows] -= np.outer(mean[a:a + rows], total)
     return out
 
 
@@ -76,13 +83,14 @@ def _renumbered(X: sp.csr_matrix, columns: np.ndarray) -> sp.csr_matrix:
     new: at a million documents the values are a gigabyte); the indices stay unsorted
     within a row, which the products do not need. A stored value in a column outside
     ``columns`` (an explicit zero) takes the slicing copy instead."""
-    pos = np.full(X.shape[1], -1, dtype=np.int64)
+    # in X's index dtype, so that the new indices are made at their final size
+    pos = np.full(X.shape[1], -1, dtype=X.indices.dtype)
     pos[columns] = np.arange(columns.size)
     idx = pos[X.indices]
     if idx.size and idx.min() < 0:
         return sp.csr_matrix(X[:, columns])
-    return sp.csr_matrix((X.data, idx.astype(X.indices.dtype, copy=False), X.indptr),
-                         shape=(X.shape[0], columns.size), copy=False)
+    return sp.csr_matrix((X.data, idx, X.indptr), shape=(X.shape[0], columns.size),
+                         copy=False)
 
 
 class LabelOperator:
@@ -186,6 +194,26 @@ class LabelOperator:
         """K U = L Xc Xc^T L^T U: the operator whose non-zero pairs are A's."""
         return self.l(self.xc(self.xct(self.lt(U))))
 
+    def stacked_components(self, U: np.ndarray, theta: np.ndarray,
+                           slab: int = 16) -> np.ndarray:
+        """The components p = Xc^T L^T u / sqrt(theta) of the stacked pairs (U, theta),
+        rows in the order of ``columns``; a pair at round-off (theta at most FLOOR x the
+        largest) gives 0.
+
+        Made ``slab`` columns at a time into the result, so that neither the n x k
+        L^T U nor a second used x k array (the reordering) exists beside it.
+        """
+        k = U.shape[1]
+        out = np.zeros((self.n_used, k))
+        keep = theta > FLOOR * max(float(theta.max(initial=0.0)), np.finfo(float).tiny)
+        for a in range(0, k, slab):
+            cols = slice(a, min(a + slab, k))
+            P = self.xct(self.lt(U[:, cols]))
+            P /= np.sqrt(np.where(keep[cols], theta[cols], 1.0))
+            P[:, ~keep[cols]] = 0.0
+            out[self.order, cols] = P
+        return out
+
     def stacked_space(self) -> bool:
         """Whether the pairs are found in the stacked space (the smaller basis)."""
         return self.n_stacked < self.n_used
@@ -268,21 +296,14 @@ def solve_label_operator(template: Any, X: Any, Y: Any, stats: SufficientStats,
     space: ArraySpace = state["space"]
     vectors = space.vectors(res.coefficients)
     theta = np.clip(res.eigenvalues, 0.0, None)
-    if stacked:
-        # p = Xc^T L^T u / sqrt(theta); a pair at round-off gives 0
-        components = op.xct(op.lt(vectors))
-        keep = theta > FLOOR * max(float(theta.max(initial=0.0)), np.finfo(float).tiny)
-        components[:, keep] /= np.sqrt(theta[keep])
-        components[:, ~keep] = 0.0
-    else:
-        components = vectors
+    components = (op.stacked_components(vectors, theta) if stacked
+                  else op.sorted_rows(vectors))
     info = {"route": "label-operator", "space": "stacked" if stacked else "features",
             "dimension": int(dim), "tol": tol, "block": res.info.get("block"),
             "max_basis": res.info.get("max_basis"), "restarts": res.restarts}
     if rounds is not None:
         info["rounds"] = rounds
         info["cap_note"] = note
-    components = op.sorted_rows(components)
     return EigenResult(components=flip_signs_inplace(components), columns=op.columns,
                        eigenvalues=res.eigenvalues, n_components=int(res.eigenvalues.size),
                        n_genuine=n_genuine(res.eigenvalues), solver="label-operator-lanczos",
