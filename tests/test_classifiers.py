@@ -240,3 +240,33 @@ def test_dask_classifiers_on_a_distributed_cluster(cluster_client):
         np.testing.assert_array_equal(model.predict(Zd).compute(), ref.predict(Z))
         np.testing.assert_allclose(model.decision_function(Zd).compute(),
                                    ref.decision_function(Z), rtol=1e-10, atol=1e-12)
+
+
+def test_moment_classifiers_keep_sparse_labels_sparse(cluster_client, monkeypatch):
+    # ridge and FLDA from CSR labels (in memory, and as CSR dask blocks on a cluster)
+    # equal their fits on the dense labels; no label block is made dense
+    import scipy.sparse as sp
+
+    from dmlfe.evaluation import _common
+
+    Z, Y = _data(11, n=210, d=4, q=7)
+    Y[:, 5] = 0  # a label no document has
+    Ys = sp.csr_matrix(Y)
+    dense_calls = []
+    real = _common.dense_block
+    monkeypatch.setattr(_common, "dense_block",
+                        lambda b: dense_calls.append(sp.issparse(b)) or real(b))
+    Zd = da.from_array(Z, chunks=(60, -1))
+    Yd = da.from_array(Ys, chunks=(60, -1), asarray=False)
+    for est in (MultiLabelRidge(alpha=0.3), PerLabelFLDA()):
+        ref = clone(est).fit(Z, Y)
+        for Zin, Yin in ((Z, Ys), (Zd, Ys), (Zd, Yd)):
+            model = clone(est).fit(Zin, Yin)
+            np.testing.assert_allclose(model.coef_, ref.coef_, rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(model.intercept_, ref.intercept_, rtol=1e-10,
+                                       atol=1e-12)
+    assert not any(dense_calls)
+    bad = Ys.copy()
+    bad.data[3] = 2
+    with pytest.raises(ValueError, match=r"Y\[row \d+, label \d+\] = 2"):
+        MultiLabelRidge().fit(Z, bad)

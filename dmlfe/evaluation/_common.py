@@ -99,6 +99,21 @@ def dense_block(b: Any) -> np.ndarray:
     return b.toarray() if sp.issparse(b) else np.asarray(b)
 
 
+def label_block(yb: Any, offset: int = 0) -> np.ndarray | sp.csr_matrix:
+    """A 0/1 label block checked as :func:`check_labels` does: int8 if dense, CSR (its
+    stored values 0/1) if sparse -- a store's many labels are not made dense."""
+    if not sp.issparse(yb):
+        return check_labels(yb, offset)
+    yb = sp.csr_matrix(yb)
+    bad = np.flatnonzero((yb.data != 0) & (yb.data != 1))
+    if bad.size:
+        r = int(np.searchsorted(yb.indptr, bad[0], side="right") - 1)
+        raise ValueError(
+            f"Y[row {offset + r}, label {int(yb.indices[bad[0]])}] = "
+            f"{yb.data[bad[0]].item()!r}: Y must be a 0/1 documents x labels indicator matrix")
+    return yb
+
+
 def labels_in_memory(Y: Any, n: int) -> np.ndarray:
     """Whole label matrix in memory, validated, int8."""
     if isinstance(Y, da.Array):
@@ -112,13 +127,21 @@ def labels_in_memory(Y: Any, n: int) -> np.ndarray:
     return check_labels(Y)
 
 
+def _rows_match(Y: Any, n: int) -> bool:
+    if Y.shape[0] != n:
+        raise ValueError(f"Y has shape {Y.shape} but Z has {n} rows; they must match")
+    return True
+
+
 def labels_like(Y: Any, Z: da.Array) -> da.Array:
-    """Y as a dask array with Z's row chunks (for chunk-wise fitting)."""
+    """Y as a dask array with Z's row chunks (for chunk-wise fitting); sparse Y stays
+    sparse (CSR blocks)."""
     if not isinstance(Y, da.Array):
-        Y = dense_block(Y)
+        sparse = sp.issparse(Y)
+        Y = sp.csr_matrix(Y) if sparse else dense_block(Y)
         if Y.ndim != 2:
             raise ValueError(f"Y must be a 2-D documents x labels 0/1 matrix; got {Y.shape}")
-        Y = da.from_array(Y, chunks=(Z.chunks[0], Y.shape[1]))
+        Y = da.from_array(Y, chunks=(Z.chunks[0], Y.shape[1]), asarray=not sparse)
     if Y.ndim != 2 or Y.shape[0] != Z.shape[0]:
         raise ValueError(f"Y has shape {Y.shape} but Z has {Z.shape[0]} rows; they must match")
     if Y.chunks[0] != Z.chunks[0] or len(Y.chunks[1]) != 1:
@@ -305,13 +328,18 @@ class Moments:
 def _block_moments(zb: Any, yb: Any, offset: int) -> Moments:
     zb = np.asarray(dense_block(zb), dtype=np.float64)
     check_finite(zb, offset)
-    yb = check_labels(dense_block(yb), offset).astype(np.float64)
+    yb = label_block(yb, offset).astype(np.float64)
     n = zb.shape[0]
     if n == 0:
         return Moments(0, np.zeros(zb.shape[1]), np.zeros(yb.shape[1]),
                        np.zeros((zb.shape[1],) * 2), np.zeros((zb.shape[1], yb.shape[1])))
-    mz, my = zb.mean(axis=0), yb.mean(axis=0)
+    mz = zb.mean(axis=0)
     zc = zb - mz
+    if sp.issparse(yb):
+        # zc's columns sum to zero, so zc^T (Y - 1 m^T) = zc^T Y: the labels stay sparse
+        my = np.asarray(yb.sum(axis=0)).ravel() / n
+        return Moments(n, mz, my, zc.T @ zc, np.ascontiguousarray((yb.T @ zc).T))
+    my = yb.mean(axis=0)
     return Moments(n, mz, my, zc.T @ zc, zc.T @ (yb - my))
 
 
@@ -340,7 +368,8 @@ def merge_moments(*parts: Moments) -> Moments:
 def moments(Z: np.ndarray | da.Array, Y: Any) -> Moments:
     """The moments of (Z, Y) in one pass: one dask compute when Z is a dask array."""
     if not isinstance(Z, da.Array):
-        return _block_moments(Z, labels_in_memory(Y, Z.shape[0]), 0)
+        return _block_moments(Z, Y if sp.issparse(Y) and _rows_match(Y, Z.shape[0])
+                              else labels_in_memory(Y, Z.shape[0]), 0)
     Yd = labels_like(Y, Z)
     offsets = np.concatenate([[0], np.cumsum(Z.chunks[0])[:-1]])
     zs, ys = Z.to_delayed().ravel(), Yd.to_delayed().ravel()
