@@ -270,3 +270,21 @@ def test_moment_classifiers_keep_sparse_labels_sparse(cluster_client, monkeypatc
     bad.data[3] = 2
     with pytest.raises(ValueError, match=r"Y\[row \d+, label \d+\] = 2"):
         MultiLabelRidge().fit(Z, bad)
+
+
+def test_binary_relevance_columns_of_sparse_labels_and_mlknn_size_refusal(monkeypatch):
+    import scipy.sparse as sp
+
+    from dmlfe.stats import sufficient
+
+    Z, Y = _data(12, n=120, d=3, q=4)
+    Y[:, 2] = 1  # a constant label
+    lr = LogisticRegression(C=2.0)
+    ref = BinaryRelevance(estimator=lr).fit(Z, Y)
+    got = BinaryRelevance(estimator=lr).fit(Z, sp.csr_matrix(Y))
+    np.testing.assert_allclose(got.decision_function(Z), ref.decision_function(Z),
+                               rtol=1e-12, atol=1e-12)
+    # 120 x 4 int64 counts are 3,840 bytes
+    monkeypatch.setattr(sufficient, "MAX_DENSE_LABEL_BYTES", 3000)
+    with pytest.raises(ValueError, match=r"MLkNN: .*q = 4 labels.*knn-vote"):
+        MLkNN(k=3).fit(Z, sp.csr_matrix(Y))

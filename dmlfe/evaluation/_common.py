@@ -114,10 +114,14 @@ def label_block(yb: Any, offset: int = 0) -> np.ndarray | sp.csr_matrix:
     return yb
 
 
-def labels_in_memory(Y: Any, n: int) -> np.ndarray:
-    """Whole label matrix in memory, validated, int8."""
+def labels_in_memory(Y: Any, n: int, keep_sparse: bool = False
+                     ) -> np.ndarray | sp.csr_matrix:
+    """Whole label matrix in memory, validated: int8, or CSR when ``keep_sparse`` and Y
+    is sparse (a store's labels are CSR blocks)."""
     if isinstance(Y, da.Array):
         Y = Y.compute()
+    if keep_sparse and sp.issparse(Y) and _rows_match(Y, n):
+        return label_block(Y)
     Y = dense_block(Y)
     if Y.ndim == 1:
         raise ValueError("Y must be a 2-D documents x labels 0/1 matrix; got a 1-D array "

@@ -8,6 +8,7 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import expit
 from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
@@ -143,11 +144,13 @@ class BinaryRelevance(MultiLabelBase):
         Zi, Y = self._fit_input(Z, Y)
         if isinstance(Zi, da.Array):
             Zi = as_embeddings(Zi.compute())
-        Yi = labels_in_memory(Y, Zi.shape[0])
+        Yi = labels_in_memory(Y, Zi.shape[0], keep_sparse=True)
+        if sp.issparse(Yi):
+            Yi = Yi.tocsc()  # one label's column at a time, never n x q dense
         ests: list = []
         best = np.full(Yi.shape[1], np.nan)
         for j in range(Yi.shape[1]):
-            y = Yi[:, j].astype(np.int64)
+            y = (Yi[:, [j]].toarray().ravel() if sp.issparse(Yi) else Yi[:, j]).astype(np.int64)
             if y.min() == y.max():
                 ests.append(int(y[0]))
                 continue

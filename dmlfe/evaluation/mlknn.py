@@ -65,6 +65,20 @@ def _k_nearest(Q: np.ndarray, X: np.ndarray, x_sq: np.ndarray, k: int,
     return out
 
 
+def _check_label_size(n: int, q: int) -> None:
+    """Refuse, before any label is read, a fit whose dense n x q neighbour counts (int64)
+    pass :data:`~dmlfe.stats.sufficient.MAX_DENSE_LABEL_BYTES` (read at call time)."""
+    from dmlfe.stats import sufficient
+
+    need = 8 * n * q
+    if need > sufficient.MAX_DENSE_LABEL_BYTES:
+        raise ValueError(
+            f"MLkNN: its leave-one-out neighbour label counts are a dense n x q int64 "
+            f"array, {need / 2**30:.1f} GiB for n = {n:,} documents and q = {q:,} labels, "
+            f"above MAX_DENSE_LABEL_BYTES = {sufficient.MAX_DENSE_LABEL_BYTES / 2**30:g} "
+            "GiB; use KNNLabelVote (classifier 'knn-vote'), which keeps the labels sparse")
+
+
 def neighbour_label_counts(Q: np.ndarray, X: np.ndarray, Y: np.ndarray, k: int,
                            offset: int | None = None, block_rows: int | None = None
                            ) -> np.ndarray:
@@ -214,6 +228,7 @@ class MLkNN(MultiLabelBase):
         if chunks is not None:
             as_embeddings(X)  # the finiteness check, now that the values exist
         n = X.shape[0]
+        _check_label_size(n, int(Y.shape[1]) if getattr(Y, "ndim", 1) == 2 else 1)
         Yi = labels_in_memory(Y, n)
         if k >= n:
             raise ValueError(f"MLkNN: k={k} needs at least k + 1 = {k + 1} training documents "
