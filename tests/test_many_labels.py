@@ -214,13 +214,13 @@ def test_a_wide_x_t_y_sends_operator_methods_to_the_label_operator(monkeypatch):
     assert dmlfe.MLSI(n_components=4).fit(X, Y).solver_ != "label-operator-lanczos"
 
 
-def test_cca_label_rank_is_cca_on_the_leading_label_directions(few_dense_labels, monkeypatch):
+def test_cca_label_rank_is_cca_on_the_leading_label_directions(few_dense_labels):
     import importlib
 
     cca_module = importlib.import_module("dmlfe.methods.cca")
-    monkeypatch.setattr(cca_module, "LABEL_RANK", 10)
     X, Y = _data(D=120)
-    t = cca_module.cca(compute_stats(X, sp.csr_matrix(Y), need_xtx=True, sparse_labels=True))
+    t = cca_module.cca(compute_stats(X, sp.csr_matrix(Y), need_xtx=True, sparse_labels=True),
+                       label_rank=10)
     # the reference: numpy's eigenpairs of Yc^T Yc, the 10 leading ones
     Xc = X.toarray() - X.toarray().mean(axis=0)
     Yc = Y - Y.mean(axis=0)
@@ -230,3 +230,12 @@ def test_cca_label_rank_is_cca_on_the_leading_label_directions(few_dense_labels,
     A = T @ np.diag(1.0 / (w + 0.1)) @ T.T
     np.testing.assert_allclose(t.A, A, rtol=1e-7, atol=1e-7 * np.abs(A).max())
     assert "10 leading principal directions" in t.notes[0]
+
+
+def test_cca_label_rank_is_an_estimator_parameter(few_dense_labels):
+    X, Y = _data(D=120)
+    model = dmlfe.CCA(n_components=3, label_rank=10).fit(X, sp.csr_matrix(Y))
+    assert model.get_params()["label_rank"] == 10
+    assert "its 10 leading principal directions of q = 40" in model.route_reason_
+    with pytest.raises(ValueError, match="label_rank=0"):
+        dmlfe.CCA(n_components=3, label_rank=0).fit(X, sp.csr_matrix(Y))

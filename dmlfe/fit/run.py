@@ -128,7 +128,7 @@ def solver_info(res: EigenResult) -> dict[str, Any] | None:
 
 def label_gram(Y: Any, client: Any = None) -> np.ndarray:
     """Y^T Y of the 0/1 labels (a pass over the small label matrix only)."""
-    if is_dask(Y) or sp.issparse(Y):  # issue 47: a store's Y has CSR blocks
+    if is_dask(Y) or sp.issparse(Y):  # a store's Y has CSR blocks
         Ys = sparse_labels(Y, client).astype(np.float64)
         return np.asarray((Ys.T @ Ys).toarray(), dtype=np.float64)
     Yd = np.asarray(Y, dtype=np.float64)
@@ -541,8 +541,9 @@ def _fit(plan: FitPlan, data: FitData, rmap: RelationMap | None, proto_idx: Any,
         n_passes=data_passes + int(res.n_passes) + (gather_note is not None),
         stats_from_cache=bool(stats.from_cache), method_params=params,
         route=plan.route, relation_map=rmap,
-        route_reason=plan.route_reason if gather_note is None
-        else f"{plan.route_reason}; {gather_note}",
+        route_reason="; ".join([plan.route_reason, *([] if gather_note is None
+                                                      else [gather_note]),
+                                *([] if template is None else template.notes)]),
         relation=relation, prototype_indices=proto_idx,
         solver_info=solver_info(res) if warm_note is None
         else {**(solver_info(res) or {}), "warm_start": warm_note},

@@ -20,22 +20,25 @@ from dmlfe.stats.sufficient import SufficientStats
 #: Largest dense D x q Xc^T Yc (bytes) that CCA with a sparse label side forms: on the
 #: relation route D = p prototypes (2,000 x 30,000 labels is 0.45 GiB).
 MAX_LABEL_PRODUCT_BYTES = 2**30
-#: Principal label directions CCA keeps when the label side is sparse (more than
-#: MAX_DENSE_LABELS labels): its whitening is then diagonal (read at call time).
+#: Principal label directions CCA keeps by default (its ``label_rank``) when the label
+#: side is sparse (more than MAX_DENSE_LABELS labels): its whitening is then diagonal.
 LABEL_RANK = 256
 
 
-def cca(stats: SufficientStats, gamma_x: float = 0.1, gamma_y: float = 0.1) -> TraceTemplate:
+def cca(stats: SufficientStats, gamma_x: float = 0.1, gamma_y: float = 0.1,
+        label_rank: int = LABEL_RANK) -> TraceTemplate:
     """Regularised CCA, projection for X only.
 
     Xc^T Yc (Yc^T Yc + gamma_y I)^{-1} Yc^T Xc P = (Xc^T Xc + gamma_x I) P Lambda
     (mvmd eq. 40; mope eq. 14 with the rCCA constraint). gamma_x = gamma_y = 0.1
-    as in the MVMD paper's comparison (section 7).
+    as in the MVMD paper's comparison (section 7). ``label_rank``: the principal label
+    directions kept when the label side is sparse (see :func:`_cca_sparse_labels`);
+    the dense label path (at most MAX_DENSE_LABELS labels) uses every label.
     """
     gx = check_nonneg("gamma_x", gamma_x, "cca")
     gy = check_nonneg("gamma_y", gamma_y, "cca")
     if stats.sparse_labels:
-        return _cca_sparse_labels(stats, gx, gy)
+        return _cca_sparse_labels(stats, gx, gy, int(label_rank))
     xty = stats.centred_xty()
     yty = stats.centred_yty()
     yty[np.diag_indices_from(yty)] += gy
@@ -63,11 +66,12 @@ def cca(stats: SufficientStats, gamma_x: float = 0.1, gamma_y: float = 0.1) -> T
     )
 
 
-def _cca_sparse_labels(stats: SufficientStats, gx: float, gy: float) -> TraceTemplate:
+def _cca_sparse_labels(stats: SufficientStats, gx: float, gy: float,
+                       label_rank: int) -> TraceTemplate:
     """CCA (mvmd eq. 40) with Y^T Y sparse: the label side in its leading principal
     directions.
 
-    Yc^T Yc = V Theta V^T; with the r = min(q, LABEL_RANK) leading pairs
+    Yc^T Yc = V Theta V^T; with the r = min(q, label_rank) leading pairs
     (Theta_r, V_r) -- found by thick-restart block Lanczos on the sparse
     Y^T Y - s s^T / n (s the label counts), or by a dense eigensolver when r = q -- the
     label side is Yc V_r, whose scatter is Theta_r, so its whitening is the diagonal
@@ -93,7 +97,7 @@ def _cca_sparse_labels(stats: SufficientStats, gx: float, gy: float) -> TraceTem
     xty = stats.xty
     T = (xty.toarray() if sp.issparse(xty) else np.array(xty, dtype=np.float64))
     T -= np.outer(stats.sum_x, stats.sum_y) / n
-    theta, V = label_principal_directions(stats, min(q, LABEL_RANK))
+    theta, V = label_principal_directions(stats, min(q, label_rank))
     keep = theta + gy > 1e-12 * max(float(theta.max(initial=0.0)), 1.0)
     root = V[:, keep] / np.sqrt(theta[keep] + gy)
     F = T @ root
@@ -104,7 +108,7 @@ def _cca_sparse_labels(stats: SufficientStats, gx: float, gy: float) -> TraceTem
                          n_features=D, A=factor_product(F), B=B, xx_coef=0.0, lowrank=F,
                          operator_form=True, label_factor=root, constraint=(1.0, gx),
                          notes=[f"the label side in its {r} leading principal directions "
-                                f"of q = {q:,} (LABEL_RANK = {LABEL_RANK})"])
+                                f"of q = {q:,} (label_rank = {label_rank})"])
 
 
 def label_principal_directions(stats: SufficientStats, r: int

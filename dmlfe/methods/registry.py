@@ -322,6 +322,10 @@ GAMMA_XY = Param("gamma_xy", FROM_BUILDER, interval(0.0, None),
 GAMMA_XY_POSITIVE = Param("gamma_xy", FROM_BUILDER, interval(0.0, None, closed="right"),
                           "float > 0\n    Ridge of Yc Yc^T (keeps it invertible).",
                           flag={"type": float})
+LABEL_RANK = Param("label_rank", FROM_BUILDER, interval(1, None, integer=True),
+                   "int >= 1\n    Principal label directions kept when the label side is "
+                   "sparse (more than MAX_DENSE_LABELS labels); every label direction "
+                   "(exact CCA) when q is at most this.", flag={"type": int})
 LABEL_KERNEL = Param(
     "label_kernel", FROM_BUILDER, labels_of("linear", "rbf", matrix=True),
     "{'linear', 'rbf'} or ndarray (q, q)\n    L = Y B Y^T with B = I, an RBF kernel over the "
@@ -379,7 +383,7 @@ for _spec in (
                reference="mvmd eq. 30-37", parameters=(BETA,), label_scale="operator"),
     MethodSpec("cca", cca, centred=True, needs_xtx=True, operator_form=False, lowrank_only=False,
                needs_weighted_xtx=False, labels="01", generalized=True,
-               reference="mvmd eq. 40; mope eq. 14", parameters=(GAMMA_X, GAMMA_Y),
+               reference="mvmd eq. 40; mope eq. 14", parameters=(GAMMA_X, GAMMA_Y, LABEL_RANK),
                label_scale="dense"),
     MethodSpec("pls", pls, centred=True, needs_xtx=False, operator_form=True, lowrank_only=True,
                needs_weighted_xtx=False, labels="01", generalized=False,
