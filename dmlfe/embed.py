@@ -10,17 +10,20 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dmlfe.errors import InputError, MissingPathError
-from dmlfe.labels import classifier_labels, dense_labels
+from dmlfe.labels import classifier_labels, sparse_labels
 from dmlfe.model_io import check_compatible
 from dmlfe.readers.base import IngestReport
 from dmlfe.readers.registry import all_readers, get_reader
 from dmlfe.relation import relation_block_rows
 from dmlfe.store import open_store
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 #: Documents per batch read (the readers' own default).
 _BATCH_DOCUMENTS = 1000
@@ -150,11 +153,11 @@ def label_columns(model: Any, store: Any) -> np.ndarray:
 
 
 def store_predictions(model: Any, classifier: Any, view: Any, *, labels: bool = False
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, sp.csr_matrix | None]:
     """(ids, predicted label sets, scores, true labels) of a store view, in one compute.
 
-    The true labels (``labels=True``) are the store's, their columns put in the model's
-    label order (:func:`label_columns`); None otherwise.
+    The true labels (``labels=True``) are the store's as a uint8 CSR matrix, their
+    columns put in the model's label order (:func:`label_columns`); None otherwise.
     """
     import dask
 
@@ -170,8 +173,8 @@ def store_predictions(model: Any, classifier: Any, view: Any, *, labels: bool = 
     out = dask.compute(*parts)
     # a classifier with sparse outputs (knn-vote: CSR) is densified here
     ids, P, S = (a.toarray() if hasattr(a, "toarray") else np.asarray(a) for a in out[:3])
-    # the metrics take dense 0/1 labels for now: n x q like the predictions beside them
-    return ids, P, S, (dense_labels(out[3]).astype(np.uint8) if labels else None)
+    # the labels stay CSR: the label-set measures read them without a dense n x q copy
+    return ids, P, S, (sparse_labels(out[3]) if labels else None)
 
 
 def _take_columns(block: Any, cols: np.ndarray) -> Any:

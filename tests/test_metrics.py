@@ -232,3 +232,141 @@ def test_input_errors_name_the_problem():
     S[1, 2] = np.nan
     with pytest.raises(ValueError, match=r"scores\[row 1, label 2\] is NaN"):
         M.coverage(TR, S)
+
+
+# ------------------------------------------------------- sparse label-set inputs
+def _reference_set_measures(T: np.ndarray, P: np.ndarray) -> dict[str, float]:
+    """The module docstring's definitions, read one document and one label at a time."""
+    T, P = T.astype(bool), P.astype(bool)
+    n, q = T.shape
+    acc, prec, rec, f1, exact = [], [], [], [], []
+    for t, p in zip(T, P, strict=True):
+        inter, union, nt, npred = int((t & p).sum()), int((t | p).sum()), int(t.sum()), int(p.sum())
+        acc.append(1.0 if union == 0 else inter / union)
+        prec.append(float(nt == 0) if npred == 0 else inter / npred)
+        rec.append(float(npred == 0) if nt == 0 else inter / nt)
+        f1.append(1.0 if nt + npred == 0 else 2 * inter / (nt + npred))
+        exact.append(bool((t == p).all()))
+    per_label = []
+    for j in range(q):
+        t, p = T[:, j], P[:, j]
+        tp, fp, fn = int((t & p).sum()), int((~t & p).sum()), int((t & ~p).sum())
+        per_label.append(1.0 if tp + fp + fn == 0 else 2 * tp / (2 * tp + fp + fn))
+    pooled = int(T.sum()) + int(P.sum())
+    return {
+        "hamming_loss": int((T ^ P).sum()) / (n * q),
+        "example_accuracy": float(np.mean(acc)),
+        "example_precision": float(np.mean(prec)),
+        "example_recall": float(np.mean(rec)),
+        "example_f1": float(np.mean(f1)),
+        "subset_accuracy": float(np.mean(exact)),
+        "micro_f1": 1.0 if pooled == 0 else 2 * int((T & P).sum()) / pooled,
+        "macro_f1": float(np.mean(per_label)),
+    }
+
+
+def _set_case(seed: int, n: int, q: int) -> tuple[np.ndarray, np.ndarray]:
+    """0/1 (T, P) with every convention's case: documents with T, P or both empty, a
+    document with P == T, labels never true nor predicted, only predicted, only true."""
+    rng = np.random.default_rng(seed)
+    T = (rng.random((n, q)) < rng.uniform(0.1, 0.4)).astype(np.uint8)
+    P = T ^ (rng.random((n, q)) < 0.15).astype(np.uint8)
+    T[:4] = 0
+    P[2:6] = 0
+    T[:, 1] = P[:, 1] = 0
+    T[:, 2] = 0
+    P[7:, 2] = 1
+    P[:, 3] = 0
+    T[7:, 3] = 1
+    P[10] = T[10]
+    return T, P
+
+
+SET_CASES = [(0, 50, 5), (1, 120, 17), (2, 200, 40)]
+
+
+def _forms(T: np.ndarray, P: np.ndarray) -> dict[str, tuple]:
+    n, q = T.shape
+
+    def csr(a: np.ndarray, dtype: type = np.uint8) -> sp.csr_matrix:
+        return sp.csr_matrix(a.astype(dtype))
+
+    def dask_csr(a: np.ndarray) -> da.Array:
+        return da.from_array(csr(a), chunks=(n // 3 + 1, q), asarray=False)
+
+    return {"csr-csr": (csr(T), csr(P, np.float64)), "dense-csr": (T, csr(P)),
+            "csr-dense": (csr(T, np.int8), P.astype(bool)),
+            "dask_csr": (dask_csr(T), dask_csr(P)),
+            "csr_array-coo": (sp.csr_array(T), sp.coo_matrix(P))}
+
+
+@pytest.mark.parametrize(("seed", "n", "q"), SET_CASES)
+def test_label_set_measures_sparse_inputs_match_the_definitions(seed, n, q):
+    T, P = _set_case(seed, n, q)
+    assert (~T.any(axis=1) & ~P.any(axis=1)).any() and (T.any(axis=1) & ~P.any(axis=1)).any()
+    assert (~T.any(axis=1) & P.any(axis=1)).any()
+    ref = _reference_set_measures(T, P)
+    dense = {name: getattr(M, name)(T, P) for name in M.LABEL_SET_METRICS}
+    for name in M.LABEL_SET_METRICS:
+        assert dense[name] == pytest.approx(ref[name], rel=1e-15, abs=0), name
+    for form, (Tf, Pf) in _forms(T, P).items():
+        rep = M.metric_report(Tf, Pf)
+        assert rep["n_documents"] == n and rep["n_labels"] == q
+        for name in M.LABEL_SET_METRICS:
+            got = getattr(M, name)(Tf, Pf)
+            assert got == pytest.approx(ref[name], rel=1e-15, abs=0), (form, name)
+            assert got == pytest.approx(dense[name], rel=1e-15, abs=0), (form, name)
+            assert rep[name] == got, (form, name)
+
+
+def test_label_set_measures_never_densify_sparse_labels(monkeypatch):
+    import tracemalloc
+
+    n, q = 400, 100_000  # a dense n x q copy: 40 MB even as bool
+    rng = np.random.default_rng(3)
+    rows = np.repeat(np.arange(n), 3)
+    T = sp.csr_matrix((np.ones(rows.size, dtype=np.uint8), (rows, rng.integers(0, q, rows.size))),
+                      shape=(n, q))
+    T.data[:] = 1
+    P = T.copy()
+    P.data[::4] = 0  # explicit zeros: not predicted
+    scores = sp.csr_matrix(T, dtype=np.float64)
+
+    def refuse(self, *args, **kwargs):
+        raise AssertionError("a sparse label matrix was densified")
+
+    for cls in (sp.csr_matrix, sp.csc_matrix, sp.coo_matrix):
+        monkeypatch.setattr(cls, "toarray", refuse)
+        monkeypatch.setattr(cls, "todense", refuse)
+    tracemalloc.start()
+    try:
+        rep = M.metric_report(T, P, scores, ranking=False, xmc=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < n * q // 4
+    assert rep["n_labels"] == q and rep["skipped_measures"] == list(M.RANKING_METRICS)
+    assert 0 < rep["micro_f1"] < 1 and "P@1" in rep
+    assert M.macro_f1(T, P) == rep["macro_f1"]
+
+
+def test_sparse_label_errors_name_the_stored_entry():
+    T, P = _set_case(0, 50, 5)
+    for value, shown in ((3.0, "3.0"), (np.nan, "nan")):
+        bad = P.astype(np.float64)
+        bad[6, 4] = value
+        with pytest.raises(ValueError, match=rf"Y_pred\[row 6, label 4\] = {shown}: Y_pred "
+                                             r"must be a 0/1 indicator matrix"):
+            M.metric_report(sp.csr_matrix(T), sp.csr_matrix(bad))
+    # duplicate entries add up, as in a dense copy: two stored 1s at (9, 0) are a 2
+    indptr = np.r_[np.zeros(10, dtype=np.int64), np.full(41, 2, dtype=np.int64)]
+    dup = sp.csr_matrix((np.ones(2, dtype=np.int8), np.zeros(2, dtype=np.int32), indptr),
+                        shape=T.shape)
+    with pytest.raises(ValueError, match=r"Y_true\[row 9, label 0\] = 2"):
+        M.hamming_loss(dup, P)
+    with pytest.raises(ValueError, match=r"Y_true has shape \(50, 5\) but Y_pred has shape "
+                                         r"\(50, 4\)"):
+        M.micro_f1(sp.csr_matrix(T), sp.csr_matrix(P[:, :4]))
+    zeros = sp.csr_matrix(T.astype(np.float64))
+    zeros.data[:] = 0.0  # stored zeros are no labels
+    assert M.micro_f1(zeros, sp.csr_matrix(P)) == M.micro_f1(np.zeros_like(T), P)

@@ -353,6 +353,13 @@ def test_cli_evaluate_many_labels_and_no_training_store(xmc_fitted, capsys, monk
         raise FileNotFoundError(f"{path} does not exist")
 
     monkeypatch.setattr(T_cli, "open_store", gone)  # the training store moved away
+    seen = []
+
+    def report(Y, P, *args, **kwargs):
+        seen.append((Y, P))
+        return M.metric_report(Y, P, *args, **kwargs)
+
+    monkeypatch.setattr(T_cli, "metric_report", report)
     out = tmp / "many.json"
     assert main(["evaluate", str(model_dir), str(store), "--split", "test", "--json",
                  str(out), "--scheduler", address, "--overwrite"]) == 0
@@ -379,6 +386,10 @@ def test_cli_evaluate_many_labels_and_no_training_store(xmc_fitted, capsys, monk
                  "--all-metrics", "--scheduler", address, "--quiet"]) == 0
     got = json.loads(capsys.readouterr().out)["metrics"]
     assert "ranking_loss" in got and "P@5" in got
+    # the true labels reach the measures as CSR on both paths, the predicted label sets
+    # too where only the top k scores were kept
+    assert len(seen) == 2
+    assert all(Y.format == "csr" for Y, _ in seen) and seen[0][1].format == "csr"
 
 
 def test_cli_predict_top_k(xmc_fitted, capsys):

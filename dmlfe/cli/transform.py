@@ -37,6 +37,7 @@ from dmlfe.embed import (
 from dmlfe.errors import DmlfeError, InputError
 from dmlfe.io.classifier import PREDICT_CLASSIFIERS, has_classifier, load_classifier
 from dmlfe.io.embeddings import embedding_obs, write_embeddings
+from dmlfe.labels import sparse_labels
 from dmlfe.metrics import (
     XMC_FAMILIES,
     XMC_KS,
@@ -179,7 +180,8 @@ def _store_top_k(model: Any, classifier: Any, view: Any, k: int, *, labels: bool
                  ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, np.ndarray, Any]:
     """(ids, predicted label indices, top-k indices, top-k scores, true labels or None) of
     a store view in one compute, block by block: no n x q matrix of scores reaches this
-    process. The true labels (``labels=True``) as :func:`dmlfe.embed.store_predictions`."""
+    process. The true labels (``labels=True``) as :func:`dmlfe.embed.store_predictions`:
+    uint8 CSR, never dense."""
     import dask
     import dask.array as da
 
@@ -193,6 +195,8 @@ def _store_top_k(model: Any, classifier: Any, view: Any, k: int, *, labels: bool
     # the delayed blocks as separate arguments: dask 2026.11's compute(array, [delayed,
     # ...], array) returned the last array in place of the list's first item
     ids, Y, *parts = dask.compute(view.ids, Y, *blocks)
+    if Y is not None:
+        Y = sparse_labels(Y)
     if not parts:
         return (np.asarray(ids), [], np.empty((0, k), dtype=np.int64),
                 np.empty((0, k), dtype=np.float64), Y)

@@ -1,10 +1,14 @@
 """Multi-label evaluation measures of the MVMD, MDDM and GRROOR papers, one implementation each.
 
 All values are fractions (not percentages). Inputs are document x label matrices
-(numpy, scipy.sparse or dask; dask and sparse inputs are brought into memory, which is
-fine because evaluation matrices are n_test x q).
+(numpy, scipy.sparse or dask; a dask array is computed, and one of sparse blocks stays
+sparse). The label-set measures and the extreme classification measures never densify
+sparse label matrices; the ranking measures (and :func:`metric_report` where it computes
+them) work on dense n x q copies.
 
-Label-set measures ``(Y_true, Y_pred)`` with 0/1 matrices (MVMD eq. 48-53, MDDM 4.2):
+Label-set measures ``(Y_true, Y_pred)`` with 0/1 matrices (MVMD eq. 48-53, MDDM 4.2),
+each computed from the sizes |T|, |P|, |T & P| of every document's true and predicted
+label sets and the same three counts per label, in O(nnz + n + q) memory:
 
 * ``hamming_loss`` = mean over documents of |T xor P| / q.
 * ``example_accuracy`` = mean |T & P| / |T | P|; a document with T and P both empty
@@ -60,8 +64,8 @@ for the raw columns).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, NoReturn
 
 import dask.array as da
 import numpy as np
@@ -119,21 +123,61 @@ def _dense(a: Any, name: str) -> np.ndarray:
     return a
 
 
+def _not_binary(name: str, row: int, label: int, value: Any) -> NoReturn:
+    raise ValueError(
+        f"{name}[row {row}, label {label}] = {value.item()!r}: {name} must be a 0/1 "
+        "indicator matrix (threshold scores with the classifier's predict first)"
+    )
+
+
 def _binary(a: Any, name: str) -> np.ndarray:
     a = _dense(a, name)
     bad = first_non_binary(a)
     if bad is not None:
         r, c = bad
-        raise ValueError(
-            f"{name}[row {r}, label {c}] = {a[r, c].item()!r}: {name} must be a 0/1 indicator "
-            "matrix (threshold scores with the classifier's predict first)"
-        )
+        _not_binary(name, r, c, a[r, c])
     return a.astype(bool)
 
 
-def _pair(Y_true: Any, Y_pred: Any) -> tuple[np.ndarray, np.ndarray]:
-    T = _binary(Y_true, "Y_true")
-    P = _binary(Y_pred, "Y_pred")
+def _indicators(a: Any, name: str) -> sp.csr_matrix:
+    """0/1 ``a`` as a canonical CSR matrix of its ones (int8 data, sorted indices).
+
+    Parameters
+    ----------
+    a : ndarray, scipy.sparse matrix or dask array (of dense or sparse blocks), shape (n, q)
+        A dask array is computed first. Sparse input is checked on its stored values and
+        never densified: memory O(nnz + n).
+    name : str
+        How error messages name ``a``.
+
+    Raises
+    ------
+    ValueError
+        ``a`` not 2-D, or an entry neither 0 nor 1 (the message names the first one's row
+        and label).
+    """
+    if isinstance(a, da.Array):
+        a = a.compute()
+    if not sp.issparse(a):
+        return sp.csr_matrix(_binary(a, name), dtype=np.int8)
+    if a.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D documents x labels matrix; got shape {a.shape}")
+    Y = sp.csr_matrix(a, copy=True)
+    # duplicate entries add up, as in a dense copy, so the value checked is the entry's
+    Y.sum_duplicates()
+    bad = np.flatnonzero((Y.data != 0) & (Y.data != 1))
+    if bad.size:
+        j = int(bad[0])  # indices are sorted: the first bad entry in row-major order
+        _not_binary(name, int(np.searchsorted(Y.indptr, j, side="right") - 1),
+                    int(Y.indices[j]), Y.data[j])
+    Y.eliminate_zeros()
+    Y.data = np.ones(Y.nnz, dtype=np.int8)
+    return Y
+
+
+def _pair(Y_true: Any, Y_pred: Any) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    T = _indicators(Y_true, "Y_true")
+    P = _indicators(Y_pred, "Y_pred")
     if T.shape != P.shape:
         raise ValueError(f"Y_true has shape {T.shape} but Y_pred has shape {P.shape}")
     if T.shape[0] == 0:
@@ -165,53 +209,117 @@ def _ratio(num: np.ndarray, den: np.ndarray, empty: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------- label-set measures
+class _SetCounts(NamedTuple):
+    """The counts every label-set measure is a function of (T true, P predicted sets)."""
+
+    doc_true: np.ndarray  # |T| per document, int64, shape (n,)
+    doc_pred: np.ndarray  # |P| per document
+    doc_both: np.ndarray  # |T & P| per document
+    label_true: np.ndarray  # documents with the label true, int64, shape (q,)
+    label_pred: np.ndarray  # documents with the label predicted
+    label_both: np.ndarray  # documents with the label true and predicted
+
+    @property
+    def n(self) -> int:
+        return int(self.doc_true.size)
+
+    @property
+    def q(self) -> int:
+        return int(self.label_true.size)
+
+
+def _count(T: sp.csr_matrix, P: sp.csr_matrix) -> _SetCounts:
+    """:class:`_SetCounts` of two canonical 0/1 CSR matrices of one shape (see
+    :func:`_pair`), in O(nnz(T) + nnz(P) + n + q) memory."""
+    both = T.multiply(P).tocsr()  # elementwise: the pairs in T & P, still sparse
+    both.eliminate_zeros()
+    q = T.shape[1]
+
+    def per_doc(Y: sp.csr_matrix) -> np.ndarray:
+        return np.diff(Y.indptr).astype(np.int64, copy=False)
+
+    def per_label(Y: sp.csr_matrix) -> np.ndarray:
+        return np.bincount(Y.indices, minlength=q).astype(np.int64, copy=False)
+
+    return _SetCounts(per_doc(T), per_doc(P), per_doc(both),
+                      per_label(T), per_label(P), per_label(both))
+
+
+def _set_counts(Y_true: Any, Y_pred: Any) -> _SetCounts:
+    return _count(*_pair(Y_true, Y_pred))
+
+
+def _hamming_loss(c: _SetCounts) -> float:
+    wrong = int(c.doc_true.sum()) + int(c.doc_pred.sum()) - 2 * int(c.doc_both.sum())
+    # np.divide: no labels (q = 0) gives NaN, as the mean of an empty n x 0 array did
+    return float(np.divide(np.float64(wrong), c.n * c.q))
+
+
+def _example_accuracy(c: _SetCounts) -> float:
+    union = c.doc_true + c.doc_pred - c.doc_both
+    return float(np.mean(_ratio(c.doc_both, union, np.ones(c.n))))
+
+
+def _example_precision(c: _SetCounts) -> float:
+    return float(np.mean(_ratio(c.doc_both, c.doc_pred, c.doc_true == 0)))
+
+
+def _example_recall(c: _SetCounts) -> float:
+    return float(np.mean(_ratio(c.doc_both, c.doc_true, c.doc_pred == 0)))
+
+
+def _example_f1(c: _SetCounts) -> float:
+    return float(np.mean(_ratio(2.0 * c.doc_both, c.doc_true + c.doc_pred, np.ones(c.n))))
+
+
+def _subset_accuracy(c: _SetCounts) -> float:
+    # P == T exactly when T & P is as large as both
+    return float(np.mean((c.doc_both == c.doc_true) & (c.doc_both == c.doc_pred)))
+
+
+def _micro_f1(c: _SetCounts) -> float:
+    den = float(c.doc_true.sum()) + float(c.doc_pred.sum())
+    return 1.0 if den == 0 else float(2.0 * c.doc_both.sum() / den)
+
+
+def _macro_f1(c: _SetCounts) -> float:
+    den = c.label_true + c.label_pred
+    return float(np.mean(_ratio(2.0 * c.label_both, den, np.ones(c.q))))
+
+
 def hamming_loss(Y_true: Any, Y_pred: Any) -> float:
     """Fraction of document-label pairs predicted wrongly (MVMD eq. 48)."""
-    T, P = _pair(Y_true, Y_pred)
-    return float(np.mean(T != P))
+    return _hamming_loss(_set_counts(Y_true, Y_pred))
 
 
 def example_accuracy(Y_true: Any, Y_pred: Any) -> float:
     """Mean Jaccard index ``|T & P| / |T | P|`` (MVMD eq. 49); both sets empty counts 1."""
-    T, P = _pair(Y_true, Y_pred)
-    inter = (T & P).sum(axis=1)
-    union = (T | P).sum(axis=1)
-    return float(np.mean(_ratio(inter, union, np.ones(len(T)))))
+    return _example_accuracy(_set_counts(Y_true, Y_pred))
 
 
 def example_precision(Y_true: Any, Y_pred: Any) -> float:
     """Mean ``|T & P| / |P|`` (MVMD eq. 50); empty P counts 1 if T is empty too, else 0."""
-    T, P = _pair(Y_true, Y_pred)
-    inter = (T & P).sum(axis=1)
-    return float(np.mean(_ratio(inter, P.sum(axis=1), ~T.any(axis=1))))
+    return _example_precision(_set_counts(Y_true, Y_pred))
 
 
 def example_recall(Y_true: Any, Y_pred: Any) -> float:
     """Mean ``|T & P| / |T|`` (MVMD eq. 51); empty T counts 1 if P is empty too, else 0."""
-    T, P = _pair(Y_true, Y_pred)
-    inter = (T & P).sum(axis=1)
-    return float(np.mean(_ratio(inter, T.sum(axis=1), ~P.any(axis=1))))
+    return _example_recall(_set_counts(Y_true, Y_pred))
 
 
 def example_f1(Y_true: Any, Y_pred: Any) -> float:
     """Mean ``2 |T & P| / (|T| + |P|)`` (MVMD eq. 52); both sets empty counts 1."""
-    T, P = _pair(Y_true, Y_pred)
-    inter = (T & P).sum(axis=1)
-    den = T.sum(axis=1) + P.sum(axis=1)
-    return float(np.mean(_ratio(2.0 * inter, den, np.ones(len(T)))))
+    return _example_f1(_set_counts(Y_true, Y_pred))
 
 
 def subset_accuracy(Y_true: Any, Y_pred: Any) -> float:
     """Fraction of documents whose predicted label set equals the true one (MVMD eq. 53)."""
-    T, P = _pair(Y_true, Y_pred)
-    return float(np.mean((T == P).all(axis=1)))
+    return _subset_accuracy(_set_counts(Y_true, Y_pred))
 
 
 def micro_f1(Y_true: Any, Y_pred: Any) -> float:
     """F1 over all document-label pairs pooled (MDDM 4.2); 1 if no true and no predicted label."""
-    T, P = _pair(Y_true, Y_pred)
-    den = float(T.sum()) + float(P.sum())
-    return 1.0 if den == 0 else float(2.0 * (T & P).sum() / den)
+    return _micro_f1(_set_counts(Y_true, Y_pred))
 
 
 def macro_f1(Y_true: Any, Y_pred: Any) -> float:
@@ -219,10 +327,16 @@ def macro_f1(Y_true: Any, Y_pred: Any) -> float:
 
     A label with no positives and no predictions counts 1; see the module docstring.
     """
-    T, P = _pair(Y_true, Y_pred)
-    tp = (T & P).sum(axis=0)
-    den = T.sum(axis=0) + P.sum(axis=0)
-    return float(np.mean(_ratio(2.0 * tp, den, np.ones(T.shape[1]))))
+    return _macro_f1(_set_counts(Y_true, Y_pred))
+
+
+#: Each label-set measure of :data:`LABEL_SET_METRICS` from the counts.
+_FROM_COUNTS: dict[str, Callable[[_SetCounts], float]] = {
+    "hamming_loss": _hamming_loss, "example_accuracy": _example_accuracy,
+    "example_precision": _example_precision, "example_recall": _example_recall,
+    "example_f1": _example_f1, "subset_accuracy": _subset_accuracy,
+    "micro_f1": _micro_f1, "macro_f1": _macro_f1,
+}
 
 
 # --------------------------------------------------------------- ranking measures
@@ -556,26 +670,7 @@ def _nan_score(row: int, label: int) -> None:
 def _true_csr(Y_true: Any) -> sp.csr_matrix:
     """0/1 ``Y_true`` as a canonical CSR matrix of its relevant labels (int8; dense input
     is checked and converted, sparse input never densified)."""
-    if isinstance(Y_true, da.Array):
-        Y_true = Y_true.compute()
-    if sp.issparse(Y_true):
-        Y = sp.csr_matrix(Y_true, copy=True)
-        Y.sum_duplicates()
-        if Y.ndim != 2:
-            raise ValueError(f"Y_true must be a 2-D documents x labels matrix; got shape "
-                             f"{Y.shape}")
-        bad = np.flatnonzero((Y.data != 0) & (Y.data != 1))
-        if bad.size:
-            j = int(bad[0])
-            r = int(np.searchsorted(Y.indptr, j, side="right") - 1)
-            raise ValueError(f"Y_true[row {r}, label {int(Y.indices[j])}] = "
-                             f"{Y.data[j].item()!r}: Y_true must be a 0/1 indicator matrix")
-        Y.eliminate_zeros()
-        Y.data = np.ones_like(Y.data, dtype=np.int8)
-    else:
-        Y = sp.csr_matrix(_binary(Y_true, "Y_true").astype(np.int8))
-    Y.sort_indices()
-    return Y
+    return _indicators(Y_true, "Y_true")
 
 
 def _check_pair(Y: sp.csr_matrix, S: Any) -> None:
@@ -893,6 +988,10 @@ def metric_report(Y_true: Any, Y_pred: Any, scores: Any = None, *,
                   ) -> dict[str, Any]:
     """Every measure in one dict (plain Python numbers and strings, JSON-ready).
 
+    The label-set measures are computed once from shared counts and never densify
+    sparse ``Y_true`` / ``Y_pred``; the ranking measures, where computed, take a dense
+    copy of ``Y_true``.
+
     Keys: the eight label-set measures, ``n_documents``, ``n_labels``; with ``scores``
     also the five ranking measures, ``n_ranking_skipped`` (documents with no or all labels
     relevant, left out of the ranking measures) and ``n_auc_labels_skipped``; with
@@ -901,6 +1000,10 @@ def metric_report(Y_true: Any, Y_pred: Any, scores: Any = None, *,
 
     Parameters
     ----------
+    Y_true, Y_pred : ndarray, scipy.sparse matrix or dask array, shape (n, q)
+        0/1 true and predicted label sets.
+    scores : ndarray, scipy.sparse matrix or dask array, shape (n, q), optional
+        Higher is more relevant; needed by the ranking and XMC measures.
     xmc : bool or None
         Report the XMC measures; None (default): when q >= :data:`XMC_LABELS`.
     ks : sequence of int
@@ -911,18 +1014,20 @@ def metric_report(Y_true: Any, Y_pred: Any, scores: Any = None, *,
         Compute the five ranking measures; None (default): when q < :data:`XMC_LABELS`.
         Measures left out are listed under ``"skipped_measures"``.
     """
+    # T stays the checked CSR matrix: a dask Y_true is computed once for every part
     T, P = _pair(Y_true, Y_pred)
-    q = int(T.shape[1])
-    fns = globals()
-    out: dict[str, Any] = {name: fns[name](T, P) for name in LABEL_SET_METRICS}
-    out["n_documents"], out["n_labels"] = int(T.shape[0]), q
+    counts = _count(T, P)
+    q = counts.q
+    out: dict[str, Any] = {name: _FROM_COUNTS[name](counts) for name in LABEL_SET_METRICS}
+    out["n_documents"], out["n_labels"] = counts.n, q
     if scores is not None:
         large = q >= XMC_LABELS
         if (not large) if ranking is None else ranking:
-            T, S = _scored(T, scores)
-            out.update({name: fns[name](T, S) for name in RANKING_METRICS})
-            out["n_ranking_skipped"] = int((~_evaluable(T)).sum())
-            out["n_auc_labels_skipped"] = int((~_auc_labels(T)).sum())
+            fns = globals()
+            Td, S = _scored(T, scores)
+            out.update({name: fns[name](Td, S) for name in RANKING_METRICS})
+            out["n_ranking_skipped"] = int((~_evaluable(Td)).sum())
+            out["n_auc_labels_skipped"] = int((~_auc_labels(Td)).sum())
         else:
             out["skipped_measures"] = list(RANKING_METRICS)
         if large if xmc is None else xmc:
