@@ -395,11 +395,33 @@ def _labels_table(rows: list[dict]) -> list[str]:
                        body)
 
 
+def _label_steps_table(rows: list[dict]) -> list[str]:
+    """``benchmarks/labels.py --parts million``: each step's seconds and peak memory."""
+    body = [[r["step"], _seconds(r.get("seconds")), _mib(r.get("peak_mib")),
+             _plain(r["status"] + (f": {r['error']}" if r.get("error") else ""))]
+            for r in rows]
+    return _list_table(["step", "seconds", "peak memory, the process and its workers (MiB)",
+                        "status"], body)
+
+
+def _label_quality_table(rows: list[dict]) -> list[str]:
+    """``benchmarks/labels.py --parts quality``: the measures of each vote or tool."""
+    keys = ("P@1", "P@3", "P@5", "nDCG@5", "PSP@5")
+    body = [[_plain(r.get("features", r["method"])),
+             *[("" if r.get(k) is None else f"{r[k]:.4f}") for k in keys],
+             _seconds(r.get("seconds")),
+             "" if r["status"] == "ok" else _plain(f"{r['status']}: {r.get('error') or ''}")]
+            for r in rows]
+    return _list_table(["features (classifier)", *keys, "seconds (classifier)", "failed"],
+                       body)
+
+
 #: How each ``kind`` of results file is rendered.
 RESULT_TABLES = {"fits": _fits_table, "exactness": _exactness_table,
                  "stages": _stages_table, "workers": _workers_table,
                  "refits": _refits_table, "prototypes": _prototypes_table,
-                 "labels": _labels_table}
+                 "labels": _labels_table, "label-steps": _label_steps_table,
+                 "label-quality": _label_quality_table}
 
 
 class Performance(Directive):
