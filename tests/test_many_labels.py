@@ -239,3 +239,33 @@ def test_cca_label_rank_is_an_estimator_parameter(few_dense_labels):
     assert "its 10 leading principal directions of q = 40" in model.route_reason_
     with pytest.raises(ValueError, match="label_rank=0"):
         dmlfe.CCA(n_components=3, label_rank=0).fit(X, sp.csr_matrix(Y))
+
+
+@pytest.mark.parametrize("solver", ["dense", "randomized"])
+def test_pca_of_a_store_with_many_labels_reads_no_label_column(few_dense_labels, tmp_path,
+                                                               cluster_client, solver):
+    # an unsupervised fit of a store with many labels computes no X^T Y or Y^T Y (D x q,
+    # q x q); its statistics are cached apart from the labelled ones
+    from tests.helpers import write_store
+
+    X, Y = _data(n=240, D=300, q=40)
+    path = tmp_path / "s.zarr"
+    write_store(path, X, sp.csr_matrix(Y), ["train"] * 240, chunk_rows=50)
+    ref = dmlfe.PCA(n_components=4, solver="dense").fit(X)
+    fits = [dmlfe.PCA(n_components=4, solver=solver, tol=1e-12).fit(str(path))
+            for _ in range(2)]
+    for model in fits:
+        np.testing.assert_allclose(model.eigenvalues_[:4], ref.eigenvalues_[:4], rtol=1e-9)
+    assert fits[1].stats_from_cache_
+    import json
+
+    records = [json.loads(f.read_text()) for f in (tmp_path / "s.zarr.stats").glob("*.json")]
+    assert records and all(r["n_labels"] == 0 for r in records)
+    from dmlfe.stats.cache import load_or_compute_stats
+
+    # the store's labelled statistics are not the ones PCA saved
+    labelled = load_or_compute_stats(str(path), cache=False)
+    assert labelled.n_labels == 40
+    mvmd = dmlfe.MVMD(n_components=3, tol=1e-12).fit(str(path))
+    w, _ = _reference_pairs(X, Y.astype(float), 0.5, 2.0)
+    np.testing.assert_allclose(mvmd.eigenvalues_[:3], w[:3], rtol=1e-10)

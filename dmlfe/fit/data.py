@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import dask.array as da
@@ -28,11 +28,24 @@ class FitData:
     store : Store or None
         The opened store, already restricted to the fit's split; the statistics cache
         and the model's provenance read it, so it is opened once per fit.
+    labels_ignored : bool
+        Y was replaced by no label columns (:meth:`without_labels`): the statistics
+        cache keys them apart from the store's labelled ones.
     """
 
     X: Any
     Y: Any
     store: Store | None = None
+    labels_ignored: bool = False
+
+    def without_labels(self) -> FitData:
+        """The same rows with no label columns: what an unsupervised fit reads of a store
+        with more labels than the dense label statistics take (their X^T Y and Y^T Y,
+        which such a fit never uses, would be D x q and q x q)."""
+        n = int(self.X.shape[0])
+        Y = (da.zeros((n, 0), chunks=(self.X.chunks[0], 0), dtype=np.uint8)
+             if is_dask(self.X) else np.zeros((n, 0), dtype=np.uint8))
+        return replace(self, Y=Y, labels_ignored=True)
 
     @property
     def shape(self) -> DataShape:
@@ -58,14 +71,15 @@ class FitData:
         if sp.issparse(Y) and Y.shape[1] <= sufficient.MAX_DENSE_LABELS and not sparse_labels:
             Y = Y.toarray()  # the dense label paths (dual, relation) take it as it was
         Y = sp.csr_matrix(Y) if sp.issparse(Y) else np.asarray(Y)
-        return FitData(X, Y, self.store)
+        return replace(self, X=X, Y=Y)
 
     def reblocked(self, max_rows: int) -> FitData:
         """The same data in row blocks of at most ``max_rows`` (stores only; arrays as they are)."""
         if self.store is None:
             return self
         view = self.store.reblock(max_rows)
-        return FitData(view.X, view.Y, view)
+        out = replace(self, X=view.X, Y=view.Y, store=view, labels_ignored=False)
+        return out.without_labels() if self.labels_ignored else out
 
 
 def _checked_sparse_labels(Y: Any, n: int) -> sp.csr_matrix:

@@ -41,6 +41,7 @@ from dmlfe.solvers.label_operator import solve_label_operator
 from dmlfe.solvers.matrix_free import finish_leading, solve_matrix_free
 from dmlfe.solvers.nspace import MEMORY_FRACTION, capacity, nspace_bytes
 from dmlfe.solvers.result import EigenResult, expand_rows, flip_signs_inplace
+from dmlfe.stats import sufficient
 from dmlfe.stats.cache import (
     earlier_start,
     gram_strips,
@@ -146,9 +147,13 @@ def statistics(plan: FitPlan, data: FitData, rmap: RelationMap | None, *, client
                tiled: TiledMatrix | None = None) -> SufficientStats:
     """The sufficient statistics the plan asks for: cached beside the store, or one pass
     (or, when X is in ``tiled``, from the tiles without a pass)."""
+    # without the store's labels (an unsupervised fit, many labels): its rows with no
+    # label column stand in for the store's, under a cache key of their own
+    own = dict(labels="none", read=(data.X, data.Y)) if data.labels_ignored else {}
     if tiled is not None:
         if data.store is not None and cache:
-            return load_or_compute_stats(data.store, compute=lambda: tiled_stats(tiled))
+            return load_or_compute_stats(data.store, compute=lambda: tiled_stats(tiled),
+                                         **own)
         return tiled_stats(tiled)
     label_fn = _label_fn(plan.stats.labels, data.Y, client)
     kw: dict[str, Any] = dict(need_xtx=plan.stats.need_xtx, need_xtwx=plan.stats.need_xtwx,
@@ -165,9 +170,10 @@ def statistics(plan: FitPlan, data: FitData, rmap: RelationMap | None, *, client
         # X read to the driver (the dual route's gather): reduce that copy, not the store
         read = None if is_dask(data.X) else (data.X, data.Y)
         # the whole set, X^T Y included: the cache serves the store's later fits too
+        own = own or dict(read=read,
+                          labels=None if label_fn is None else label_fn.describe())
         return load_or_compute_stats(
-            data.store, read=read, route=None if rmap is None else rmap.describe(),
-            labels=None if label_fn is None else label_fn.describe(), **kw)
+            data.store, route=None if rmap is None else rmap.describe(), **own, **kw)
     return compute_stats(data.X, data.Y, need_xty=plan.stats.need_xty, **kw)
 
 
@@ -331,6 +337,8 @@ def run_fit(plan: FitPlan, data: FitData, *, client: Any = None, progress: bool 
     """
     rmap, proto_idx, relation = None, None, None
     n_features_in = int(data.X.shape[1])
+    if not plan.spec.supervised and data.shape.n_labels > sufficient.MAX_DENSE_LABELS:
+        data = data.without_labels()
     gather_note = None
     if plan.route == "dual" or (plan.relation is not None and plan.solver not in MATRIX_FREE):
         # not with a matrix-free solve on R: in memory, it holds the n x p features whole

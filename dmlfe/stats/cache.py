@@ -724,7 +724,9 @@ def _stale_temporaries_in(directory: Path) -> list[Path]:
 # --------------------------------------------------------------------------- #
 def _describe(fn: Any, description: Any, cache_on: bool, fn_name: str, arg: str) -> Any:
     if fn is None:
-        return None
+        # a description alone keys a variant of the plain statistics apart (labels
+        # "none": an unsupervised fit that reads no label column of the store)
+        return description
     if description is None and cache_on:
         raise ValueError(
             f"{fn_name} is set but {arg} is not: pass {arg}= (a string or JSON-able dict that "
