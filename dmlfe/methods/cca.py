@@ -69,13 +69,11 @@ def cca(stats: SufficientStats, gamma_x: float = 0.1, gamma_y: float = 0.1,
 def _cca_sparse_labels(stats: SufficientStats, gx: float, gy: float,
                        label_rank: int) -> TraceTemplate:
     """CCA (mvmd eq. 40) with Y^T Y sparse: the label side in its leading principal
-    directions.
+    directions (:func:`_principal_label_template`), whitened.
 
-    Yc^T Yc = V Theta V^T; with the r = min(q, label_rank) leading pairs
-    (Theta_r, V_r) -- found by thick-restart block Lanczos on the sparse
-    Y^T Y - s s^T / n (s the label counts), or by a dense eigensolver when r = q -- the
-    label side is Yc V_r, whose scatter is Theta_r, so its whitening is the diagonal
-    (Theta_r + gamma_y I)^{-1/2} and
+    With Yc^T Yc = V Theta V^T and the r = min(q, label_rank) leading pairs
+    (Theta_r, V_r), the label side Yc V_r has the scatter Theta_r, so its whitening is
+    the diagonal (Theta_r + gamma_y I)^{-1/2} and
 
         A = F F^T,   F = Xc^T Yc V_r (Theta_r + gamma_y I)^{-1/2}   (D x r),
 
@@ -83,28 +81,43 @@ def _cca_sparse_labels(stats: SufficientStats, gx: float, gy: float,
     components (principal label space transformation, Tai & Lin 2012): exact when
     r = q, and then the same A as the dense path. Directions with Theta + gamma_y = 0
     (labels absent from every document, gamma_y = 0) carry Yc v = 0 and are left out.
-    Xc^T Yc is D x q dense (D = p on the relation route), refused above
-    MAX_LABEL_PRODUCT_BYTES.
+    """
+    return _principal_label_template(stats, "cca", {"gamma_x": gx, "gamma_y": gy}, gx,
+                                     label_rank, gy)
+
+
+def _principal_label_template(stats: SufficientStats, method: str, params: dict,
+                              gx: float, label_rank: int,
+                              gamma_y: float | None) -> TraceTemplate:
+    """The template A = F F^T, B = Xc^T Xc + gamma_x I of CCA (``gamma_y``: the label
+    side whitened) or OPLS (None: not whitened) with the label side in its r leading
+    principal directions V_r, F = Xc^T Yc V_r [(Theta_r + gamma_y I)^{-1/2}].
+
+    The pairs (Theta_r, V_r) of Yc^T Yc come from :func:`label_principal_directions`
+    (thick-restart block Lanczos on the sparse Y^T Y - s s^T / n, s the label counts,
+    or a dense eigensolver when r = q). Xc^T Yc is D x q dense (D = p on the relation
+    route), refused above MAX_LABEL_PRODUCT_BYTES.
     """
     D, q, n = stats.n_features, stats.n_labels, float(stats.n)
     if 8 * D * q > MAX_LABEL_PRODUCT_BYTES:
         raise ValueError(
-            f"cca: with q = {q:,} labels it forms the dense D x q Xc^T Yc, "
+            f"{method}: with q = {q:,} labels it forms the dense D x q Xc^T Yc, "
             f"{8 * D * q / 2**30:.2f} GiB for D = {D:,}, above MAX_LABEL_PRODUCT_BYTES = "
             f"{MAX_LABEL_PRODUCT_BYTES / 2**30:g} GiB; fit it on relation features "
-            "(route='relation', fewer n_prototypes) or use MDDM (variant 'p') or MVMD, "
-            "which need no such matrix")
+            "(route='relation', fewer n_prototypes) or use MDDM (variant 'p'), PLS or "
+            "MVMD, which need no such matrix")
     xty = stats.xty
     T = (xty.toarray() if sp.issparse(xty) else np.array(xty, dtype=np.float64))
     T -= np.outer(stats.sum_x, stats.sum_y) / n
     theta, V = label_principal_directions(stats, min(q, label_rank))
-    keep = theta + gy > 1e-12 * max(float(theta.max(initial=0.0)), 1.0)
-    root = V[:, keep] / np.sqrt(theta[keep] + gy)
+    shift = 0.0 if gamma_y is None else gamma_y
+    keep = theta + shift > 1e-12 * max(float(theta.max(initial=0.0)), 1.0)
+    root = V[:, keep] if gamma_y is None else V[:, keep] / np.sqrt(theta[keep] + shift)
     F = T @ root
     B = stats.centred_xtx()
     B[np.diag_indices_from(B)] += gx
     r = int(root.shape[1])
-    return TraceTemplate(method="cca", params={"gamma_x": gx, "gamma_y": gy}, centred=True,
+    return TraceTemplate(method=method, params=params, centred=True,
                          n_features=D, A=factor_product(F), B=B, xx_coef=0.0, lowrank=F,
                          operator_form=True, label_factor=root, constraint=(1.0, gx),
                          notes=[f"the label side in its {r} leading principal directions "
@@ -158,7 +171,8 @@ def pls(stats: SufficientStats, dense: bool = True) -> TraceTemplate:
     )
 
 
-def opls(stats: SufficientStats, gamma_x: float = 0.0) -> TraceTemplate:
+def opls(stats: SufficientStats, gamma_x: float = 0.0,
+         label_rank: int = LABEL_RANK) -> TraceTemplate:
     """Orthonormalised PLS: PLS's objective with P^T Xc^T Xc P = I (mope section 2.2.2).
 
     Parameters
@@ -167,8 +181,16 @@ def opls(stats: SufficientStats, gamma_x: float = 0.0) -> TraceTemplate:
         Optional ridge on the constraint, P^T (Xc^T Xc + gamma_x I) P = I. With 0 a
         singular scatter (D > n, constant features) is regularised by the solver,
         which warns how much it added.
+    label_rank : int
+        With a sparse label side (more than MAX_DENSE_LABELS labels), the labels'
+        leading principal directions kept: A = Xc^T Yc V_r V_r^T Yc^T Xc, OPLS against
+        the labels' r principal components (exact when r reaches q); see
+        :func:`_principal_label_template`.
     """
     gx = check_nonneg("gamma_x", gamma_x, "opls")
+    if stats.sparse_labels:
+        return _principal_label_template(stats, "opls", {"gamma_x": gx}, gx,
+                                         int(label_rank), None)
     F = stats.centred_xty()
     B = stats.centred_xtx()
     B[np.diag_indices_from(B)] += gx

@@ -325,7 +325,7 @@ GAMMA_XY_POSITIVE = Param("gamma_xy", FROM_BUILDER, interval(0.0, None, closed="
 LABEL_RANK = Param("label_rank", FROM_BUILDER, interval(1, None, integer=True),
                    "int >= 1\n    Principal label directions kept when the label side is "
                    "sparse (more than MAX_DENSE_LABELS labels); every label direction "
-                   "(exact CCA) when q is at most this.", flag={"type": int})
+                   "(exact) when q is at most this.", flag={"type": int})
 LABEL_KERNEL = Param(
     "label_kernel", FROM_BUILDER, labels_of("linear", "rbf", matrix=True),
     "{'linear', 'rbf'} or ndarray (q, q)\n    L = Y B Y^T with B = I, an RBF kernel over the "
@@ -390,7 +390,8 @@ for _spec in (
                reference="mope eq. 15", label_scale="operator"),
     MethodSpec("opls", opls, centred=True, needs_xtx=True, operator_form=False,
                lowrank_only=False, needs_weighted_xtx=False, labels="01", generalized=True,
-               reference="mope section 2.2.2", parameters=(GAMMA_X,)),
+               reference="mope section 2.2.2", parameters=(GAMMA_X, LABEL_RANK),
+               label_scale="dense"),
     MethodSpec("mlsi", mlsi, centred=True, needs_xtx=True, operator_form=False,
                lowrank_only=False, needs_weighted_xtx=False, labels="01", generalized=True,
                reference="mvmd eq. 39", parameters=(BETA, GAMMA_X, GAMMA_XY_POSITIVE)),
