@@ -152,7 +152,7 @@ class _CountComputes(Callback):
         self.count += 1
 
 
-@pytest.mark.parametrize("name, kw", [("MLSI", {}), ("MLDA", {}), ("DMLDA", {}),
+@pytest.mark.parametrize("name, kw", [("MLDA", {}), ("DMLDA", {}),
                                       ("MDDM", {"label_kernel": "rbf"}),
                                       ("MDDM", {"variant": "f"}), ("MOPE", {}),
                                       ("HSL", {}), ("KernelMDDM", {})])
@@ -287,3 +287,21 @@ def test_opls_with_a_sparse_label_side_is_opls_on_the_leading_label_directions(
     model = dmlfe.OPLS(n_components=4, gamma_x=0.1, label_rank=label_rank).fit(
         X, sp.csr_matrix(Y))
     np.testing.assert_allclose(model.eigenvalues_[:4], ref[:4], rtol=1e-10)
+
+
+@pytest.mark.parametrize("label_rank", [10, 40])
+def test_mlsi_with_a_sparse_label_side_is_mlsi_on_the_leading_label_directions(
+        few_dense_labels, label_rank):
+    X, Y = _data(n=90, D=60)
+    Xc = X.toarray() - X.toarray().mean(axis=0)
+    Yc = Y - Y.mean(axis=0)
+    w, V = np.linalg.eigh(Yc.T @ Yc)
+    L = Yc @ V[:, ::-1][:, :label_rank]  # r = q = 40: L L^T = Yc Yc^T
+    beta, gx, gxy = 0.5, 0.1, 0.1
+    # mvmd eq. 39 written out with n x n matrices
+    M = (1 - beta) * Xc @ Xc.T + beta * L @ L.T + gxy * np.eye(len(Xc))
+    B = Xc.T @ np.linalg.solve(M, Xc) + gx * np.eye(X.shape[1])
+    ref = sla.eigh(Xc.T @ Xc, B, eigvals_only=True)[::-1]
+    model = dmlfe.MLSI(n_components=4, label_rank=label_rank).fit(X, sp.csr_matrix(Y))
+    np.testing.assert_allclose(model.eigenvalues_[:4], ref[:4], rtol=1e-9)
+    assert f"its {min(label_rank, 40)} leading principal directions" in model.route_reason_

@@ -270,8 +270,8 @@ def label_scale_refusal(spec: MethodSpec, shape: DataShape,
     return (f"{spec.name} cannot fit q = {q:,} labels: above MAX_DENSE_LABELS = "
             f"{sufficient.MAX_DENSE_LABELS:,} the label side is kept sparse, and {spec.name} "
             f"needs {needs}. Methods with a sparse label path: mddm (variant 'p', "
-            "label_kernel='linear'), mvmd, pls, cca, opls, and the unsupervised pca and lsi; or "
-            "keep fewer labels")
+            "label_kernel='linear'), mvmd, pls, cca, opls, mlsi, and the unsupervised pca "
+            "and lsi; or keep fewer labels")
 
 
 def choose_route(spec: MethodSpec, route: str, solver: str, shape: DataShape, p: int,

@@ -6,23 +6,15 @@ Labels are coded 0/1 and centred (mope section 2.2.2; mvmd eq. 4).
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
+from dmlfe.methods.label_space import LABEL_RANK, principal_label_side
 from dmlfe.methods.template import (
     TraceTemplate,
     check_nonneg,
     factor_product,
     inv_sqrt_pd,
-    symmetrize,
 )
 from dmlfe.stats.sufficient import SufficientStats
-
-#: Largest dense D x q Xc^T Yc (bytes) that CCA with a sparse label side forms: on the
-#: relation route D = p prototypes (2,000 x 30,000 labels is 0.45 GiB).
-MAX_LABEL_PRODUCT_BYTES = 2**30
-#: Principal label directions CCA keeps by default (its ``label_rank``) when the label
-#: side is sparse (more than MAX_DENSE_LABELS labels): its whitening is then diagonal.
-LABEL_RANK = 256
 
 
 def cca(stats: SufficientStats, gamma_x: float = 0.1, gamma_y: float = 0.1,
@@ -93,23 +85,11 @@ def _principal_label_template(stats: SufficientStats, method: str, params: dict,
     side whitened) or OPLS (None: not whitened) with the label side in its r leading
     principal directions V_r, F = Xc^T Yc V_r [(Theta_r + gamma_y I)^{-1/2}].
 
-    The pairs (Theta_r, V_r) of Yc^T Yc come from :func:`label_principal_directions`
-    (thick-restart block Lanczos on the sparse Y^T Y - s s^T / n, s the label counts,
-    or a dense eigensolver when r = q). Xc^T Yc is D x q dense (D = p on the relation
-    route), refused above MAX_LABEL_PRODUCT_BYTES.
+    Xc^T Yc and the pairs (Theta_r, V_r) of Yc^T Yc come from
+    :func:`~dmlfe.methods.label_space.principal_label_side`.
     """
-    D, q, n = stats.n_features, stats.n_labels, float(stats.n)
-    if 8 * D * q > MAX_LABEL_PRODUCT_BYTES:
-        raise ValueError(
-            f"{method}: with q = {q:,} labels it forms the dense D x q Xc^T Yc, "
-            f"{8 * D * q / 2**30:.2f} GiB for D = {D:,}, above MAX_LABEL_PRODUCT_BYTES = "
-            f"{MAX_LABEL_PRODUCT_BYTES / 2**30:g} GiB; fit it on relation features "
-            "(route='relation', fewer n_prototypes) or use MDDM (variant 'p'), PLS or "
-            "MVMD, which need no such matrix")
-    xty = stats.xty
-    T = (xty.toarray() if sp.issparse(xty) else np.array(xty, dtype=np.float64))
-    T -= np.outer(stats.sum_x, stats.sum_y) / n
-    theta, V = label_principal_directions(stats, min(q, label_rank))
+    D, q = stats.n_features, stats.n_labels
+    T, theta, V = principal_label_side(stats, method, label_rank)
     shift = 0.0 if gamma_y is None else gamma_y
     keep = theta + shift > 1e-12 * max(float(theta.max(initial=0.0)), 1.0)
     root = V[:, keep] if gamma_y is None else V[:, keep] / np.sqrt(theta[keep] + shift)
@@ -122,30 +102,6 @@ def _principal_label_template(stats: SufficientStats, method: str, params: dict,
                          operator_form=True, label_factor=root, constraint=(1.0, gx),
                          notes=[f"the label side in its {r} leading principal directions "
                                 f"of q = {q:,} (label_rank = {label_rank})"])
-
-
-def label_principal_directions(stats: SufficientStats, r: int
-                               ) -> tuple[np.ndarray, np.ndarray]:
-    """The r leading eigenpairs of Yc^T Yc = Y^T Y - s s^T / n from the sparse Y^T Y,
-    eigenvalues descending: a dense eigensolver when r is every label, else thick-restart
-    block Lanczos on the sparse product (each pair to ``TOL`` of its own eigenvalue)."""
-    from dmlfe.linalg.krylov import ArraySpace, ThickRestartLanczos
-
-    q, n = stats.n_labels, float(stats.n)
-    s = np.asarray(stats.sum_y, dtype=np.float64)
-    yty = sp.csr_matrix(stats.yty)
-    if r >= q:
-        w, V = np.linalg.eigh(symmetrize(yty.toarray() - np.outer(s, s) / n))
-        return np.clip(w[::-1], 0.0, None), V[:, ::-1]
-
-    def product(U: np.ndarray) -> np.ndarray:
-        out = np.asarray(yty @ U)
-        out -= np.outer(s, s @ U) / n
-        return out
-
-    space = ArraySpace(product, q)
-    res = ThickRestartLanczos(space).solve(r)
-    return np.clip(res.eigenvalues, 0.0, None), space.vectors(res.coefficients)
 
 
 def pls(stats: SufficientStats, dense: bool = True) -> TraceTemplate:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg as sla
 
+from dmlfe.methods.label_space import LABEL_RANK, principal_label_side
 from dmlfe.methods.template import (
     TraceTemplate,
     check_fraction,
@@ -15,7 +16,8 @@ from dmlfe.methods.template import (
 from dmlfe.stats.sufficient import SufficientStats
 
 
-def _xt_minv_x(stats: SufficientStats, beta: float, gamma_xy: float) -> np.ndarray:
+def _xt_minv_x(S: np.ndarray, xty: np.ndarray, yty: np.ndarray, beta: float,
+               gamma_xy: float) -> np.ndarray:
     """Xc^T ((1 - beta) Xc Xc^T + beta Yc Yc^T + gamma_xy I_n)^{-1} Xc without any n x n matrix.
 
     With Z = [sqrt(1 - beta) Xc, sqrt(beta) Yc] (n x (D + q)) the middle matrix is
@@ -25,10 +27,11 @@ def _xt_minv_x(stats: SufficientStats, beta: float, gamma_xy: float) -> np.ndarr
     Z^T Z, which comes from the centred statistics. This form does not subtract
     two nearly equal matrices, unlike the Woodbury expansion, which is used only
     for beta = 1 where E does not exist.
+
+    ``S``, ``xty``, ``yty``: Xc^T Xc (overwritten with the result), Xc^T Yc and
+    Yc^T Yc -- or, for a sparse label side, Xc^T Yc V_r and Theta_r, the label side
+    Yc V_r in its r leading principal directions.
     """
-    S = stats.centred_xtx()
-    xty = stats.centred_xty()
-    yty = stats.centred_yty()
     D, q = xty.shape
     g = gamma_xy
     if beta < 1.0:
@@ -59,7 +62,8 @@ def _xt_minv_x(stats: SufficientStats, beta: float, gamma_xy: float) -> np.ndarr
 
 
 def mlsi(
-    stats: SufficientStats, beta: float = 0.5, gamma_x: float = 0.1, gamma_xy: float = 0.1
+    stats: SufficientStats, beta: float = 0.5, gamma_x: float = 0.1, gamma_xy: float = 0.1,
+    label_rank: int = LABEL_RANK,
 ) -> TraceTemplate:
     """MLSI (mvmd eq. 39).
 
@@ -68,11 +72,24 @@ def mlsi(
     and gamma_x = gamma_xy = 0.1 the MVMD paper's setting (section 7).
     gamma_xy must be > 0: without it the n x n middle matrix is singular
     whenever n > D + q.
+
+    With a sparse label side (more than MAX_DENSE_LABELS labels) Yc Yc^T is that of
+    Yc V_r, the labels in their r = min(q, ``label_rank``) leading principal
+    directions (:func:`~dmlfe.methods.label_space.principal_label_side`): exact when r
+    reaches q, and no (D + q) square matrix.
     """
     beta = check_fraction("beta", beta, "mlsi")
     gx = check_nonneg("gamma_x", gamma_x, "mlsi")
     gxy = check_nonneg("gamma_xy", gamma_xy, "mlsi", strict=True)
-    B = _xt_minv_x(stats, beta, gxy)
+    notes = []
+    if stats.sparse_labels:
+        T, theta, V = principal_label_side(stats, "mlsi", label_rank)
+        xty, yty = T @ V, np.diag(theta)
+        notes.append(f"the label side in its {V.shape[1]} leading principal directions of "
+                     f"q = {stats.n_labels:,} (label_rank = {label_rank})")
+    else:
+        xty, yty = stats.centred_xty(), stats.centred_yty()
+    B = _xt_minv_x(stats.centred_xtx(), xty, yty, beta, gxy)
     B[np.diag_indices_from(B)] += gx
     return TraceTemplate(
         method="mlsi",
@@ -84,4 +101,5 @@ def mlsi(
         xx_coef=1.0,
         operator_form=True,
         inverse_constraint=(1.0 - beta, beta, gxy, gx),
+        notes=notes,
     )
