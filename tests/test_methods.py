@@ -453,7 +453,8 @@ def test_registry():
     }  # fmt: skip
     assert get_method("MDDMp") is METHODS["mddm_p"]
     assert METHODS["mvmd"].params == {"beta": 0.5}
-    assert METHODS["mlsi"].params == {"beta": 0.5, "gamma_x": 0.1, "gamma_xy": 0.1}
+    assert METHODS["mlsi"].params == {"beta": 0.5, "gamma_x": 0.1, "gamma_xy": 0.1,
+                                      "label_rank": 256}
     assert METHODS["mddm_f"].params["mu"] == 0.5
     assert not METHODS["lsi"].centred and not METHODS["mlda"].centred
     assert METHODS["mlda"].needs_weighted_xtx and METHODS["mlda"].labels == "mlda_weighted"
