@@ -24,6 +24,17 @@ def first_non_binary(a: np.ndarray) -> tuple[int, int] | None:
     return int(r), int(c)
 
 
+def first_non_binary_stored(Y: sp.csr_matrix) -> tuple[int, int, Any] | None:
+    """(row, column, value) of the first stored value of a CSR matrix that is neither 0
+    nor 1 (storage order: row-major when the indices are sorted); None if all are. The
+    sparse form of :func:`first_non_binary`: no dense copy."""
+    bad = np.flatnonzero((Y.data != 0) & (Y.data != 1))
+    if not bad.size:
+        return None
+    j = int(bad[0])
+    return int(np.searchsorted(Y.indptr, j, side="right") - 1), int(Y.indices[j]), Y.data[j]
+
+
 def class_indicators(y: Any, owner: str, every_class: bool = False
                      ) -> tuple[np.ndarray, np.ndarray, str]:
     """1-D class labels as a 0/1 documents x labels matrix (scikit-learn's target types).

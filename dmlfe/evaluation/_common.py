@@ -17,7 +17,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils import Tags
 
 from dmlfe.compute import compute_one, tree_reduce
-from dmlfe.labels import class_indicators, first_non_binary
+from dmlfe.labels import class_indicators, first_non_binary, first_non_binary_stored
 from dmlfe.validation import checked_matrix
 
 
@@ -105,12 +105,11 @@ def label_block(yb: Any, offset: int = 0) -> np.ndarray | sp.csr_matrix:
     if not sp.issparse(yb):
         return check_labels(yb, offset)
     yb = sp.csr_matrix(yb)
-    bad = np.flatnonzero((yb.data != 0) & (yb.data != 1))
-    if bad.size:
-        r = int(np.searchsorted(yb.indptr, bad[0], side="right") - 1)
-        raise ValueError(
-            f"Y[row {offset + r}, label {int(yb.indices[bad[0]])}] = "
-            f"{yb.data[bad[0]].item()!r}: Y must be a 0/1 documents x labels indicator matrix")
+    bad = first_non_binary_stored(yb)
+    if bad is not None:
+        r, c, v = bad
+        raise ValueError(f"Y[row {offset + r}, label {c}] = {v.item()!r}: Y must be a 0/1 "
+                         "documents x labels indicator matrix")
     return yb
 
 

@@ -65,7 +65,7 @@ from dmlfe.compute import (
     tree_reduce,
 )
 from dmlfe.evaluation._common import as_embeddings, check_finite
-from dmlfe.labels import class_indicators
+from dmlfe.labels import class_indicators, first_non_binary_stored
 from dmlfe.validation import checked_matrix
 
 _METRICS = ("cosine", "euclidean")
@@ -238,12 +238,11 @@ def _labels_csr(Y: Any, n: int, owner: str) -> sp.csr_matrix:
                          f"{n} rows; they must match")
     Y = Y.copy()
     Y.sum_duplicates()
-    bad = np.flatnonzero((Y.data != 0) & (Y.data != 1))
-    if bad.size:
-        r = int(np.searchsorted(Y.indptr, bad[0], side="right") - 1)
-        raise ValueError(f"{owner}: Y[row {r}, label {Y.indices[bad[0]]}] = "
-                         f"{Y.data[bad[0]].item()!r}: Y must be a 0/1 documents x labels indicator "
-                         "matrix")
+    bad = first_non_binary_stored(Y)
+    if bad is not None:
+        r, c, v = bad
+        raise ValueError(f"{owner}: Y[row {r}, label {c}] = {v.item()!r}: Y must be a 0/1 "
+                         "documents x labels indicator matrix")
     Y.eliminate_zeros()
     Y.sort_indices()
     return sp.csr_matrix((Y.data.astype(np.int8), Y.indices.astype(np.int32),

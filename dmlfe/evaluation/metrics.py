@@ -74,7 +74,7 @@ from dask import delayed
 from scipy.stats import rankdata
 
 from dmlfe.compute import compute_one, tree_reduce
-from dmlfe.labels import first_non_binary
+from dmlfe.labels import first_non_binary, first_non_binary_stored
 
 __all__ = [
     "LABEL_SET_METRICS",
@@ -165,11 +165,9 @@ def _indicators(a: Any, name: str) -> sp.csr_matrix:
     Y = sp.csr_matrix(a, copy=True)
     # duplicate entries add up, as in a dense copy, so the value checked is the entry's
     Y.sum_duplicates()
-    bad = np.flatnonzero((Y.data != 0) & (Y.data != 1))
-    if bad.size:
-        j = int(bad[0])  # indices are sorted: the first bad entry in row-major order
-        _not_binary(name, int(np.searchsorted(Y.indptr, j, side="right") - 1),
-                    int(Y.indices[j]), Y.data[j])
+    bad = first_non_binary_stored(Y)  # indices sorted: the first bad entry, row-major
+    if bad is not None:
+        _not_binary(name, *bad)
     Y.eliminate_zeros()
     Y.data = np.ones(Y.nnz, dtype=np.int8)
     return Y

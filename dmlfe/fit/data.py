@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from dmlfe.compute import cluster_threads, driver_threads, is_dask, run
 from dmlfe.fit.plan import DataShape
-from dmlfe.labels import class_indicators, first_non_binary
+from dmlfe.labels import class_indicators, first_non_binary, first_non_binary_stored
 from dmlfe.stats import sufficient
 from dmlfe.store import Store, open_store
 
@@ -88,11 +88,10 @@ def _checked_sparse_labels(Y: Any, n: int) -> sp.csr_matrix:
     Y = sp.csr_matrix(Y)
     if Y.shape[0] != n:
         raise ValueError(f"X has {n} rows but Y has {Y.shape[0]}")
-    bad = np.flatnonzero((Y.data != 0) & (Y.data != 1))
-    if bad.size:
-        r = int(np.searchsorted(Y.indptr, bad[0], side="right") - 1)
-        raise ValueError(f"Y must be a 0/1 indicator matrix; Y[{r}, {int(Y.indices[bad[0]])}] "
-                         f"= {Y.data[bad[0]].item()!r}")
+    bad = first_non_binary_stored(Y)
+    if bad is not None:
+        r, c, v = bad
+        raise ValueError(f"Y must be a 0/1 indicator matrix; Y[{r}, {c}] = {v.item()!r}")
     return Y
 
 
