@@ -60,6 +60,10 @@ label as 0 in the mean (pyxclib's rule). The formulas are in each function's doc
 ``redundancy(X, selected)`` is GRROOR eq. 38: the mean squared cosine similarity
 between distinct selected feature columns, centred as in eq. 12-13 (``centered=False``
 for the raw columns).
+
+Why one module: every measure is defined once above, and the families share their
+input checks (one 0/1 label rule, one shape rule) and the one ranking :func:`top_k`;
+split by family, those would be imported back and forth.
 """
 
 from __future__ import annotations

@@ -39,6 +39,10 @@ sign-fixed by :func:`~dmlfe.solvers.result.flip_signs`.
 :func:`solve_matrix_free` solves a method's trace template this way and picks d
 by the one dimension rule (:func:`dmlfe.solvers.dimension.choose_dimension`,
 with tr(A) from the passes as the denominator of a threshold).
+
+Why one module: the scatter operator and the randomized, Lanczos and block-Krylov
+solvers that apply it share its pass (one dask compute per product), its warm starts
+and its stopping rule; they are chosen by one ``solver`` name.
 """
 
 from __future__ import annotations

@@ -48,6 +48,10 @@ of the earlier version is read from its strips, extended by the appended rows'
 products, and only the new strip is written: the earlier files are shared, not copied.
 Written and checked as the statistics are (the record last; a strip that does not match
 its CRC-32 in the record makes the entry unusable).
+
+Why one module: the entries, their keys and checksums, the delta records of appended
+rows and the Gram strips are one on-disk format whose writers and readers change
+together (``CACHE_FORMAT``); split, a change to the format would touch every part.
 """
 
 from __future__ import annotations
