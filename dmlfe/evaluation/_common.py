@@ -119,7 +119,9 @@ def labels_in_memory(Y: Any, n: int, keep_sparse: bool = False
     is sparse (a store's labels are CSR blocks)."""
     if isinstance(Y, da.Array):
         Y = Y.compute()
-    if keep_sparse and sp.issparse(Y) and _rows_match(Y, n):
+    if keep_sparse and sp.issparse(Y):
+        if Y.shape[0] != n:
+            raise ValueError(f"Y has shape {Y.shape} but Z has {n} rows; they must match")
         return label_block(Y)
     Y = dense_block(Y)
     if Y.ndim == 1:
@@ -128,12 +130,6 @@ def labels_in_memory(Y: Any, n: int, keep_sparse: bool = False
     if Y.ndim != 2 or Y.shape[0] != n:
         raise ValueError(f"Y has shape {Y.shape} but Z has {n} rows; they must match")
     return check_labels(Y)
-
-
-def _rows_match(Y: Any, n: int) -> bool:
-    if Y.shape[0] != n:
-        raise ValueError(f"Y has shape {Y.shape} but Z has {n} rows; they must match")
-    return True
 
 
 def labels_like(Y: Any, Z: da.Array) -> da.Array:
@@ -371,8 +367,7 @@ def merge_moments(*parts: Moments) -> Moments:
 def moments(Z: np.ndarray | da.Array, Y: Any) -> Moments:
     """The moments of (Z, Y) in one pass: one dask compute when Z is a dask array."""
     if not isinstance(Z, da.Array):
-        return _block_moments(Z, Y if sp.issparse(Y) and _rows_match(Y, Z.shape[0])
-                              else labels_in_memory(Y, Z.shape[0]), 0)
+        return _block_moments(Z, labels_in_memory(Y, Z.shape[0], keep_sparse=True), 0)
     Yd = labels_like(Y, Z)
     offsets = np.concatenate([[0], np.cumsum(Z.chunks[0])[:-1]])
     zs, ys = Z.to_delayed().ravel(), Yd.to_delayed().ravel()
