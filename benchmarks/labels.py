@@ -34,7 +34,10 @@ Parts (``--parts``, comma list; default ``sweep,plot``):
   label counts) on the whole test set at once, from CSR scores holding each row's top 5
   (nothing n_test x q is dense). Beside them: the same vote on the raw CSR features (its
   sparse path: nothing n x D dense), and napkinXC's PLT (a dedicated XMC tool) on the
-  raw features. napkinXC is a benchmark-only dependency, not the package's::
+  raw features (``--no-reference``: neither). ``--quality-dims 100,400,1600`` repeats
+  every method and PCA at each embedding size (rows named ``METHOD d=D``), to show how
+  large d must be for a vote on an embedding to match the vote on the raw features.
+  napkinXC is a benchmark-only dependency, not the package's::
 
       python -m pip install --no-deps --target bench-out/pydeps napkinxc
 
@@ -227,10 +230,10 @@ def clear_caches(store: Path) -> None:
 
 
 def fit(store: Path, method: str, q: int, args: argparse.Namespace, *, model: Path,
-        timeout: float) -> dict[str, Any]:
+        timeout: float, dim: int | None = None) -> dict[str, Any]:
     if not args.warm_cache:
         clear_caches(store)
-    cmd = dmlfe_cmd("fit", str(store), "--method", method, "--dim", str(args.dim),
+    cmd = dmlfe_cmd("fit", str(store), "--method", method, "--dim", str(dim or args.dim),
                     "--split", "train", "--out", str(model), "--overwrite", "--workers",
                     str(args.workers), "--quiet")
     rec = {"method": method, "q": q,
@@ -434,6 +437,35 @@ def _napkinxc_row(X_train: Any, Y_train: Any, X_test: Any, Y_test: Any,
             **row}
 
 
+def _quality_row(store: Path, method: str, q: int, dim: int, args: argparse.Namespace,
+                 steps: list[dict[str, Any]], truth: tuple[Any, ...]) -> dict[str, Any]:
+    """``method`` fitted at ``dim`` on train, train and test embedded, the vote's row."""
+    from dmlfe.io.embeddings import read_embeddings
+
+    Y_train, Y_test, prop, fns = truth
+    model = WORK / "models" / f"quality-{method}-q{q}-d{dim}"
+    step = fit(store, method, q, args, model=model, timeout=args.step_timeout, dim=dim)
+    steps.append({"step": f"fit {method} d={dim}", **step})
+    Z = {}
+    for split in ("train", "test"):
+        emb = WORK / "embeddings" / f"{method}-q{q}-d{dim}-{split}"
+        if step["status"] == "ok":
+            step = run_step(dmlfe_cmd("transform", str(model), str(store), "--split", split,
+                                      "--out", str(emb), "--overwrite", "--workers",
+                                      str(args.workers), "--quiet"),
+                            timeout=args.step_timeout, mem_limit_mib=args.mem_limit_mib)
+            steps.append({"step": f"transform {method} d={dim} {split}", **step})
+        if step["status"] == "ok":
+            Z[split] = read_embeddings(emb)
+            shutil.rmtree(emb, ignore_errors=True)
+    shutil.rmtree(model, ignore_errors=True)
+    if len(Z) < 2:
+        return {"method": method, "dim": dim, "status": step["status"],
+                "error": step["error"]}
+    return {"method": method, "dim": dim, **_vote_row(
+        f"{method} d={dim}", Z["train"], Y_train, Z["test"], Y_test, prop, fns)}
+
+
 def part_quality(args: argparse.Namespace, qs: list[int], res: dict[str, Any]) -> None:
     try:
         from dmlfe import KNNLabelVote
@@ -450,13 +482,14 @@ def part_quality(args: argparse.Namespace, qs: list[int], res: dict[str, Any]) -
                           f"({exc})"}
         print(f"quality: skipped: {res['quality']['skipped']}", file=sys.stderr)
         return
-    from dmlfe.io.embeddings import read_embeddings
     from dmlfe.readers.synthetic_xmc import corpus_files
 
     fns = {"KNNLabelVote": KNNLabelVote, "precision_at_k": precision_at_k,
            "ndcg_at_k": ndcg_at_k, "psprecision_at_k": psprecision_at_k, "top_k": top_k}
     q = max(qs)
-    rec: dict[str, Any] = {"q": q, "dim": args.dim, "neighbours": 10, "rows": [],
+    dims = sorted({int(v) for v in args.quality_dims.split(",") if v.strip()}) \
+        if args.quality_dims else [args.dim]
+    rec: dict[str, Any] = {"q": q, "dims": dims, "neighbours": 10, "rows": [],
                            "steps": []}
     res["quality"] = rec
     gen = generate(args.docs, [q], args)
@@ -473,29 +506,12 @@ def part_quality(args: argparse.Namespace, qs: list[int], res: dict[str, Any]) -
     # propensities from the training labels: N_l documents with label l of N
     counts = np.asarray((Y_train > 0).sum(axis=0)).ravel()
     prop = label_propensities(counts, int(Y_train.shape[0]))
-    for method in ["pca", *[m for m in method_list(args.methods) if m != "pca"]]:
-        model = WORK / "models" / f"quality-{method}-q{q}"
-        step = fit(store, method, q, args, model=model, timeout=args.step_timeout)
-        rec["steps"].append({"step": f"fit {method}", **step})
-        Z = {}
-        for split in ("train", "test"):
-            emb = WORK / "embeddings" / f"{method}-q{q}-{split}"
-            if step["status"] == "ok":
-                t = run_step(dmlfe_cmd("transform", str(model), str(store), "--split", split,
-                                       "--out", str(emb), "--overwrite", "--workers",
-                                       str(args.workers), "--quiet"),
-                             timeout=args.step_timeout, mem_limit_mib=args.mem_limit_mib)
-                rec["steps"].append({"step": f"transform {method} {split}", **t})
-                step = t
-            if step["status"] == "ok":
-                Z[split] = read_embeddings(emb)
-        if len(Z) == 2:
-            rec["rows"].append({"method": method, **_vote_row(
-                f"{method} d={args.dim}", Z["train"], Y_train, Z["test"], Y_test, prop, fns)})
-        else:
-            rec["rows"].append({"method": method, "status": step["status"],
-                                "error": step["error"]})
-        shutil.rmtree(model, ignore_errors=True)
+    for dim in dims:
+        for method in ["pca", *[m for m in method_list(args.methods) if m != "pca"]]:
+            rec["rows"].append(_quality_row(store, method, q, dim, args, rec["steps"],
+                                            (Y_train, Y_test, prop, fns)))
+    if args.no_reference:
+        return
     rec["rows"].append({"method": "none", **_vote_row("raw", X_train, Y_train, X_test,
                                                        Y_test, prop, fns)})
     rec["rows"].append({"method": "napkinxc", **_napkinxc_row(X_train, Y_train, X_test,
@@ -569,7 +585,11 @@ def main() -> None:
     ap.add_argument("--million-docs", type=int, default=1_000_000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--regenerate", action="store_true", help="write the corpus again")
-    ap.add_argument("--no-reference", action="store_true")
+    ap.add_argument("--no-reference", action="store_true",
+                    help="sweep: no TruncatedSVD; quality: no raw-feature vote or napkinXC")
+    ap.add_argument("--quality-dims", default="",
+                    help="quality: comma list of embedding sizes d (each method and PCA at "
+                    "each; default --dim)")
     ap.add_argument("--warm-cache", action="store_true",
                     help="keep the statistics the fits cache beside a store (default: "
                     "removed before each fit, so every fit is timed cold)")

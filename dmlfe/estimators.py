@@ -32,7 +32,7 @@ from sklearn.utils import Tags
 from dmlfe.compute import SelectColumns, is_dask
 from dmlfe.errors import InputError
 from dmlfe.fit import FittedProjection, Limits, fit_data, plan_fit, run_fit
-from dmlfe.fit.data import FitData, is_path
+from dmlfe.fit.data import FitData, as_store, is_store
 from dmlfe.fit.incremental import Accumulator
 from dmlfe.fit.params import COMMON, N_COMPONENTS
 from dmlfe.fit.plan import DataShape, FitPlan
@@ -47,7 +47,7 @@ from dmlfe.params import Param, validate
 from dmlfe.projection import project, project_block, projection_operands
 from dmlfe.relation import ship
 from dmlfe.solvers.result import expand_rows
-from dmlfe.store import open_store
+from dmlfe.store import Store
 from dmlfe.validation import checked_matrix
 
 
@@ -192,13 +192,15 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : store path, dask array of CSR row blocks, scipy.sparse matrix or ndarray
-            Documents x features. Sparse matrices and arrays run in memory; they must
-            have at least one row and column and only finite values.
+        X : store path, Store, dask array of CSR row blocks, scipy.sparse matrix or ndarray
+            Documents x features. A store path or a :class:`~dmlfe.store.Store`
+            (``dmlfe.open_store(path)``, or its ``subset(...)``) brings its labels, and
+            the ``split`` parameter selects its rows. Sparse matrices and arrays run in
+            memory; they must have at least one row and column and only finite values.
         Y : array-like (n, q) of 0/1, or 1-D class labels, optional
             1-D class labels are the multi-label case with one label per document: a
             0/1 column for each class (two for a binary target).
-            Not given when X is a store path (the store's are used), and
+            Not given when X is a store (the store's are used), and
             optional for the unsupervised methods (PCA, LSI), which ignore them.
         """
         name = type(self).__name__
@@ -206,7 +208,7 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         spec = self._spec()
         self.__dict__.pop("_incremental", None)  # a fit starts afresh (sklearn convention)
         start = self._warm_start() if params["warm_start"] else None
-        if not (is_path(X) or is_dask(X)):
+        if not (is_store(X) or is_dask(X)):
             X = checked_matrix(self, X, reset=True)
         data = fit_data(X, Y, params["split"], name, supervised=spec.supervised)
         self._check_documents(spec, data.shape)
@@ -302,7 +304,7 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         name = type(self).__name__
         params = validate(self.get_params(deep=False), self._declared, name)
         spec = self._spec()
-        if is_path(X) or is_dask(X):
+        if is_store(X) or is_dask(X):
             raise InputError(f"{name}.partial_fit takes in-memory blocks (scipy.sparse or "
                              "numpy); for a store, append the documents to it and call fit")
         acc: Accumulator | None = self.__dict__.get("_incremental")
@@ -343,7 +345,9 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
     def transform(self, X: Any) -> Any:
         """Embeddings ``Z = (X - mean_) components_^T``.
 
-        A store path or dask array gives a lazy dask array (chunked like X's rows);
+        A store path (the documents of the fit's ``split``, all without one), a
+        :class:`~dmlfe.store.Store` (its documents as given: ``store.subset("test")``
+        for a split) or a dask array gives a lazy dask array (chunked like X's rows);
         a scipy.sparse matrix or ndarray (finite values only) gives an ndarray. On a
         distributed client (``client``, or the default one) components over 8 MB are
         scattered to the workers once instead of travelling in the graph: compute the
@@ -352,8 +356,10 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         (X is then multiplied in float32, cast 16,384 rows at a time).
         """
         self._check_fitted()
-        if is_path(X):
-            store = open_store(X)
+        if isinstance(X, Store):  # its rows as they are (a subset is the user's choice)
+            X = X.X
+        elif is_store(X):
+            store = as_store(X)
             X = store.subset(self.split).X if self.split is not None else store.X
         if is_dask(X) and X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is "

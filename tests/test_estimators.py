@@ -30,6 +30,7 @@ from helpers import (
 from sklearn.base import clone
 from test_methods import ALL, BETA, GAMMA, MU, random_data, ref_problem, ref_solve
 
+from dmlfe.errors import InputError
 from dmlfe.estimators import (
     CCA,
     DMLDA,
@@ -218,6 +219,29 @@ def test_store_path_fit_and_transform(name, small_store, cluster_client):
     prov = est.training_store_
     assert prov["split"] == "train" and prov["n_docs"] == 90 and prov["features"] == "names"
     assert prov["label_names"] == ["L0", "L1", "L2", "L3"]
+
+
+@pytest.mark.parametrize("name", ["pca", "mddm_p", "cca"])
+def test_an_opened_store_or_its_subset_fits_as_its_path(name, small_store):
+    from dmlfe.store import open_store
+
+    path, X, Y, splits = small_store
+    train, test = splits == "train", splits == "test"
+    store = open_store(path)
+    by_path = FACTORIES[name](n_components=2, split="train").fit(path)
+    for est in (FACTORIES[name](n_components=2, split="train").fit(store),
+                FACTORIES[name](n_components=2).fit(store.subset("train"))):
+        assert_same_fit(est, by_path)
+        # a Store is embedded as given: its subset's rows, not the fit's split
+        Z = est.transform(store.subset("test")).compute()
+        np.testing.assert_allclose(Z, by_path.transform(X[test]), rtol=1e-10, atol=1e-12)
+        assert Z.shape[0] == int(test.sum())
+    reference = FACTORIES[name](n_components=2).fit(X[train], Y[train])
+    assert_same_fit(by_path, reference)
+    with pytest.raises(ValueError, match="Y must not be given with a store"):
+        FACTORIES[name](n_components=2).fit(store, Y)
+    with pytest.raises(InputError, match="partial_fit takes in-memory blocks"):
+        FACTORIES[name](n_components=2).partial_fit(store)
 
 
 def test_second_method_reuses_the_statistics(tmp_path):

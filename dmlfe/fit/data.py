@@ -136,8 +136,20 @@ def is_path(X: Any) -> bool:
     return isinstance(X, str | os.PathLike)
 
 
+def is_store(X: Any) -> bool:
+    """A store path or an opened :class:`~dmlfe.store.Store` (``open_store(...)``, or one
+    of its ``subset(...)``)."""
+    return is_path(X) or isinstance(X, Store)
+
+
+def as_store(X: Any) -> Store:
+    """The store a path names, or the given :class:`~dmlfe.store.Store` as it is."""
+    return X if isinstance(X, Store) else open_store(X)
+
+
 def fit_data(X: Any, Y: Any, split: Any, owner: str, supervised: bool = True) -> FitData:
-    """Open a store path once (and select its split), or check in-memory X and Y.
+    """Open a store path once, or take an opened store (and select its split), or check
+    in-memory X and Y.
 
     In-memory X must already be checked (:func:`dmlfe.validation.checked_matrix`). Y may
     be a 0/1 documents x labels matrix or 1-D class labels (one column per class, see
@@ -152,11 +164,11 @@ def fit_data(X: Any, Y: Any, split: Any, owner: str, supervised: bool = True) ->
         a store, a shape mismatch, or labels that are not 0/1 (the message names the
         entry).
     """
-    if is_path(X):
+    if is_store(X):
         if Y is not None:
-            raise ValueError("Y must not be given with a store path: the labels come from the "
+            raise ValueError("Y must not be given with a store: the labels come from the "
                              "store (pass X and Y as arrays to use other labels)")
-        store = open_store(X)
+        store = as_store(X)
         if split is not None:
             store = store.subset(split)
         return FitData(store.X, store.Y, store)
