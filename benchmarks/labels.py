@@ -34,7 +34,9 @@ Parts (``--parts``, comma list; default ``sweep,plot``):
   label counts) on the whole test set at once, from CSR scores holding each row's top 5
   (nothing n_test x q is dense). Beside them: the same vote on the raw CSR features (its
   sparse path: nothing n x D dense), and napkinXC's PLT (a dedicated XMC tool) on the
-  raw features (``--no-reference``: neither). ``--quality-dims 100,400,1600`` repeats
+  raw features (``--no-reference``: neither; ``--no-napkinxc``: no PLT).
+  ``--label-share`` sets the corpus's share of label words (default 0.4; a lower share
+  buries the label words under more background words). ``--quality-dims 100,400,1600`` repeats
   every method and PCA at each embedding size (rows named ``METHOD d=D``), to show how
   large d must be for a vote on an embedding to match the vote on the raw features.
   napkinXC is a benchmark-only dependency, not the package's::
@@ -186,7 +188,9 @@ def _log(what: str, rec: dict) -> None:
 
 
 def corpus_dir(n_docs: int, args: argparse.Namespace) -> Path:
-    return WORK / f"xmc-n{n_docs}-D{args.features}-F{args.fine_labels}-s{args.seed}"
+    # the generator's default label share keeps the folder names of earlier runs
+    share = "" if args.label_share == 0.4 else f"-w{args.label_share:g}"
+    return WORK / f"xmc-n{n_docs}-D{args.features}-F{args.fine_labels}-s{args.seed}{share}"
 
 
 def generate(n_docs: int, qs: list[int], args: argparse.Namespace) -> dict[str, Any]:
@@ -200,7 +204,7 @@ def generate(n_docs: int, qs: list[int], args: argparse.Namespace) -> dict[str, 
     cmd = [sys.executable, "-m", "dmlfe.readers.synthetic_xmc", str(out), "--docs",
            str(n_docs), "--labels", ",".join(map(str, qs)), "--features",
            str(args.features), "--fine-labels", str(args.fine_labels), "--seed",
-           str(args.seed)]
+           str(args.seed), "--label-share", str(args.label_share)]
     rec = {"step": "generate", "n_docs": n_docs, "labels": qs, "path": str(out),
            **run_step(cmd, timeout=args.step_timeout, mem_limit_mib=args.mem_limit_mib)}
     _log(f"generate {n_docs} docs", rec)
@@ -514,6 +518,8 @@ def part_quality(args: argparse.Namespace, qs: list[int], res: dict[str, Any]) -
         return
     rec["rows"].append({"method": "none", **_vote_row("raw", X_train, Y_train, X_test,
                                                        Y_test, prop, fns)})
+    if args.no_napkinxc:
+        return
     rec["rows"].append({"method": "napkinxc", **_napkinxc_row(X_train, Y_train, X_test,
                                                               Y_test, prop, fns)})
 
@@ -584,9 +590,14 @@ def main() -> None:
                     help="stop a step whose process tree holds more (default 8)")
     ap.add_argument("--million-docs", type=int, default=1_000_000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--label-share", type=float, default=0.4,
+                    help="the corpus's share of label words among a document's words "
+                    "(dmlfe.readers.synthetic_xmc; default 0.4)")
     ap.add_argument("--regenerate", action="store_true", help="write the corpus again")
     ap.add_argument("--no-reference", action="store_true",
                     help="sweep: no TruncatedSVD; quality: no raw-feature vote or napkinXC")
+    ap.add_argument("--no-napkinxc", action="store_true",
+                    help="quality: the raw-feature vote without napkinXC's PLT")
     ap.add_argument("--quality-dims", default="",
                     help="quality: comma list of embedding sizes d (each method and PCA at "
                     "each; default --dim)")
