@@ -32,7 +32,7 @@ from sklearn.utils import Tags
 from dmlfe.compute import SelectColumns, is_dask
 from dmlfe.errors import InputError
 from dmlfe.fit import FittedProjection, Limits, fit_data, plan_fit, run_fit
-from dmlfe.fit.data import FitData, as_store, is_store
+from dmlfe.fit.data import FitData, is_path, is_store
 from dmlfe.fit.incremental import Accumulator
 from dmlfe.fit.params import COMMON, N_COMPONENTS
 from dmlfe.fit.plan import DataShape, FitPlan
@@ -47,7 +47,7 @@ from dmlfe.params import Param, validate
 from dmlfe.projection import project, project_block, projection_operands
 from dmlfe.relation import ship
 from dmlfe.solvers.result import expand_rows
-from dmlfe.store import Store
+from dmlfe.store import Store, open_store
 from dmlfe.validation import checked_matrix
 
 
@@ -358,8 +358,8 @@ class MultiLabelProjection(TransformerMixin, BaseEstimator):
         self._check_fitted()
         if isinstance(X, Store):  # its rows as they are (a subset is the user's choice)
             X = X.X
-        elif is_store(X):
-            store = as_store(X)
+        elif is_path(X):
+            store = open_store(X)
             X = store.subset(self.split).X if self.split is not None else store.X
         if is_dask(X) and X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is "
