@@ -1,9 +1,9 @@
 """Fits with more labels than the dense label statistics allow (issue 47).
 
 Above :data:`dmlfe.stats.sufficient.MAX_DENSE_LABELS` the statistics keep X^T Y and
-Y^T Y sparse, MDDMp / MVMD / PLS are solved on the label-operator route, CCA builds its
-dense template through a sparse factorisation of the label side, and every other
-supervised method refuses before any pass. The tests lower the limit so that small
+Y^T Y sparse, MDDMp / MVMD / PLS are solved on the label-operator route, CCA, OPLS,
+MLSI, MLDA and DMLDA build their dense templates from the sparse label statistics, and
+every other supervised method refuses before any pass. The tests lower the limit so that small
 data take those paths, and check them against dense numpy / scipy references written
 here.
 """
@@ -152,8 +152,7 @@ class _CountComputes(Callback):
         self.count += 1
 
 
-@pytest.mark.parametrize("name, kw", [("MLDA", {}), ("DMLDA", {}),
-                                      ("MDDM", {"label_kernel": "rbf"}),
+@pytest.mark.parametrize("name, kw", [("MDDM", {"label_kernel": "rbf"}),
                                       ("MDDM", {"variant": "f"}), ("MOPE", {}),
                                       ("HSL", {}), ("KernelMDDM", {})])
 def test_methods_without_a_sparse_label_path_refuse_before_any_pass(few_dense_labels, name, kw):
@@ -305,3 +304,72 @@ def test_mlsi_with_a_sparse_label_side_is_mlsi_on_the_leading_label_directions(
     model = dmlfe.MLSI(n_components=4, label_rank=label_rank).fit(X, sp.csr_matrix(Y))
     np.testing.assert_allclose(model.eigenvalues_[:4], ref[:4], rtol=1e-9)
     assert f"its {min(label_rank, 40)} leading principal directions" in model.route_reason_
+
+
+def test_mlda_label_map_factors_the_weighted_labels():
+    from dmlfe.methods.mlda import RowNormalisedLabels, label_correlation, mlda_weighted_labels
+
+    X, Y = _data(q=12)
+    Y[:3] = 0  # documents without labels: zero rows of R and Y', weight 0
+    yty = (Y.T.astype(float) @ Y)
+    C = label_correlation(sp.csr_matrix(yty))
+    assert sp.issparse(C)
+    np.testing.assert_allclose(C.toarray(), label_correlation(yty), rtol=1e-15, atol=0)
+    R, w = RowNormalisedLabels(C).sparse_block(sp.csr_matrix(Y))
+    Yw = mlda_weighted_labels(Y, label_correlation(yty))
+    np.testing.assert_allclose((R @ C).toarray(), Yw, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(w, Yw.sum(axis=1), rtol=1e-14, atol=1e-15)
+    assert R.nnz == np.count_nonzero(Y)
+
+
+@pytest.mark.parametrize("name", ["mlda", "dmlda"])
+def test_mlda_and_dmlda_with_a_sparse_label_side_are_the_papers_pencil(few_dense_labels, name):
+    from test_methods import ref_problem, ref_solve
+
+    X, Y = _data(n=240, D=50)
+    model = getattr(dmlfe, name.upper())(n_components=5, gamma_xy=0.1).fit(
+        X, sp.csr_matrix(Y))
+    assert model.route_ == "feature"
+    A, B = ref_problem(name, X.toarray(), Y.astype(float))  # mvmd eq. 41-47 in n x n
+    w, _ = ref_solve(A, B)
+    np.testing.assert_allclose(model.eigenvalues_[:5], w[:5], rtol=1e-10)
+    P = model.components_[:5].T
+    np.testing.assert_allclose(P.T @ B @ P, np.eye(5), atol=1e-9)
+
+
+@pytest.mark.parametrize("name", ["MLDA", "DMLDA"])
+def test_mlda_and_dmlda_of_a_store_with_many_labels_on_the_relation_route(
+        few_dense_labels, tmp_path, cluster_client, monkeypatch, name):
+    from tests.helpers import write_store
+
+    X, Y = _data(n=300, D=400, q=40, seed=2)
+    Y[:4] = 0
+    path = tmp_path / "s.zarr"
+    write_store(path, X, sp.csr_matrix(Y), ["train"] * 300, chunk_rows=64)
+    kw = dict(n_components=4, route="relation", n_prototypes=60, gamma_xy=0.1)
+    sparse_fit = getattr(dmlfe, name)(**kw).fit(str(path))
+    monkeypatch.setattr(sufficient, "MAX_DENSE_LABELS", 2048)
+    dense_fit = getattr(dmlfe, name)(**kw).fit(str(path))
+    assert sparse_fit.route_ == dense_fit.route_ == "relation"
+    top = abs(dense_fit.eigenvalues_[0])  # S_b has rank < q: the rest is round-off
+    np.testing.assert_allclose(sparse_fit.eigenvalues_, dense_fit.eigenvalues_, rtol=1e-10,
+                               atol=1e-10 * top)
+    np.testing.assert_allclose(np.abs(sparse_fit.transform(X)),
+                               np.abs(dense_fit.transform(X)), rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", ["MLDA", "CCA"])
+def test_a_dense_relation_label_product_above_the_limit_is_refused_before_the_pass(
+        few_dense_labels, monkeypatch, name):
+    from dmlfe.methods import label_space
+
+    X, Y = _data(n=300, D=400, q=40)
+    monkeypatch.setattr(label_space, "MAX_LABEL_PRODUCT_BYTES", 8 * 60 * 40 - 1)
+    Xd = da.from_array(X, chunks=(64, X.shape[1]), asarray=False)
+    Yd = da.from_array(sp.csr_matrix(Y), chunks=(64, Y.shape[1]), asarray=False)
+    counter = _CountComputes()
+    with counter, dask.config.set(scheduler="sync"), \
+            pytest.raises(InputError, match=r"p x q X\^T Y.*p = 60 prototypes and q = 40 "
+                                            r"labels.*n_prototypes <= 59"):
+        getattr(dmlfe, name)(n_components=3, route="relation", n_prototypes=60).fit(Xd, Yd)
+    assert counter.count == 0

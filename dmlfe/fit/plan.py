@@ -44,6 +44,7 @@ from typing import Any
 from dmlfe.errors import InputError
 from dmlfe.fit.params import MATRIX_FREE
 from dmlfe.graph.knn import require_nndescent, resolve_method
+from dmlfe.methods import label_space
 from dmlfe.methods.registry import MethodSpec
 from dmlfe.relation import prototypes as relation_prototypes
 from dmlfe.stats import sufficient
@@ -270,8 +271,8 @@ def label_scale_refusal(spec: MethodSpec, shape: DataShape,
     return (f"{spec.name} cannot fit q = {q:,} labels: above MAX_DENSE_LABELS = "
             f"{sufficient.MAX_DENSE_LABELS:,} the label side is kept sparse, and {spec.name} "
             f"needs {needs}. Methods with a sparse label path: mddm (variant 'p', "
-            "label_kernel='linear'), mvmd, pls, cca, opls, mlsi, and the unsupervised pca "
-            "and lsi; or keep fewer labels")
+            "label_kernel='linear'), mvmd, pls, cca, opls, mlsi, mlda, dmlda, and the "
+            "unsupervised pca and lsi; or keep fewer labels")
 
 
 def choose_route(spec: MethodSpec, route: str, solver: str, shape: DataShape, p: int,
@@ -438,6 +439,8 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
                                    int(params["n_neighbors"]), int(params["random_state"]),
                                    reason=p_reason)
     D = p if route == "relation" else shape.n_features
+    if route == "relation" and many_labels(spec, shape, method_params):
+        _check_dense_label_product(spec, p, shape.n_labels)
     solver, solver_reason = choose_solver(spec, method_params, params["solver"], route, D, limits)
     _check_n_components(params["n_components"], solver,
                         min(D, shape.n_samples) if route == "dual" else D, shape.n_labels)
@@ -459,6 +462,19 @@ def plan_fit(spec: MethodSpec, params: dict[str, Any], shape: DataShape,
                    solver_options={k: params[k] for k in MATRIX_FREE_OPTIONS if k in params},
                    graph_neighbors=int(params["n_neighbors"]) if spec.needs_graph else None,
                    graph_search=str(params.get("knn_search", "auto")))
+
+
+def _check_dense_label_product(spec: MethodSpec, p: int, q: int) -> None:
+    """The relation features are dense, so their X^T Y is a dense p x q array in every
+    block of the pass: refused before the pass above MAX_LABEL_PRODUCT_BYTES."""
+    limit = label_space.MAX_LABEL_PRODUCT_BYTES  # read now: tests lower it
+    if 8 * p * q > limit:
+        raise InputError(
+            f"{spec.name} on the relation route forms the dense p x q X^T Y of its relation "
+            f"features: {8 * p * q / 2**30:.2f} GiB for p = {p:,} prototypes and q = {q:,} "
+            f"labels, above MAX_LABEL_PRODUCT_BYTES = {limit / 2**30:g} GiB; choose fewer "
+            f"prototypes (n_prototypes <= {max(1, limit // (8 * q)):,}) or use MDDM "
+            "(variant 'p'), PLS or MVMD, which need no such matrix")
 
 
 def _label_operator_plan(spec: MethodSpec, method_params: dict[str, Any], params: dict[str, Any],

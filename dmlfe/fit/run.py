@@ -30,7 +30,7 @@ from dmlfe.fit.params import MATRIX_FREE
 from dmlfe.fit.plan import LABEL_OPERATOR, FitPlan
 from dmlfe.labels import dense_labels, sparse_labels
 from dmlfe.linalg.krylov import block_width
-from dmlfe.methods.mlda import WeightedLabels, label_correlation
+from dmlfe.methods.mlda import RowNormalisedLabels, WeightedLabels, label_correlation
 from dmlfe.methods.template import TraceTemplate, symmetrize
 from dmlfe.relation import RelationMap, build_relation_map, relation_block_rows, ship
 from dmlfe.shards import ShardLostError, Slots, TiledMatrix, tile_blocks
@@ -127,18 +127,22 @@ def solver_info(res: EigenResult) -> dict[str, Any] | None:
     return {key: info[key] for key in SOLVER_INFO if key in info}
 
 
-def label_gram(Y: Any, client: Any = None) -> np.ndarray:
-    """Y^T Y of the 0/1 labels (a pass over the small label matrix only)."""
+def label_gram(Y: Any, client: Any = None, sparse: bool = False) -> Any:
+    """Y^T Y of the 0/1 labels (a pass over the small label matrix only); CSR when
+    ``sparse`` (a sparse label side: O(the co-occurring label pairs))."""
     if is_dask(Y) or sp.issparse(Y):  # a store's Y has CSR blocks
         Ys = sparse_labels(Y, client).astype(np.float64)
-        return np.asarray((Ys.T @ Ys).toarray(), dtype=np.float64)
+        gram = sp.csr_matrix(Ys.T @ Ys)
+        return gram if sparse else np.asarray(gram.toarray(), dtype=np.float64)
     Yd = np.asarray(Y, dtype=np.float64)
-    return Yd.T @ Yd
+    return sp.csr_matrix(Yd.T @ Yd) if sparse else Yd.T @ Yd
 
 
-def _label_fn(labels: str, Y: Any, client: Any) -> WeightedLabels | None:
+def _label_fn(labels: str, Y: Any, client: Any, sparse: bool = False
+              ) -> WeightedLabels | RowNormalisedLabels | None:
     if labels == "mlda_weighted":
-        return WeightedLabels(label_correlation(label_gram(Y, client)))
+        C = label_correlation(label_gram(Y, client, sparse=sparse))
+        return RowNormalisedLabels(C) if sparse else WeightedLabels(C)
     return None
 
 
@@ -155,7 +159,7 @@ def statistics(plan: FitPlan, data: FitData, rmap: RelationMap | None, *, client
             return load_or_compute_stats(data.store, compute=lambda: tiled_stats(tiled),
                                          **own)
         return tiled_stats(tiled)
-    label_fn = _label_fn(plan.stats.labels, data.Y, client)
+    label_fn = _label_fn(plan.stats.labels, data.Y, client, sparse=plan.stats.sparse_labels)
     kw: dict[str, Any] = dict(need_xtx=plan.stats.need_xtx, need_xtwx=plan.stats.need_xtwx,
                               max_dense_features=plan.limits.max_dense_features, client=client,
                               label_fn=label_fn, progress=progress)
@@ -164,8 +168,11 @@ def statistics(plan: FitPlan, data: FitData, rmap: RelationMap | None, *, client
     if plan.stats.sparse_labels:
         # the statistics cache keeps dense label sums only: a sparse label side is
         # reduced afresh (on the driver's copy when X was read there)
-        return compute_stats(data.X, data.Y, need_xty=plan.stats.need_xty,
-                             sparse_labels=True, **kw)
+        stats = compute_stats(data.X, data.Y, need_xty=plan.stats.need_xty,
+                              sparse_labels=True, **kw)
+        if isinstance(label_fn, RowNormalisedLabels):
+            stats.label_correlation = label_fn.C  # the statistics are of R, not Y'
+        return stats
     if data.store is not None and cache:
         # X read to the driver (the dual route's gather): reduce that copy, not the store
         read = None if is_dask(data.X) else (data.X, data.Y)

@@ -29,15 +29,20 @@ from dmlfe.methods.template import (
     raw_xtx,
     symmetrize,
 )
-from dmlfe.stats.outer import weighted_crossprod
+from dmlfe.stats.outer import dense_crossprod, weighted_crossprod
 from dmlfe.stats.sufficient import SufficientStats
 
 
-def label_correlation(yty: np.ndarray) -> np.ndarray:
+def label_correlation(yty: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
     """C of mvmd eq. 43: cosine similarity of the 0/1 label columns, from raw Y^T Y.
 
-    A label that no document carries has a zero row and column.
+    A label that no document carries has a zero row and column. A sparse Y^T Y gives a
+    CSR C with the same non-zeros (the label pairs some document carries together).
     """
+    if sp.issparse(yty):
+        yty = sp.csr_matrix(yty, dtype=np.float64)
+        inv = _inv_counts(np.sqrt(np.clip(yty.diagonal(), 0.0, None)))
+        return sp.csr_matrix(sp.diags(inv) @ yty @ sp.diags(inv))
     yty = np.asarray(yty, dtype=np.float64)
     norms = np.sqrt(np.clip(np.diag(yty), 0.0, None))
     denom = np.outer(norms, norms)
@@ -77,6 +82,59 @@ class WeightedLabels:
         return {"mlda_weighted": self.C.round(15).tolist()}
 
 
+class RowNormalisedLabels:
+    """MLDA's label map for a sparse label side: R = diag(1 / ||y_i||_1) Y, so that the
+    weighted labels of mvmd eq. 44 are Y' = R C, never formed (a document's row of Y'
+    has a non-zero for every label that co-occurs with one of its own: with a few
+    frequent labels, most of q). The statistics hold the sums of R; the row weights of
+    the weighted scatter are those of Y', w = Y' 1 = R (C 1). :func:`mlda` applies C
+    (``stats.label_correlation``) when it builds the template.
+    """
+
+    def __init__(self, C: sp.spmatrix) -> None:
+        self.C = sp.csr_matrix(C, dtype=np.float64)
+        self.c1 = np.asarray(self.C.sum(axis=1), dtype=np.float64).ravel()
+
+    def sparse_block(self, Yb: sp.spmatrix) -> tuple[sp.csr_matrix, np.ndarray]:
+        """(R, w) of one CSR block of 0/1 labels."""
+        Yb = sp.csr_matrix(Yb, dtype=np.float64)
+        R = sp.csr_matrix(sp.diags(_inv_counts(np.asarray(abs(Yb).sum(axis=1)).ravel())) @ Yb)
+        return R, R @ self.c1
+
+    def __call__(self, Yb: np.ndarray | sp.spmatrix) -> np.ndarray:
+        return mlda_weighted_labels(Yb, self.C.toarray())
+
+    def describe(self) -> dict:
+        return {"mlda_row_normalised": {"q": int(self.C.shape[0]), "nnz": int(self.C.nnz)}}
+
+
+#: Bytes of one dense D x (label block) slab of :func:`label_weighted_gram`.
+LABEL_BLOCK_BYTES = 2**27
+
+
+def label_weighted_gram(xty: np.ndarray | sp.spmatrix, weights: np.ndarray,
+                        right: sp.spmatrix | None = None) -> np.ndarray:
+    """F diag(weights) F^T (D x D, weights >= 0) with F = X^T Y (D x q) -- or F = X^T Y C
+    when ``right`` = C is given -- a block of labels at a time: no dense D x q array
+    beyond a :data:`LABEL_BLOCK_BYTES` slab, for a sparse label side. Each slab's
+    product is one ``dsyrk`` of F_J diag(weights_J)^{1/2}, so the sum is exactly
+    symmetric."""
+    D, q = xty.shape
+    if sp.issparse(xty):
+        xty = sp.csr_matrix(xty, dtype=np.float64)
+    root = np.sqrt(np.clip(np.asarray(weights, dtype=np.float64), 0.0, None))
+    out = np.zeros((D, D))
+    step = max(1, LABEL_BLOCK_BYTES // (8 * max(1, D)))
+    for j in range(0, q, step):
+        cols = slice(j, min(q, j + step))
+        if not root[cols].any():
+            continue
+        F = xty @ right[:, cols] if right is not None else xty[:, cols]
+        F = F.toarray() if sp.issparse(F) else np.asarray(F, dtype=np.float64)
+        out += dense_crossprod((F * root[cols]).T)
+    return out
+
+
 def weighted_scatter(X: np.ndarray | sp.spmatrix, w: np.ndarray) -> np.ndarray:
     """X^T diag(w) X (D x D, float64) for one block of rows; sum it over blocks."""
     out = weighted_crossprod(X, w)
@@ -90,15 +148,37 @@ def _inv_counts(counts: np.ndarray) -> np.ndarray:
     return out
 
 
-def _within(stats: SufficientStats, xtwx: np.ndarray, n1: np.ndarray) -> np.ndarray:
-    """S_w = X^T S_w(Y) X = W - X^T Y diag(n(1)) Y^T X (mvmd eq. 41-42)."""
-    xty = stats.xty
+def _check_xtwx(stats: SufficientStats, xtwx: np.ndarray) -> None:
     D = stats.n_features
     if xtwx.shape != (D, D):
         raise ValueError(
             f"the row-weighted scatter X^T diag(w) X has shape {xtwx.shape}, expected ({D}, {D})"
         )
+
+
+def _within(stats: SufficientStats, xtwx: np.ndarray, n1: np.ndarray) -> np.ndarray:
+    """S_w = X^T S_w(Y) X = W - X^T Y diag(n(1)) Y^T X (mvmd eq. 41-42)."""
+    _check_xtwx(stats, xtwx)
+    if stats.sparse_labels:
+        return symmetrize(xtwx - label_weighted_gram(stats.xty, n1))
+    xty = stats.xty
     return symmetrize(xtwx - (xty * n1) @ xty.T)
+
+
+def _mlda_factored(stats: SufficientStats, xtwx: np.ndarray, C: sp.spmatrix
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(S_b, S_w) of :func:`mlda` from the statistics of R = diag(1 / ||y||_1) Y
+    (:class:`RowNormalisedLabels`): X^T Y' = (X^T R) C, n_k = (1^T R C)_k and
+    X^T w = X^T R (C 1), applied a block of labels at a time."""
+    _check_xtwx(stats, xtwx)
+    C = sp.csr_matrix(C, dtype=np.float64)
+    n_k = np.asarray(C.T @ np.asarray(stats.sum_y, dtype=np.float64)).ravel()
+    between = label_weighted_gram(stats.xty, _inv_counts(n_k), right=C)
+    xw = np.asarray(stats.xty @ np.asarray(C.sum(axis=1)).ravel()).ravel()
+    total = float(n_k.sum())
+    mean_part = np.outer(xw, xw) / total if total > 0 else np.zeros_like(between)
+    Sb = cancellation_to_zero(between - mean_part, between, mean_part)
+    return Sb, symmetrize(xtwx - between)
 
 
 def mlda(stats: SufficientStats, xtwx: np.ndarray, gamma_xy: float = 0.1) -> TraceTemplate:
@@ -113,21 +193,27 @@ def mlda(stats: SufficientStats, xtwx: np.ndarray, gamma_xy: float = 0.1) -> Tra
     ----------
     stats : SufficientStats
         Statistics of (X, Y') with Y' from :func:`mlda_weighted_labels`.
+        With a sparse label side (``stats.label_correlation`` set): statistics of
+        R = diag(1 / ||y_i||_1) Y, Y' = R C (:class:`RowNormalisedLabels`).
     xtwx : ndarray (D, D)
         X^T diag(Y' 1) X.
     gamma_xy : float
         Ridge on S_w; 0.1 in the MVMD paper's comparison.
     """
     g = check_nonneg("gamma_xy", gamma_xy, "mlda")
-    n_k = np.asarray(stats.sum_y, dtype=np.float64)
-    n1 = _inv_counts(n_k)
-    xty = stats.xty
-    Sw = _within(stats, xtwx, n1)
-    xw = xty.sum(axis=1)  # X^T w, w = Y' 1
-    total = float(n_k.sum())
-    between = (xty * n1) @ xty.T
-    mean_part = np.outer(xw, xw) / total if total > 0 else np.zeros_like(between)
-    Sb = cancellation_to_zero(between - mean_part, between, mean_part)
+    C = getattr(stats, "label_correlation", None)
+    if C is not None:
+        Sb, Sw = _mlda_factored(stats, xtwx, C)
+    else:
+        n_k = np.asarray(stats.sum_y, dtype=np.float64)
+        n1 = _inv_counts(n_k)
+        xty = stats.xty
+        Sw = _within(stats, xtwx, n1)
+        xw = xty.sum(axis=1)  # X^T w, w = Y' 1
+        total = float(n_k.sum())
+        between = (xty * n1) @ xty.T
+        mean_part = np.outer(xw, xw) / total if total > 0 else np.zeros_like(between)
+        Sb = cancellation_to_zero(between - mean_part, between, mean_part)
     B = Sw
     B[np.diag_indices_from(B)] += g
     return TraceTemplate(
@@ -238,10 +324,11 @@ def dmlda(stats: SufficientStats, xtwx: np.ndarray, gamma_xy: float = 0.1) -> Tr
     xty = stats.xty
     q = stats.n_labels
     Sw = _within(stats, xtwx, n1)
-    v = xty @ n1
+    v = np.asarray(xty @ n1).ravel()
     s = stats.sum_x
-    terms = (q * raw_xtx(stats), np.outer(s, v) + np.outer(v, s),
-             stats.n * (xty * (n1 * n1)) @ xty.T, Sw)
+    between = label_weighted_gram(xty, n1 * n1) if stats.sparse_labels else \
+        (xty * (n1 * n1)) @ xty.T
+    terms = (q * raw_xtx(stats), np.outer(s, v) + np.outer(v, s), stats.n * between, Sw)
     Sb = cancellation_to_zero(terms[0] - terms[1] + terms[2] - terms[3], *terms)
     B = Sw.copy()
     B[np.diag_indices_from(B)] += g

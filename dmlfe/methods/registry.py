@@ -146,8 +146,8 @@ class MethodSpec:
         the label side sparse: "operator", A = c Xc^T Xc + g Xc^T Yc Yc^T Xc applied by
         the label-operator route (:mod:`dmlfe.solvers.label_operator`; for parameters
         where ``lowrank_form`` holds); "dense", its dense template is built from the
-        sparse label statistics (CCA); None, it refuses before any pass, naming the
-        dense label matrices it would need.
+        sparse label statistics (CCA, OPLS, MLSI, MLDA, DMLDA); None, it refuses before
+        any pass, naming the dense label matrices it would need.
     """
 
     name: str
@@ -399,10 +399,11 @@ for _spec in (
     MethodSpec("mlda", mlda, centred=False, needs_xtx=False, operator_form=False,
                lowrank_only=False, needs_weighted_xtx=True, labels="mlda_weighted",
                generalized=True, reference="mvmd eq. 41-44, 47", parameters=(GAMMA_XY,),
-               nspace=mlda_nspace),
+               nspace=mlda_nspace, label_scale="dense"),
     MethodSpec("dmlda", dmlda, centred=False, needs_xtx=True, operator_form=False,
                lowrank_only=False, needs_weighted_xtx=True, labels="01", generalized=True,
-               reference="mvmd eq. 45-47", parameters=(GAMMA_XY,), nspace=dmlda_nspace),
+               reference="mvmd eq. 45-47", parameters=(GAMMA_XY,), nspace=dmlda_nspace,
+               label_scale="dense"),
     MethodSpec("kmddm_p", kernel_mddm_p, centred=True, needs_xtx=False, operator_form=False,
                lowrank_only=False, needs_weighted_xtx=False, labels="01", generalized=True,
                reference="mddm eq. 10-14 (section 3.1.2)", parameters=(LABEL_KERNEL, RBF_GAMMA),

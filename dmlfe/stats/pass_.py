@@ -23,7 +23,7 @@ and Y, row blocks, ``block_fn`` widths) and the pass machinery come from
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import dask.array as da
 import numpy as np
@@ -56,6 +56,18 @@ _DENSIFY_FRACTION = 0.5
 _PART_KEYS = ("sum_x", "sumsq_x", "sum_y", "xty", "yty", "xtx", "xtwx")
 
 LabelFn = Callable[[np.ndarray], np.ndarray]
+
+
+class SparseLabelFn(Protocol):
+    """A label map that also maps CSR label blocks (a sparse label side): ``sparse_block``
+    returns the mapped CSR block, whose sums the statistics hold, and the row weights w
+    of the weighted scatter X^T diag(w) X; ``describe()`` names it."""
+
+    def __call__(self, y: np.ndarray) -> np.ndarray: ...
+
+    def sparse_block(self, y: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]: ...
+
+    def describe(self) -> dict: ...
 
 
 # --------------------------------------------------------------------------- #
@@ -172,13 +184,21 @@ def _sparse_label_partial(xb: Any, yb: Any, need_xtx: bool, max_dense_features: 
                           label_fn: LabelFn | None, need_xtwx: bool, need_xty: bool
                           ) -> dict[str, Any]:
     """:func:`_block_partial` with a CSR label block: no n_b x q, D x q or q x q dense
-    array (a dense X block -- relation features, D = p -- gives a dense p x q X^T Y)."""
-    if label_fn is not None or need_xtwx:
-        raise ValueError("the label-weighted statistics (MLDA, DMLDA) need dense labels; "
-                         "they are not computed with a sparse label side")
+    array (a dense X block -- relation features, D = p -- gives a dense p x q X^T Y).
+
+    ``label_fn`` must then map CSR blocks: its ``sparse_block(y)`` gives the mapped CSR
+    block and the row weights of X^T diag(w) X (:class:`SparseLabelFn`); without one the
+    weights are the label counts, Y 1."""
     y = sp.csr_matrix(yb, dtype=np.float64)
     if y.ndim == 1 or y.shape[0] != xb.shape[0]:  # pragma: no cover - align_rows checks
         raise ValueError(f"a label block of shape {y.shape} for {xb.shape[0]} rows")
+    if label_fn is not None:
+        if not hasattr(label_fn, "sparse_block"):
+            raise ValueError(f"the label map {type(label_fn).__name__} maps dense label "
+                             "blocks only; a sparse label side needs one with sparse_block")
+        y, weights = label_fn.sparse_block(y)
+    else:
+        weights = np.asarray(y.sum(axis=1), dtype=np.float64).ravel()
     n_b, d = xb.shape
     part: dict[str, Any] = {
         "n": int(n_b),
@@ -191,11 +211,13 @@ def _sparse_label_partial(xb: Any, yb: Any, need_xtx: bool, max_dense_features: 
         # CSR x CSR: the product of the block's (feature, label) pairs only
         part["xty"] = sp.csr_matrix(xb.T.tocsr() @ y) if sp.issparse(xb) else \
             np.asarray((y.T @ xb).T)
-    if need_xtx and d > max_dense_features:
+    if (need_xtx or need_xtwx) and d > max_dense_features:
         raise dense_xtx_error(d, max_dense_features)
     if need_xtx:
         part["xtx"] = _maybe_dense(xb.T.tocsr() @ xb) if sp.issparse(xb) else \
             dense_crossprod(xb)
+    if need_xtwx:
+        part["xtwx"] = _maybe_dense(weighted_crossprod(xb, weights))
     return part
 
 
@@ -337,8 +359,9 @@ def compute_stats(
         Keep the label side sparse: Y^T Y a CSR q x q matrix and, for sparse X, X^T Y a
         CSR D x q one, both O(their non-zeros); the label blocks are read as CSR
         (never a dense n_b x q block). Default: when q exceeds
-        :data:`dmlfe.stats.sufficient.MAX_DENSE_LABELS`. ``label_fn`` and
-        ``need_xtwx`` are not available then.
+        :data:`dmlfe.stats.sufficient.MAX_DENSE_LABELS`. ``label_fn`` must then
+        be a :class:`SparseLabelFn`; ``need_xtwx`` weighs the rows by its weights (by
+        the label counts Y 1 without one).
 
     Returns
     -------

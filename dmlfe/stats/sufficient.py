@@ -183,6 +183,12 @@ class SufficientStats:
         Reading one of them as an attribute makes all three whole first (then this is
         None); :meth:`centred_xty_rows`, :meth:`rows_of` and in-place addition work on
         the held rows without doing so.
+    label_correlation : scipy.sparse CSR matrix of shape (q, q) or None
+        MLDA with a sparse label side only: C of mvmd eq. 43, when these are the
+        statistics of the row-normalised labels R = diag(1 / ||y_i||_1) Y and the
+        method's labels are Y' = R C (:class:`dmlfe.methods.mlda.RowNormalisedLabels`).
+        Such statistics are one fit's own: C depends on every document, so they are
+        neither cached nor added to others.
     """
 
     n: int
@@ -196,6 +202,7 @@ class SufficientStats:
     from_cache: bool = False
     rows_read: int | None = None
     compact_rows: np.ndarray | None = None
+    label_correlation: Any = None
 
     @property
     def n_features(self) -> int:
@@ -217,8 +224,8 @@ class SufficientStats:
             f"{what} was asked for densely, but these statistics hold the label side "
             f"sparse: q = {self.n_labels:,} labels > MAX_DENSE_LABELS = {MAX_DENSE_LABELS:,} "
             f"(a dense {shape[0]:,} x {shape[1]:,} float64 matrix is {nbytes / 2**30:.2f} "
-            "GiB). Use a method with a sparse label path (MDDM variant 'p', MVMD, CCA, PCA, "
-            "LSI) or fewer labels")
+            "GiB). Use a method with a sparse label path (MDDM variant 'p', MVMD, PLS, CCA, "
+            "OPLS, MLSI, MLDA, DMLDA, PCA, LSI) or fewer labels")
 
     @property
     def mean_x(self) -> np.ndarray:
@@ -363,6 +370,10 @@ class SufficientStats:
         return self._add(other, inplace=True)
 
     def _add(self, other: SufficientStats, inplace: bool) -> SufficientStats:
+        if self.label_correlation is not None or other.label_correlation is not None:
+            raise ValueError("statistics of row-normalised labels (MLDA with a sparse label "
+                             "side) cannot be added: their C depends on every document; "
+                             "compute them from all the documents at once")
         if (self.n_features, self.n_labels) != (other.n_features, other.n_labels):
             raise ValueError(
                 f"cannot add statistics of {other.n_features} features and {other.n_labels} "
