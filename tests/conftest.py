@@ -80,31 +80,36 @@ def _source(fn: object) -> str:
         return ""
 
 
-def _mentions(fn: object, module: object, depth: int = 2) -> bool:
+#: What marks a test of the approximate K-NN search: its first use in a process compiles
+#: pynndescent's numba functions (about a minute), then cached on disk for the next ones.
+_USES_NNDESCENT = ("pynndescent", '"approximate"')
+
+
+def _mentions(fn: object, module: object, words: tuple[str, ...], depth: int = 2) -> bool:
     """Whether ``fn``'s source, or that of a function of ``module`` it names (``depth``
-    calls deep), mentions one of :data:`_STARTS_PROCESSES`."""
+    calls deep), mentions one of ``words``."""
     text = _source(fn)
-    if any(word in text for word in _STARTS_PROCESSES):
+    if any(word in text for word in words):
         return True
     if depth == 0 or module is None:
         return False
     for name in set(re.findall(r"\b([A-Za-z_]\w*)\(", text)):
         helper = getattr(module, name, None)
         if inspect.isfunction(helper) and helper is not fn and \
-                helper.__module__ == module.__name__ and _mentions(helper, module, depth - 1):
+                helper.__module__ == module.__name__ and \
+                _mentions(helper, module, words, depth - 1):
             return True
     return False
 
 
-def _starts_processes(item: pytest.Item) -> bool:
-    names = getattr(item, "fixturenames", ())
-    if "cluster_client" in names:
+def _uses(item: pytest.Item, words: tuple[str, ...]) -> bool:
+    """Whether the test, a helper it calls or one of its fixtures mentions ``words``."""
+    if "cluster_client" in words and "cluster_client" in getattr(item, "fixturenames", ()):
         return True
-    module = getattr(item, "module", None)
-    if _mentions(getattr(item, "function", None), module):
+    if _mentions(getattr(item, "function", None), getattr(item, "module", None), words):
         return True
     defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
-    return any(_mentions(d[-1].func, inspect.getmodule(d[-1].func))
+    return any(_mentions(d[-1].func, inspect.getmodule(d[-1].func), words)
                for name, d in defs.items() if d and name not in ("request", "_local_scheduler"))
 
 
@@ -112,7 +117,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Under pytest-xdist (``-n 2 --dist loadgroup``) the tests that start processes run
     one after another on one xdist worker, as in a serial run, while the other worker
     runs the rest: two sets of dask workers at once on a 2-core machine made tests that
-    wait on workers time out. Without xdist the mark does nothing."""
+    wait on workers time out. The other tests of the approximate K-NN search run in one
+    process too, so that pynndescent is compiled once. Without xdist the marks do
+    nothing."""
     for item in items:
-        if _starts_processes(item):
+        if _uses(item, _STARTS_PROCESSES):
             item.add_marker(pytest.mark.xdist_group("processes"))
+        elif _uses(item, _USES_NNDESCENT):
+            item.add_marker(pytest.mark.xdist_group("nndescent"))
