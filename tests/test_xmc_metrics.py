@@ -411,3 +411,26 @@ def test_cli_predict_top_k(xmc_fitted, capsys):
     with pytest.raises(SystemExit):  # argparse: "'0': give a positive integer"
         main(["predict", str(model_dir), str(store), "--top-k", "0", "--out", "-"])
     assert "'0': give a positive integer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["ridge", "mlknn"])
+def test_top_k_blocks_slice_the_rows_and_equal_predict_and_top_k(monkeypatch, name):
+    import dask.array as da
+
+    from dmlfe.evaluation import metrics
+    from dmlfe.evaluation.registry import get_classifier
+
+    rng = np.random.default_rng(4)
+    Z = rng.normal(size=(90, 5))
+    Y = (rng.random((90, 40)) < 0.1).astype(np.uint8)
+    clf = get_classifier(name).make().fit(Z[:60], Y[:60])
+    monkeypatch.setattr(metrics, "TOP_K_BLOCK_ENTRIES", 7 * 40)  # slices of 7 rows
+    parts = da.compute(*clf.top_k_blocks(da.from_array(Z[60:], chunks=(16, 5)), 4))
+    found = [f for p in parts for f in p[0]]
+    idx = np.concatenate([p[1] for p in parts])
+    vals = np.concatenate([p[2] for p in parts])
+    ref_idx, ref_vals = M.top_k(clf.predict_proba(Z[60:]), 4)
+    np.testing.assert_array_equal(idx, ref_idx)
+    np.testing.assert_allclose(vals, ref_vals, rtol=1e-14)
+    P = clf.predict(Z[60:])
+    assert [list(f) for f in found] == [list(np.flatnonzero(r)) for r in P]

@@ -186,11 +186,17 @@ def _store_top_k(model: Any, classifier: Any, view: Any, k: int, *, labels: bool
     import dask.array as da
 
     Z = model.transform(view.X)
-    P, S = da.asarray(classifier.predict(Z)), da.asarray(classifier.predict_proba(Z))
-    S = S.rechunk({1: -1})
-    P = P.rechunk((S.chunks[0], (P.shape[1],)))
-    blocks = [dask.delayed(_block_top_k, pure=True)(p, s, k)
-              for p, s in zip(P.to_delayed().ravel(), S.to_delayed().ravel(), strict=True)]
+    if getattr(classifier, "target_type_", None) == "multilabel-indicator" and \
+            hasattr(classifier, "top_k_blocks"):
+        # decisions and probabilities a slice of rows at a time (many labels)
+        blocks = classifier.top_k_blocks(da.asarray(Z).rechunk({1: -1}), k)
+    else:
+        P, S = da.asarray(classifier.predict(Z)), da.asarray(classifier.predict_proba(Z))
+        S = S.rechunk({1: -1})
+        P = P.rechunk((S.chunks[0], (P.shape[1],)))
+        blocks = [dask.delayed(_block_top_k, pure=True)(p, s, k)
+                  for p, s in zip(P.to_delayed().ravel(), S.to_delayed().ravel(),
+                                  strict=True)]
     Y = view.Y[:, label_columns(model, view)] if labels else None
     # the delayed blocks as separate arguments: dask 2026.11's compute(array, [delayed,
     # ...], array) returned the last array in place of the list's first item

@@ -17,6 +17,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils import Tags
 
 from dmlfe.compute import compute_one, tree_reduce
+from dmlfe.evaluation import metrics
 from dmlfe.labels import class_indicators, first_non_binary, first_non_binary_stored
 from dmlfe.validation import checked_matrix
 
@@ -161,6 +162,27 @@ def map_rows(Z: np.ndarray | da.Array, fn: Callable[..., np.ndarray], n_out: int
                         meta=np.empty((0, n_out), dtype=dtype))
 
 
+def label_top_k(zb: np.ndarray, state: Any, relevant: Callable[..., np.ndarray],
+                probabilities: Callable[..., np.ndarray], k: int, q: int
+                ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """(each row's relevant label indices, its ``k`` most probable labels, their
+    probabilities) of one block of embeddings for ``q`` labels, a slice of about
+    :data:`~dmlfe.evaluation.metrics.TOP_K_BLOCK_ENTRIES` scores at a time: with many
+    labels a block x q array of probabilities (or of decisions) is never whole."""
+    zb = np.asarray(zb)
+    step = max(1, metrics.TOP_K_BLOCK_ENTRIES // max(int(q), 1))  # read now: tests lower it
+    found: list[np.ndarray] = []
+    idx = [np.empty((0, k), dtype=np.int64)]
+    vals = [np.empty((0, k), dtype=np.float64)]
+    for r in range(0, zb.shape[0], step):
+        z = zb[r:r + step]
+        found.extend(np.flatnonzero(row) for row in np.asarray(relevant(z, state)))
+        i, v = metrics.top_k(np.asarray(probabilities(z, state)), k)
+        idx.append(i)
+        vals.append(v)
+    return found, np.concatenate(idx), np.concatenate(vals)
+
+
 class MultiLabelBase(ClassifierMixin, BaseEstimator):
     """Common fit/predict-side handling of the multi-label classifiers.
 
@@ -283,6 +305,22 @@ class MultiLabelBase(ClassifierMixin, BaseEstimator):
             total = P.sum(axis=1, keepdims=True)
             return P / total
         return P
+
+    def top_k_blocks(self, Z: da.Array, k: int) -> list[Any]:
+        """Per row block of the dask array Z, a delayed (each row's relevant label indices,
+        its ``k`` most probable labels, their probabilities) (:func:`label_top_k`): what
+        ``dmlfe predict --top-k`` writes, with no block x q array of scores whole. For a
+        label-matrix target."""
+        self._check_fitted()
+        if self.target_type_ != "multilabel-indicator":
+            raise ValueError(f"top_k_blocks needs a label-matrix target; this "
+                             f"{type(self).__name__} was fitted on a {self.target_type_} one")
+        Z = self._check_query(Z)
+        st = dask.delayed(self._state(), pure=True)
+        return [dask.delayed(label_top_k, pure=True)(zb, st, type(self)._relevant,
+                                                     type(self)._probabilities, int(k),
+                                                     int(self.n_labels_))
+                for zb in Z.to_delayed().ravel()]
 
     # per-label outputs on one block of embeddings: state -> (rows, q)
     def _state(self) -> Any:
