@@ -704,3 +704,26 @@ def test_transform_on_a_client_scatters_large_components(cluster_client):
     ref = est.transform(X)
     np.testing.assert_allclose(cluster_client.compute(Z).result(), ref, rtol=1e-10,
                                atol=1e-10 * np.abs(ref).max())
+
+
+def test_fitting_every_document_of_a_store_with_a_test_split_warns(tmp_path, capsys):
+    import dmlfe
+    from dmlfe.cli import main
+
+    X, Y = random_data(n=40, D=12, q=3, seed=1)
+    splits = ["train"] * 30 + ["test"] * 10
+    path = write_store(tmp_path / "s.zarr", sp.csr_matrix(X), Y, splits)
+    with pytest.warns(UserWarning, match=r"all 40 documents of store .*its 10 'test' "
+                                         r"documents included.*split='train'"):
+        dmlfe.PCA(n_components=2).fit(str(path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dmlfe.PCA(n_components=2, split="train").fit(str(path))
+        dmlfe.PCA(n_components=2).fit(dmlfe.open_store(path).subset(["train", "test"]))
+        no_test = write_store(tmp_path / "t.zarr", sp.csr_matrix(X), Y, ["train"] * 40)
+        dmlfe.PCA(n_components=2).fit(str(no_test))
+    assert main(["fit", str(path), "--method", "pca", "--dim", "2", "--out",
+                 str(tmp_path / "m"), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "dmlfe fit: warning:" in err
+    assert "(--split 'train')" in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -147,6 +148,22 @@ def as_store(X: Any) -> Store:
     return X if isinstance(X, Store) else open_store(X)
 
 
+def warn_test_documents(store: Any, owner: str) -> None:
+    """Warn when a fit reads every document of a store that has a 'test' split: its
+    test documents would then be in the training data (a view chosen by split or rows
+    is the caller's choice, and no warning)."""
+    cats = store.split_categories
+    if not cats or "test" not in cats or store.selection:
+        return
+    n_test = store.subset("test").n_docs
+    if n_test:
+        warnings.warn(
+            f"{owner} is fitted on all {store.n_docs:,} documents of store {store.path}, "
+            f"its {n_test:,} 'test' documents included; fit on the training split only "
+            "(split='train') to keep them out",
+            UserWarning, stacklevel=3)
+
+
 def fit_data(X: Any, Y: Any, split: Any, owner: str, supervised: bool = True) -> FitData:
     """Open a store path once, or take an opened store (and select its split), or check
     in-memory X and Y.
@@ -171,6 +188,8 @@ def fit_data(X: Any, Y: Any, split: Any, owner: str, supervised: bool = True) ->
         store = as_store(X)
         if split is not None:
             store = store.subset(split)
+        else:
+            warn_test_documents(store, owner)
         return FitData(store.X, store.Y, store)
     if Y is None:
         if supervised:

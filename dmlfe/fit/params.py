@@ -111,7 +111,8 @@ COMMON: tuple[Param, ...] = (
           "text)."),
     Param("split", None, optional(split_names),
           "str or list of str, optional\n    When X is a store path: fit on (and transform) "
-          "the documents of these splits."),
+          "the documents of these splits. Without it every document is read, and a store "
+          "with a 'test' split warns."),
     Param("cache", True, boolean,
           "bool, default True\n    Reuse statistics saved beside the store (store paths "
           "only)."),
