@@ -140,8 +140,8 @@ def test_evaluate_compares_labels_by_name(fitted, capsys):
 def test_evaluate_refuses_a_model_without_a_classifier(fitted, capsys):
     tmp, store, _, address, _ = fitted
     bare = tmp / "bare"
-    assert main(["fit", str(store), "--method", "pca", "--dim", "2", "--out", str(bare),
-                 "--scheduler", address, "--quiet"]) == 0
+    assert main(["fit", str(store), "--method", "pca", "--dim", "2", "--split", "train",
+                 "--out", str(bare), "--scheduler", address, "--quiet"]) == 0
     assert main(["evaluate", str(bare), str(store), "--split", "test"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "no classifier" in err and "--classifier" in err

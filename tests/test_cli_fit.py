@@ -132,8 +132,8 @@ def test_fit_threshold_memory(work, capsys):
     model_dir = root / "pca-threshold-memory"
     capsys.readouterr()
     rc = main(["fit", str(store), "--method", "pca", "--route", "feature", "--solver",
-               "randomized", "--threshold", "0.99", "--threshold-memory", "1",
-               "--out", str(model_dir), "--scheduler", address, "--quiet"])
+               "randomized", "--threshold", "0.99", "--threshold-memory", "1", "--split",
+               "train", "--out", str(model_dir), "--scheduler", address, "--quiet"])
     assert rc == 0
     # the library's warning, as one line in the command's terms
     (line,) = [x for x in capsys.readouterr().err.splitlines() if "warning" in x]

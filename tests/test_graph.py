@@ -232,7 +232,7 @@ def test_cli_names_the_missing_extra(split_store, tmp_path, monkeypatch, capsys,
     path, _ = split_store
     monkeypatch.setitem(__import__("sys").modules, "pynndescent", None)  # not installed
     rc = main(["fit", str(path), "--method", "olpp", "--knn-search", "approximate",
-               "--dim", "2", "--out", str(tmp_path / "m"), "--quiet",
+               "--dim", "2", "--split", "train", "--out", str(tmp_path / "m"), "--quiet",
                "--scheduler", cluster_client.scheduler.address])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1

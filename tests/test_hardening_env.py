@@ -203,8 +203,8 @@ def store300(tmp_path_factory) -> Path:
                  "--quiet", "--workers", "1"]) == 0
     # one fit fills the statistics cache beside the store: the fits of the tests then
     # write nothing but their model
-    assert main(["fit", str(out), "--method", "pca", "--dim", "2", "--out",
-                 str(out.parent / "m0"), "--quiet", "--workers", "1"]) == 0
+    assert main(["fit", str(out), "--method", "pca", "--dim", "2", "--split", "train",
+                 "--out", str(out.parent / "m0"), "--quiet", "--workers", "1"]) == 0
     return out
 
 
@@ -232,7 +232,7 @@ def test_a_file_size_limit_is_one_line_naming_the_output(tmp_path):
 def test_a_file_size_limit_while_saving_a_model(tmp_path, store300):
     out = tmp_path / "m"
     res = run_dmlfe(["fit", str(store300), "--method", "pca", "--dim", "2", "--out", str(out),
-                     "--quiet", "--workers", "1"],
+                     "--split", "train", "--quiet", "--workers", "1"],
                     fsize=4096)
     assert res.returncode == 2, res
     err = one_error_line(res.stderr, "fit")
@@ -278,7 +278,7 @@ def test_a_full_disk_while_saving_a_model(tmp_path, capsys, monkeypatch, store30
     monkeypatch.setattr(np, "savez", savez)
     out = tmp_path / "m"
     rc = main(["fit", str(store300), "--method", "pca", "--dim", "2", "--out", str(out),
-               "--quiet", "--cluster", str(thread_profile)])
+               "--split", "train", "--quiet", "--cluster", str(thread_profile)])
     assert rc == 2
     err = one_error_line(capsys.readouterr().err, "fit")
     assert f"cannot write {out}: no space left on the device" in err
@@ -304,7 +304,7 @@ def test_a_read_only_output_folder(tmp_path, capsys, monkeypatch, store300, comm
     monkeypatch.setattr(Path, "mkdir", mkdir)
     out = ro / ("s.zarr" if command == "ingest" else "m")
     argv = (["ingest", "--format", "synthetic", "--n-docs", "50"] if command == "ingest"
-            else ["fit", str(store300), "--method", "pca", "--dim", "2"])
+            else ["fit", str(store300), "--method", "pca", "--dim", "2", "--split", "train"])
     assert main([*argv, "--out", str(out), "--quiet", "--workers", "1"]) == 2
     err = one_error_line(capsys.readouterr().err, command)
     assert f"cannot write {out}: the file system is read-only; write the output elsewhere" in err
@@ -365,7 +365,7 @@ def test_a_worker_over_its_memory_limit_is_one_line(tmp_path, capsys, store300):
     with dask.config.set({"distributed.scheduler.allowed-failures": 0,
                           "distributed.worker.preload": [str(hog)]}):
         rc = main(["fit", str(store), "--method", "pca", "--dim", "2", "--out", str(out),
-                   "--quiet", "--cluster", str(profile)])
+                   "--split", "train", "--quiet", "--cluster", str(profile)])
     assert rc == 2
     err = one_error_line(capsys.readouterr().err, "fit")
     assert f"dask workers of the cluster profile {profile} died once while computing" in err
@@ -411,7 +411,7 @@ def test_the_scheduler_killed_mid_fit_is_one_line(tmp_path, capsys, store300):
         threading.Thread(target=kill_when_running, daemon=True).start()
         out = tmp_path / "m"
         rc = main(["fit", str(store), "--method", "pca", "--dim", "2", "--out", str(out),
-                   "--quiet", "--scheduler", address])
+                   "--split", "train", "--quiet", "--scheduler", address])
     finally:
         sched.kill()
         work.kill()
