@@ -80,6 +80,10 @@ def _source(fn: object) -> str:
         return ""
 
 
+#: What marks a test that kills a worker, a scheduler or a command on purpose: its
+#: recovery is timed, so it runs alone after the others (``-m serial``).
+_KILLS = ("SIGKILL", "os.kill(", "killpg", "SIGINT", "SIGTERM")
+
 #: What marks a test of the approximate K-NN search: its first use in a process compiles
 #: pynndescent's numba functions (about a minute), then cached on disk for the next ones.
 _USES_NNDESCENT = ("pynndescent", '"approximate"')
@@ -118,9 +122,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     one after another on one xdist worker, as in a serial run, while the other worker
     runs the rest: two sets of dask workers at once on a 2-core machine made tests that
     wait on workers time out. The other tests of the approximate K-NN search run in one
-    process too, so that pynndescent is compiled once. Without xdist the marks do
+    process too, so that pynndescent is compiled once. Tests that kill processes on
+    purpose are marked ``serial``: the test command runs them alone, after the rest
+    (a lost-worker fit hung under the other process's load). Without xdist the groups do
     nothing."""
     for item in items:
+        if _uses(item, _KILLS):
+            item.add_marker(pytest.mark.serial)
         if _uses(item, _STARTS_PROCESSES):
             item.add_marker(pytest.mark.xdist_group("processes"))
         elif _uses(item, _USES_NNDESCENT):
