@@ -101,9 +101,6 @@ class RowNormalisedLabels:
         R = sp.csr_matrix(sp.diags(_inv_counts(np.asarray(abs(Yb).sum(axis=1)).ravel())) @ Yb)
         return R, R @ self.c1
 
-    def __call__(self, Yb: np.ndarray | sp.spmatrix) -> np.ndarray:
-        return mlda_weighted_labels(Yb, self.C.toarray())
-
     def describe(self) -> dict:
         return {"mlda_row_normalised": {"q": int(self.C.shape[0]), "nnz": int(self.C.nnz)}}
 

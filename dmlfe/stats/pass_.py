@@ -59,11 +59,9 @@ LabelFn = Callable[[np.ndarray], np.ndarray]
 
 
 class SparseLabelFn(Protocol):
-    """A label map that also maps CSR label blocks (a sparse label side): ``sparse_block``
-    returns the mapped CSR block, whose sums the statistics hold, and the row weights w
-    of the weighted scatter X^T diag(w) X; ``describe()`` names it."""
-
-    def __call__(self, y: np.ndarray) -> np.ndarray: ...
+    """A label map of CSR label blocks (a sparse label side): ``sparse_block`` returns
+    the mapped CSR block, whose sums the statistics hold, and the row weights w of the
+    weighted scatter X^T diag(w) X; ``describe()`` names it."""
 
     def sparse_block(self, y: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]: ...
 
